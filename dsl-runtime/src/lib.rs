@@ -1,1 +1,6 @@
-// dsl-runtime
+//! The runtime under `#[kernel]`: tile interpreter, CUDA C emitter, NVRTC compile cache,
+//! typed launch and autotune.
+pub mod cuda;
+pub mod interp;
+
+pub use dsl_ir as ir;

@@ -1,0 +1,312 @@
+//! The tile IR: a kernel is a list of statements over SSA values and mutable variables.
+//!
+//! Invariants the builder guarantees (so every backend stays simple):
+//! - every operand of `Binary` and `Where` has exactly the result's shape (broadcasts are
+//!   explicit `Broadcast` ops) and, for arithmetic, the same dtype (casts are explicit);
+//! - pointer arithmetic is `Binary(Add|Sub, ptr, i32 offsets)` with a pointer result;
+//! - a `Load`/`Store` mask is a bool value of the pointer's shape; `other` has the loaded
+//!   type; a stored value has the pointee dtype and the pointer's shape;
+//! - values are defined before use, once; a `For` defines its induction variable.
+use crate::types::{ConstExpr, DType, Type};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ValueId(pub u32);
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VarId(pub u32);
+
+/// Where a statement came from in the user's kernel source.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub struct Src {
+    /// 1-based line in the file that holds the kernel.
+    pub line: u32,
+    /// The source expression, as written (whitespace normalised).
+    pub text: String,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct Kernel {
+    pub name: String,
+    /// The file that holds the kernel (`file!()` of the macro call).
+    pub file: String,
+    pub params: Vec<Param>,
+    pub body: Vec<Stmt>,
+    /// The type of each value, indexed by `ValueId`.
+    pub values: Vec<Type>,
+    /// The type and source name of each mutable variable, indexed by `VarId`.
+    pub vars: Vec<VarInfo>,
+    /// Constexpr bindings applied by `specialize` (empty before).
+    pub bound: Vec<(String, ConstVal)>,
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub struct VarInfo {
+    pub name: String,
+    pub ty: Type,
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum ParamKind {
+    /// A pointer into a device buffer of this dtype.
+    Ptr(DType),
+    /// A run-time scalar (i32 or f32), uniform across the program.
+    Scalar(DType),
+    /// A compile-time value: tile sizes, flags. Each distinct binding is compiled once.
+    Constexpr(ConstKind),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum ConstKind {
+    Int,
+    Bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum ConstVal {
+    Int(i64),
+    Bool(bool),
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Stmt {
+    /// `%id: ty = op`
+    Let { id: ValueId, op: Op, src: Src },
+    /// `let mut name = init;` (a loop-carried or conditionally updated value).
+    DeclVar { var: VarId, init: ValueId, src: Src },
+    /// `name = value;`
+    Assign { var: VarId, value: ValueId, src: Src },
+    Store { ptr: ValueId, value: ValueId, mask: Option<ValueId>, src: Src },
+    /// Atomic read-modify-write on global memory; the old values are not returned.
+    Atomic { op: AtomicOp, ptr: ValueId, value: ValueId, mask: Option<ValueId>, src: Src },
+    /// `for iv in (start..end).step_by(step) { body }`; all i32 scalars; step > 0.
+    For { iv: ValueId, start: ValueId, end: ValueId, step: ValueId, body: Vec<Stmt>, src: Src },
+    /// `if cond { then } else { els }` on a bool scalar (uniform: no divergence within a program).
+    If { cond: ValueId, then: Vec<Stmt>, els: Vec<Stmt>, src: Src },
+}
+
+#[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Op {
+    ProgramId(u8),
+    NumPrograms(u8),
+    /// A run-time pointer or scalar parameter, by index into `Kernel::params`.
+    Param(usize),
+    /// A constexpr integer expression, as an i32 scalar (or bool for a bool constexpr).
+    Const(ConstExpr),
+    /// A literal scalar of the value's dtype.
+    Lit(Lit),
+    /// `arange(start, end)`: i32 tile `[end - start]`.
+    Arange { start: ConstExpr, end: ConstExpr },
+    Unary(UnaryOp, ValueId),
+    Binary(BinOp, ValueId, ValueId),
+    /// `where_(cond, a, b)`, elementwise.
+    Where(ValueId, ValueId, ValueId),
+    /// Conversion to the value's dtype (round to nearest even for floats, truncation
+    /// toward zero for float -> int, as Rust's `as`).
+    Cast(ValueId),
+    /// Inserts a dimension of size 1 at `axis`.
+    ExpandDims(ValueId, u8),
+    /// A scalar repeated to the value's shape (`zeros`, `full`, scalar operands), or a tile
+    /// of the same rank repeated along its dimensions of size 1.
+    Broadcast(ValueId),
+    Load { ptr: ValueId, mask: Option<ValueId>, other: Option<ValueId> },
+    /// Reduction along `axis`; the axis disappears from the shape.
+    Reduce { op: ReduceOp, x: ValueId, axis: u8 },
+    ReadVar(VarId),
+}
+
+#[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
+pub enum Lit {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Neg,
+    /// Logical not for bool, bitwise not for i32.
+    Not,
+    Abs,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Sigmoid,
+    Silu,
+    Sin,
+    Cos,
+    Tanh,
+}
+
+impl UnaryOp {
+    /// The DSL's name for it, where it is a function.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Not => "not",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Exp2 => "exp2",
+            UnaryOp::Log => "log",
+            UnaryOp::Log2 => "log2",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tanh => "tanh",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<UnaryOp> {
+        use UnaryOp::*;
+        [Abs, Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Sigmoid, Silu, Sin, Cos, Tanh]
+            .into_iter()
+            .find(|op| op.name() == s)
+    }
+    /// True for the transcendental functions, which take float operands only.
+    pub fn float_only(self) -> bool {
+        !matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    /// Float division, or integer division truncating toward zero (Rust and C agree).
+    Div,
+    /// Remainder with the sign of the dividend (Rust and C agree).
+    Rem,
+    Min,
+    Max,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    /// Logical for bool, bitwise for i32.
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+impl BinOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne)
+    }
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr)
+    }
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Min => "minimum",
+            BinOp::Max => "maximum",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&",
+            BinOp::Or => "|",
+            BinOp::Xor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum ReduceOp {
+    /// Accumulates in f32 for f16/bf16 inputs; the result has the input dtype.
+    Sum,
+    Max,
+    Min,
+    /// Index (i32) of the largest element; ties go to the lowest index; NaN is never chosen
+    /// over a number.
+    Argmax,
+    Argmin,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::Argmax => "argmax",
+            ReduceOp::Argmin => "argmin",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<ReduceOp> {
+        use ReduceOp::*;
+        [Sum, Max, Min, Argmax, Argmin].into_iter().find(|op| op.name() == s)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+pub enum AtomicOp {
+    Add,
+    Max,
+    Min,
+}
+
+impl Kernel {
+    pub fn ty(&self, v: ValueId) -> &Type {
+        &self.values[v.0 as usize]
+    }
+    pub fn var_ty(&self, v: VarId) -> &Type {
+        &self.vars[v.0 as usize].ty
+    }
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("the IR always serialises")
+    }
+    pub fn from_json(s: &str) -> Result<Kernel, String> {
+        serde_json::from_str(s).map_err(|e| format!("malformed kernel IR: {e}"))
+    }
+    /// Constexpr parameters, in declaration order.
+    pub fn constexprs(&self) -> impl Iterator<Item = &Param> {
+        self.params.iter().filter(|p| matches!(p.kind, ParamKind::Constexpr(_)))
+    }
+    /// Run-time parameters (pointers and scalars), in declaration order: the launch arguments.
+    pub fn runtime_params(&self) -> impl Iterator<Item = (usize, &Param)> {
+        self.params
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !matches!(p.kind, ParamKind::Constexpr(_)))
+    }
+}
+
+/// Visits every statement, depth first, in program order.
+pub fn walk<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
+    for s in body {
+        f(s);
+        match s {
+            Stmt::For { body, .. } => walk(body, f),
+            Stmt::If { then, els, .. } => {
+                walk(then, f);
+                walk(els, f);
+            }
+            _ => {}
+        }
+    }
+}
