@@ -23,6 +23,10 @@ pub struct Src {
     pub line: u32,
     /// The source expression, as written (whitespace normalised).
     pub text: String,
+    /// The `let` binding this value is the final result of, if any (`cols`, `acc`): the
+    /// name generated code gives it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
 }
 
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 use dsl_ir::*;
 
 fn src(t: &str) -> Src {
-    Src { line: 1, text: t.into() }
+    Src { line: 1, text: t.into(), name: String::new() }
 }
 
 /// The lesson's RMSNorm, one pass, built by hand the way the macro builds it.
