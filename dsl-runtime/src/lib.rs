@@ -1,6 +1,30 @@
 //! The runtime under `#[kernel]`: tile interpreter, CUDA C emitter, NVRTC compile cache,
 //! typed launch and autotune.
+//!
+//! Data flows one way: the macro's IR → [`ir::Kernel::specialize`] → [`interp`] (the spec)
+//! or [`cuda::emit`] → [`nvrtc`] → launch ([`KernelDef::launch`]).
+pub mod autotune;
 pub mod cuda;
+pub mod device;
+pub mod element;
+pub mod error;
 pub mod interp;
+pub mod kernel_def;
+pub mod nvrtc;
 
+pub use device::{AsPtr, Buffer, BufferView, Device, PtrArg, INTERPRET_ENV};
 pub use dsl_ir as ir;
+pub use dsl_ir::ConstVal;
+pub use element::{bf16, f16, Element};
+pub use error::{Error, Result};
+pub use kernel_def::{cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Tune};
+
+/// A kernel parameter type: a pointer to elements of `T` in device memory. Only the
+/// `#[kernel]` macro reads it; it never exists at run time.
+pub struct Ptr<T>(std::marker::PhantomData<T>);
+
+/// What a file of kernels needs: `use dsl_runtime::prelude::*;`.
+pub mod prelude {
+    pub use crate::{bf16, cdiv, f16, Buffer, Config, Device, Launch, Ptr, Tune};
+    pub use dsl_macros::kernel;
+}

@@ -1,0 +1,374 @@
+//! A kernel as the `#[kernel]` macro leaves it: its IR (JSON, parsed once), and everything
+//! derived from it per constexpr binding: the specialised IR, the CUDA C, the loaded GPU
+//! function. `launch` checks the arguments, then interprets or launches.
+use crate::cuda::{self, CudaSource, EmitOptions};
+use crate::device::{lock, Device, Kind, PtrArg, RawBuf};
+use crate::error::{Error, Result};
+use crate::interp::{self, HostMem, InterpArg, InterpOptions};
+use crate::nvrtc;
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use dsl_ir::{ConstVal, DType, Kernel, ParamKind};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// One launch argument, in the order of the kernel's run-time parameters.
+#[derive(Clone, Copy)]
+pub enum Arg<'a> {
+    Ptr(PtrArg<'a>),
+    I32(i32),
+    F32(f32),
+}
+
+/// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
+pub type Binding = (&'static str, ConstVal);
+
+/// The constexprs of one launch, as a grid closure sees them.
+pub struct Constexprs<'a>(pub &'a [Binding]);
+
+impl Constexprs<'_> {
+    /// The integer constexpr `name` (0 if it is not bound: the launch then fails with a
+    /// clear message about the missing binding).
+    pub fn int(&self, name: &str) -> i64 {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| match v {
+            ConstVal::Int(i) => *i,
+            ConstVal::Bool(b) => *b as i64,
+        }).unwrap_or(0)
+    }
+}
+
+/// The grid: fixed, or computed from the constexprs (so an autotuned tile size sets it).
+#[derive(Clone)]
+pub enum Grid {
+    Fixed([u32; 3]),
+    Fn(Arc<dyn Fn(&Constexprs) -> [u32; 3] + Send + Sync>),
+}
+
+impl Grid {
+    fn resolve(&self, c: &[Binding]) -> [u32; 3] {
+        match self {
+            Grid::Fixed(g) => *g,
+            Grid::Fn(f) => f(&Constexprs(c)),
+        }
+    }
+}
+
+pub trait IntoGrid {
+    fn into_grid(self) -> [u32; 3];
+}
+impl IntoGrid for u32 {
+    fn into_grid(self) -> [u32; 3] {
+        [self, 1, 1]
+    }
+}
+impl IntoGrid for usize {
+    fn into_grid(self) -> [u32; 3] {
+        [self as u32, 1, 1]
+    }
+}
+impl IntoGrid for (u32,) {
+    fn into_grid(self) -> [u32; 3] {
+        [self.0, 1, 1]
+    }
+}
+impl IntoGrid for (u32, u32) {
+    fn into_grid(self) -> [u32; 3] {
+        [self.0, self.1, 1]
+    }
+}
+impl IntoGrid for (u32, u32, u32) {
+    fn into_grid(self) -> [u32; 3] {
+        [self.0, self.1, self.2]
+    }
+}
+impl IntoGrid for [u32; 3] {
+    fn into_grid(self) -> [u32; 3] {
+        self
+    }
+}
+
+/// How to launch: the grid of programs and the warps per program.
+#[derive(Clone)]
+pub struct Launch {
+    pub grid: Grid,
+    pub num_warps: u32,
+}
+
+impl Launch {
+    /// A fixed grid (a number or a tuple of up to three), 4 warps per program.
+    pub fn grid(g: impl IntoGrid) -> Launch {
+        Launch { grid: Grid::Fixed(g.into_grid()), num_warps: 4 }
+    }
+    /// A grid computed from the constexprs: `Launch::grid_fn(|c| [cdiv(n, c.int("BLOCK")), 1, 1])`.
+    pub fn grid_fn(f: impl Fn(&Constexprs) -> [u32; 3] + Send + Sync + 'static) -> Launch {
+        Launch { grid: Grid::Fn(Arc::new(f)), num_warps: 4 }
+    }
+    pub fn warps(mut self, n: u32) -> Launch {
+        self.num_warps = n;
+        self
+    }
+}
+
+/// `ceil(a / b)` for grid sizes.
+pub fn cdiv(a: i64, b: i64) -> u32 {
+    ((a + b - 1) / b.max(1)) as u32
+}
+
+/// One autotuning candidate: every constexpr bound, and the warps per program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub constexprs: Vec<Binding>,
+    pub num_warps: u32,
+}
+
+impl Config {
+    pub fn new(constexprs: &[Binding], num_warps: u32) -> Config {
+        Config { constexprs: constexprs.to_vec(), num_warps }
+    }
+}
+
+/// Autotuning: the candidates, a key naming the problem size (the winner is remembered per
+/// key, like Triton's `key=['D']`), and the grid as a function of the constexprs.
+#[derive(Clone)]
+pub struct Tune {
+    pub configs: Vec<Config>,
+    pub key: String,
+    pub grid: Grid,
+}
+
+/// What the macro emits for each kernel.
+pub struct KernelDef {
+    name: &'static str,
+    json: &'static str,
+    ir: OnceLock<std::result::Result<Kernel, String>>,
+    specs: OnceLock<Mutex<HashMap<Vec<Binding>, Arc<Spec>>>>,
+    tuned: OnceLock<Mutex<HashMap<String, usize>>>,
+}
+
+/// A kernel specialised for one constexpr binding, and its GPU functions by lowering facts.
+struct Spec {
+    kernel: Kernel,
+    functions: Mutex<HashMap<(u32, Vec<bool>, usize), CudaFunction>>,
+}
+
+impl KernelDef {
+    pub const fn new(name: &'static str, ir_json: &'static str) -> KernelDef {
+        KernelDef { name, json: ir_json, ir: OnceLock::new(), specs: OnceLock::new(), tuned: OnceLock::new() }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The kernel's tile IR, before specialisation.
+    pub fn ir(&self) -> Result<&Kernel> {
+        self.ir.get_or_init(|| Kernel::from_json(self.json)).as_ref().map_err(|e| Error::Lower(format!("kernel `{}`: {e}", self.name)))
+    }
+
+    fn spec(&self, constexprs: &[Binding]) -> Result<Arc<Spec>> {
+        let mut key = constexprs.to_vec();
+        key.sort_by_key(|(n, _)| *n);
+        let map = self.specs.get_or_init(Default::default);
+        if let Some(s) = lock_map(map).get(&key) {
+            return Ok(s.clone());
+        }
+        let kernel = self.ir()?.specialize(constexprs).map_err(Error::Lower)?;
+        let spec = Arc::new(Spec { kernel, functions: Mutex::new(HashMap::new()) });
+        lock_map(map).insert(key, spec.clone());
+        Ok(spec)
+    }
+
+    /// The IR specialised for `constexprs`.
+    pub fn specialize(&self, constexprs: &[Binding]) -> Result<Kernel> {
+        Ok(self.spec(constexprs)?.kernel.clone())
+    }
+
+    /// The generated CUDA C for these constexprs (no GPU needed). Pointers are assumed
+    /// 16-byte aligned and i32 arguments divisible by 16 (the common, fast case).
+    pub fn cuda_source(&self, constexprs: &[Binding], num_warps: u32) -> Result<CudaSource> {
+        let spec = self.spec(constexprs)?;
+        let facts = vec![true; spec.kernel.params.len()];
+        cuda::emit(&spec.kernel, &EmitOptions { num_warps, divisible16: facts }).map_err(Error::Lower)
+    }
+
+    pub fn launch(&self, dev: &Device, launch: &Launch, args: &[Arg<'_>], constexprs: &[Binding]) -> Result<()> {
+        let spec = self.spec(constexprs)?;
+        self.check_args(&spec.kernel, args)?;
+        let grid = launch.grid.resolve(constexprs);
+        if grid.iter().any(|&g| g == 0) || grid[1] > 65535 || grid[2] > 65535 {
+            return Err(self.err(format!("grid {grid:?} is empty or exceeds the limits (y, z ≤ 65535)")));
+        }
+        if !(1..=32).contains(&launch.num_warps) {
+            return Err(self.err(format!("num_warps must be 1..=32, got {}", launch.num_warps)));
+        }
+        match &*dev.0 {
+            Kind::Interpreter { .. } => self.interpret(&spec.kernel, grid, args),
+            Kind::Cuda(_) => self.launch_cuda(dev, &spec, grid, launch.num_warps, args),
+        }
+    }
+
+    /// Launches with the fastest of `tune.configs` for `tune.key`, measuring each on the
+    /// first call (kernels that update their inputs in place see several runs then).
+    /// The interpreter has nothing to measure and takes the first config.
+    pub fn autotune(&self, dev: &Device, tune: &Tune, args: &[Arg<'_>]) -> Result<()> {
+        if tune.configs.is_empty() {
+            return Err(self.err("autotune needs at least one config".into()));
+        }
+        let id = format!("{}|{}|{}", self.name, tune.key, dev.name());
+        let pick = |i: usize| {
+            let c = &tune.configs[i];
+            self.launch(dev, &Launch { grid: tune.grid.clone(), num_warps: c.num_warps }, args, &c.constexprs)
+        };
+        let map = self.tuned.get_or_init(Default::default);
+        if let Some(&i) = lock_map(map).get(&id) {
+            return pick(i);
+        }
+        let best = if dev.is_cuda() { crate::autotune::choose(&id, &tune.configs, dev, &|i| pick(i))? } else { 0 };
+        lock_map(map).insert(id, best);
+        pick(best)
+    }
+
+    /// Registers, shared memory and spills of the compiled kernel on `dev` (GPU only).
+    pub fn gpu_stats(&self, dev: &Device, constexprs: &[Binding], num_warps: u32) -> Result<String> {
+        let spec = self.spec(constexprs)?;
+        let facts = vec![true; spec.kernel.params.len()];
+        let f = self.function(dev, &spec, num_warps, facts)?;
+        Ok(format!(
+            "registers/thread: {}, static shared memory: {} B, local memory (spills): {} B/thread",
+            f.num_regs()?,
+            f.shared_size_bytes()?,
+            f.local_size_bytes()?
+        ))
+    }
+
+    fn err(&self, msg: String) -> Error {
+        Error::Launch { kernel: self.name.to_string(), msg }
+    }
+
+    fn check_args(&self, k: &Kernel, args: &[Arg<'_>]) -> Result<()> {
+        let params: Vec<_> = k.runtime_params().collect();
+        if params.len() != args.len() {
+            return Err(self.err(format!("expects {} arguments, got {}", params.len(), args.len())));
+        }
+        for (n, ((_, p), a)) in params.iter().zip(args).enumerate() {
+            let ok = match (p.kind, a) {
+                (ParamKind::Ptr(d), Arg::Ptr(pa)) => pa.dtype == d,
+                (ParamKind::Scalar(DType::I32), Arg::I32(_)) | (ParamKind::Scalar(DType::F32), Arg::F32(_)) => true,
+                _ => false,
+            };
+            if !ok {
+                let want = match p.kind {
+                    ParamKind::Ptr(d) => format!("Ptr<{d}>"),
+                    ParamKind::Scalar(d) => d.to_string(),
+                    ParamKind::Constexpr(_) => "constexpr".into(),
+                };
+                let got = match a {
+                    Arg::Ptr(pa) => format!("Ptr<{}>", pa.dtype),
+                    Arg::I32(_) => "i32".into(),
+                    Arg::F32(_) => "f32".into(),
+                };
+                return Err(self.err(format!("argument {} (`{}`) expects {want}, got {got}", n + 1, p.name)));
+            }
+            if let Arg::Ptr(pa) = a {
+                if pa.len == 0 {
+                    return Err(self.err(format!("argument {} (`{}`) is an empty buffer", n + 1, p.name)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn interpret(&self, k: &Kernel, grid: [u32; 3], args: &[Arg<'_>]) -> Result<()> {
+        // Each distinct buffer is taken out of its lock once (arguments may alias), run, and
+        // put back.
+        let mut owners: Vec<&Arc<Mutex<HostMem>>> = vec![];
+        let mut iargs = vec![];
+        for a in args {
+            iargs.push(match a {
+                Arg::I32(v) => InterpArg::I32(*v),
+                Arg::F32(v) => InterpArg::F32(*v),
+                Arg::Ptr(p) => {
+                    let RawBuf::Host(h) = p.raw else {
+                        return Err(self.err("a GPU buffer was passed to an interpreter launch".into()));
+                    };
+                    let buf = match owners.iter().position(|o| Arc::ptr_eq(o, h)) {
+                        Some(i) => i,
+                        None => {
+                            owners.push(h);
+                            owners.len() - 1
+                        }
+                    };
+                    InterpArg::Ptr { buf, offset: p.offset, len: p.len }
+                }
+            });
+        }
+        let mut mem: Vec<HostMem> = owners.iter().map(|o| std::mem::replace(&mut *lock(o), HostMem { dtype: DType::Bool, bytes: vec![] })).collect();
+        let r = interp::run(k, grid, &iargs, &mut mem, &InterpOptions::default());
+        for (o, m) in owners.iter().zip(mem) {
+            *lock(o) = m;
+        }
+        r.map_err(|e| Error::Interp(e.to_string()))
+    }
+
+    fn function(&self, dev: &Device, spec: &Spec, num_warps: u32, facts: Vec<bool>) -> Result<CudaFunction> {
+        let cuda_dev = dev.cuda_dev().ok_or_else(|| self.err("not a GPU device".into()))?;
+        let key = (num_warps, facts, Arc::as_ptr(&cuda_dev.ctx) as usize);
+        if let Some(f) = lock_map(&spec.functions).get(&key) {
+            return Ok(f.clone());
+        }
+        let src = cuda::emit(&spec.kernel, &EmitOptions { num_warps, divisible16: key.1.clone() }).map_err(Error::Lower)?;
+        let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
+        let module = cuda_dev.ctx.load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
+        let f = module.load_function(&src.entry)?;
+        lock_map(&spec.functions).insert(key, f.clone());
+        Ok(f)
+    }
+
+    fn launch_cuda(&self, dev: &Device, spec: &Spec, grid: [u32; 3], num_warps: u32, args: &[Arg<'_>]) -> Result<()> {
+        let cuda_dev = dev.cuda_dev().expect("checked by the caller");
+        // Lowering facts (Triton's specialisation): 16-byte aligned pointers and i32 values
+        // divisible by 16 allow vector loads. Part of the function's key.
+        let mut facts = vec![false; spec.kernel.params.len()];
+        let mut words: Vec<u64> = Vec::with_capacity(args.len());
+        for ((i, _), a) in spec.kernel.runtime_params().zip(args) {
+            match a {
+                Arg::Ptr(p) => {
+                    let addr = p.device_addr().ok_or_else(|| self.err("a host buffer was passed to a GPU launch".into()))?;
+                    facts[i] = addr % 16 == 0;
+                    words.push(addr);
+                }
+                Arg::I32(v) => {
+                    facts[i] = v % 16 == 0;
+                    words.push(*v as u32 as u64);
+                }
+                Arg::F32(v) => words.push(v.to_bits() as u64),
+            }
+        }
+        let f = self.function(dev, spec, num_warps, facts)?;
+        // Kernel parameters are passed by address with their C sizes: 8 bytes for pointers,
+        // 4 for int and float. Keep the 4-byte values in their own storage.
+        let small: Vec<u32> = words.iter().map(|&w| w as u32).collect();
+        let mut b = cuda_dev.stream.launch_builder(&f);
+        for (n, a) in args.iter().enumerate() {
+            match a {
+                Arg::Ptr(_) => b.arg(&words[n]),
+                Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
+            };
+        }
+        let cfg = LaunchConfig { grid_dim: (grid[0], grid[1], grid[2]), block_dim: (32 * num_warps, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: arguments were checked against the kernel's signature (count and types);
+        // pointers come from live buffers of the right dtype.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+}
+
+fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn const_str(v: &ConstVal) -> String {
+    match v {
+        ConstVal::Int(i) => i.to_string(),
+        ConstVal::Bool(b) => b.to_string(),
+    }
+}
