@@ -1,6 +1,7 @@
 //! The `tessera` command line: `generate` (Qwen3 decode) and `explain` (generated CUDA C).
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use tessera::cli;
 
 #[derive(Parser)]
 #[command(name = "tessera", version, about = "Tile DSL kernels and a one-launch Qwen3 decoder")]
@@ -13,12 +14,15 @@ struct Cli {
 enum Command {
     /// Generate text with a Qwen3 checkpoint (an embedded random model when --model is absent).
     Generate(model::cli::GenerateArgs),
+    /// Print the CUDA C (or tile IR) generated for a kernel tessera ships.
+    Explain(cli::explain::ExplainArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), String> = match cli.command {
         Command::Generate(args) => model::cli::run_generate(args).map_err(|e| e.to_string()),
+        Command::Explain(args) => cli::explain::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,31 @@
+//! The kernels tessera ships, each a `#[kernel]` beside a plain-Rust reference of the same
+//! math (as llm.c keeps a CPU reference beside every GPU kernel). The examples drive them;
+//! `tessera explain` prints their CUDA C.
+pub mod add_rmsnorm;
+pub mod gemv;
+pub mod rmsnorm;
+pub mod softmax;
+pub mod vector_add;
+
+use crate::runtime::{Binding, ConstVal, KernelDef};
+
+/// A shipped kernel: its handle, the constexprs and warps `explain` uses by default, and
+/// one line on what it does.
+pub struct Shipped {
+    pub kernel: &'static KernelDef,
+    pub constexprs: Vec<Binding>,
+    pub num_warps: u32,
+    pub about: &'static str,
+}
+
+/// Every kernel the library ships, for `tessera explain --list`.
+pub fn shipped() -> Vec<Shipped> {
+    let int = ConstVal::Int;
+    vec![
+        Shipped { kernel: &vector_add::vector_add::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "z = x + y (f32)" },
+        Shipped { kernel: &rmsnorm::rmsnorm::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "y = x / rms(x) * w, any row length (two streaming passes)" },
+        Shipped { kernel: &softmax::softmax::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "row softmax, one tile per row" },
+        Shipped { kernel: &gemv::gemv::KERNEL, constexprs: vec![("BM", int(8)), ("BK", int(512))], num_warps: 4, about: "y = W·x, bf16 W [M,K], f32 accumulation (decode's matmul)" },
+        Shipped { kernel: &add_rmsnorm::add_rmsnorm::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "h = x + residual; residual = h; y = rmsnorm(h) * w" },
+    ]
+}
