@@ -14,7 +14,8 @@ optionally tokenizer.json + tokenizer_config.json, and expected.json:
 Checkpoints with a tokenizer also record chat: transformers' apply_chat_template ids
 for a user message (thinking on and off) and the decoded greedy text.
 
-Math is fp32 on the bf16-rounded weights: build in bf16, save, then `.float()`.
+Math is fp32 on the bf16-rounded weights: build in bf16, save, then `.float()` (and
+rebuild the rope inv_freq buffer in fp32, which `.to(bfloat16)` had rounded).
 Conventions follow shared/gpu/hf_reference.py.
 """
 import argparse, json, os
@@ -151,6 +152,11 @@ def make(name, s, root, seed):
         if os.path.exists(os.path.join(out, extra)):
             os.remove(os.path.join(out, extra))
     model = model.float()  # fp32 math on the bf16-rounded weights
+    # .to(bfloat16) above also rounded the rope buffer inv_freq to bf16; transformers
+    # computes it in fp32 from the config, so rebuild it (otherwise angles are off ~1e-3).
+    model.model.rotary_emb = type(model.model.rotary_emb)(config=model.config)
+    inv = model.model.rotary_emb.inv_freq
+    assert inv.dtype == torch.float32 and float(inv[1]) != float(inv[1].bfloat16())
     g = torch.Generator().manual_seed(seed + 1)
     prompt = torch.randint(0, s["vocab"], (1, PROMPT_LEN), generator=g)
     chat = None
