@@ -88,6 +88,56 @@ pub(crate) fn read_json(path: &Path) -> Result<Value, ModelError> {
     })
 }
 
+/// serde_json's type errors do not name the field; check the common ones first so the
+/// message does.
+fn check_field_types(v: &Value) -> Result<(), String> {
+    let ints = [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+    ];
+    let floats = ["rms_norm_eps", "rope_theta"];
+    let bools = [
+        "tie_word_embeddings",
+        "attention_bias",
+        "use_sliding_window",
+    ];
+    let got = |x: &Value| x.to_string().chars().take(40).collect::<String>();
+    for k in ints {
+        match v.get(k) {
+            Some(x) if !x.is_null() && x.as_u64().is_none() => {
+                return Err(format!(
+                    "\"{k}\" must be a non-negative integer, got {}",
+                    got(x)
+                ))
+            }
+            _ => {}
+        }
+    }
+    for k in floats {
+        match v.get(k) {
+            Some(x) if !x.is_null() && !x.is_number() => {
+                return Err(format!("\"{k}\" must be a number, got {}", got(x)))
+            }
+            _ => {}
+        }
+    }
+    for k in bools {
+        match v.get(k) {
+            Some(x) if !x.is_null() && !x.is_boolean() => {
+                return Err(format!("\"{k}\" must be true or false, got {}", got(x)))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl Config {
     /// Reads `dir/config.json` and, if present, `dir/generation_config.json`.
     pub fn from_dir(dir: &Path) -> Result<Config, ModelError> {
@@ -126,6 +176,7 @@ impl Config {
             }
             None => return Err(bad("missing \"model_type\" (expected \"qwen3\")".into())),
         }
+        check_field_types(value).map_err(bad)?;
         let raw: RawConfig = serde_json::from_value(value.clone())
             .map_err(|e| bad(format!("invalid field: {e}")))?;
         debug_assert_eq!(raw.model_type.as_deref(), Some("qwen3"));
