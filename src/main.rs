@@ -3,11 +3,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "tessera",
-    version,
-    about = "Tile DSL kernels and a one-launch Qwen3 decoder"
-)]
+#[command(name = "tessera", version, about = "Tile DSL kernels and a one-launch Qwen3 decoder")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
