@@ -82,13 +82,13 @@ pub fn parse_ids(s: &str) -> Result<Vec<u32>, ModelError> {
 }
 
 fn check_sampling(a: &GenerateArgs) -> Result<SamplingParams, ModelError> {
-    if !(a.temperature >= 0.0) || !a.temperature.is_finite() {
+    if a.temperature.is_nan() || a.temperature < 0.0 || !a.temperature.is_finite() {
         return Err(ModelError::Usage(format!(
             "--temperature {} must be ≥ 0",
             a.temperature
         )));
     }
-    if !(a.top_p > 0.0 && a.top_p <= 1.0) {
+    if a.top_p.is_nan() || a.top_p <= 0.0 || a.top_p > 1.0 {
         return Err(ModelError::Usage(format!(
             "--top-p {} must be in (0, 1]",
             a.top_p

@@ -245,14 +245,14 @@ impl Config {
                 return Err(bad(format!("{name} must be positive")));
             }
         }
-        if heads % kv_heads != 0 {
+        if !heads.is_multiple_of(kv_heads) {
             return Err(bad(format!(
                 "num_key_value_heads {kv_heads} does not divide num_attention_heads {heads}"
             )));
         }
         let head_dim = match raw.head_dim {
             Some(d) => d,
-            None if raw.hidden_size % heads == 0 => raw.hidden_size / heads,
+            None if raw.hidden_size.is_multiple_of(heads) => raw.hidden_size / heads,
             None => {
                 return Err(bad(
                     "head_dim absent and hidden_size not divisible by heads".into(),
@@ -264,7 +264,7 @@ impl Config {
                 "head_dim {head_dim} must be positive and even (rotary)"
             )));
         }
-        if !(rope_theta > 0.0) {
+        if rope_theta.is_nan() || rope_theta <= 0.0 {
             return Err(bad(format!("rope_theta {rope_theta} must be positive")));
         }
         Ok(Config {

@@ -122,7 +122,8 @@ fn truncated_safetensors() {
 
 #[test]
 fn unsupported_architectures_and_features() {
-    let cases: [(&str, fn(&mut serde_json::Value)); 6] = [
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 6] = [
         ("qwen3_moe", |c| c["model_type"] = "qwen3_moe".into()),
         ("llama", |c| c["model_type"] = "llama".into()),
         ("use_sliding_window", |c| {
