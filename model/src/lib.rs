@@ -1,8 +1,24 @@
-//! Qwen3 from Hugging Face files.
-pub mod cli {
-    #[derive(clap::Args, Debug)]
-    pub struct GenerateArgs {}
-    pub fn run_generate(_args: GenerateArgs) -> Result<(), String> {
-        Err("not implemented yet".into())
-    }
-}
+//! Qwen3 from Hugging Face files: config, weights, tokenizer and chat template, a
+//! plain-Rust reference decoder, sampling, and the `generate` command.
+//!
+//! The reference decoder is the oracle for the GPU decoder; it is checked against
+//! transformers' outputs in `tests/goldens.rs`.
+pub mod chat;
+pub mod checkpoint;
+pub mod cli;
+pub mod config;
+pub mod embedded;
+pub mod engine;
+pub mod error;
+pub mod generate;
+pub mod reference;
+pub mod sampling;
+pub mod tokenizer;
+pub mod weights;
+
+pub use checkpoint::Checkpoint;
+pub use config::Config;
+pub use engine::{Engine, StepOutput};
+pub use error::ModelError;
+pub use reference::Reference;
+pub use weights::{LayerWeights, Tensor, Weights};

@@ -1,0 +1,274 @@
+//! `tessera generate`: arguments and the command itself.
+use crate::checkpoint::Checkpoint;
+use crate::embedded;
+use crate::engine::Engine;
+use crate::error::ModelError;
+use crate::generate::{check_prompt, generate, StopReason};
+use crate::reference::Reference;
+use crate::sampling::{Sampler, SamplingParams};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    Reference,
+    Megakernel,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GenerateArgs {
+    /// Checkpoint directory in the Hugging Face layout (config.json, model.safetensors, ...).
+    /// Without it, an embedded random-weight Qwen3 with a byte tokenizer.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Prompt text; the chat template is applied unless --raw.
+    #[arg(long, conflicts_with = "prompt_ids")]
+    pub prompt: Option<String>,
+    /// Prompt as comma-separated token ids, e.g. 1,2,3.
+    #[arg(long, value_name = "IDS")]
+    pub prompt_ids: Option<String>,
+    /// Use --prompt as is, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// Render the chat template with enable_thinking=false.
+    #[arg(long)]
+    pub no_thinking: bool,
+    #[arg(long, default_value_t = 32)]
+    pub max_new_tokens: usize,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// 0 = off.
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// 1 = off.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: Device,
+    #[arg(long, value_enum, default_value = "reference")]
+    pub engine: EngineKind,
+    /// Print one JSON object on stdout instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Comma-separated ids; rejects anything that is not a non-negative integer.
+pub fn parse_ids(s: &str) -> Result<Vec<u32>, ModelError> {
+    if s.trim().is_empty() {
+        return Err(ModelError::Prompt("empty --prompt-ids".into()));
+    }
+    s.split(',')
+        .map(|part| {
+            let p = part.trim();
+            p.parse::<u32>().map_err(|_| {
+                ModelError::Prompt(format!(
+                    "--prompt-ids: \"{p}\" is not a token id (expected comma-separated integers like 1,2,3)"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn check_sampling(a: &GenerateArgs) -> Result<SamplingParams, ModelError> {
+    if a.temperature.is_nan() || a.temperature < 0.0 || !a.temperature.is_finite() {
+        return Err(ModelError::Usage(format!(
+            "--temperature {} must be ≥ 0",
+            a.temperature
+        )));
+    }
+    if a.top_p.is_nan() || a.top_p <= 0.0 || a.top_p > 1.0 {
+        return Err(ModelError::Usage(format!(
+            "--top-p {} must be in (0, 1]",
+            a.top_p
+        )));
+    }
+    Ok(SamplingParams {
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        seed: a.seed,
+    })
+}
+
+/// The model, its tokenizer and the prompt ids the arguments ask for.
+struct Prepared {
+    engine: Reference,
+    tokenizer: Option<Tokenizer>,
+    eos: Vec<u32>,
+    prompt: Vec<u32>,
+}
+
+fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
+    let text = |p: &str| -> Result<(), ModelError> {
+        if p.trim().is_empty() {
+            Err(ModelError::Prompt("empty prompt".into()))
+        } else {
+            Ok(())
+        }
+    };
+    let Some(dir) = &a.model else {
+        eprintln!("note: no --model given: using the embedded Qwen3 with RANDOM weights (output is noise)");
+        let cfg = embedded::config();
+        let weights = embedded::weights(&cfg);
+        let tok = Tokenizer::Bytes(embedded::byte_tokenizer());
+        let prompt = match (&a.prompt, &a.prompt_ids) {
+            (_, Some(ids)) => parse_ids(ids)?,
+            (Some(p), None) => {
+                text(p)?;
+                tok.encode(p)? // raw bytes: the embedded model has no chat template
+            }
+            (None, None) => return Err(no_prompt()),
+        };
+        return Ok(Prepared {
+            eos: cfg.eos_token_ids.clone(),
+            engine: Reference::new(cfg, Arc::new(weights)),
+            tokenizer: Some(tok),
+            prompt,
+        });
+    };
+
+    let progress = !a.json && std::io::stderr().is_terminal();
+    let ck = Checkpoint::load(dir, progress)?;
+    for n in &ck.notes {
+        eprintln!("note: {n}");
+    }
+    let prompt = match (&a.prompt, &a.prompt_ids) {
+        (_, Some(ids)) => parse_ids(ids)?,
+        (Some(p), None) => {
+            text(p)?;
+            let tok = ck.tokenizer.as_ref().ok_or_else(|| {
+                ModelError::Usage(format!(
+                    "{} has no tokenizer.json: give the prompt with --prompt-ids 1,2,3",
+                    dir.display()
+                ))
+            })?;
+            let rendered = match (&ck.chat_template, a.raw) {
+                (Some(t), false) => t.render_user(p, !a.no_thinking)?,
+                (None, false) => {
+                    eprintln!(
+                        "note: no chat template in {}: using the prompt as raw text",
+                        dir.display()
+                    );
+                    p.clone()
+                }
+                (_, true) => p.clone(),
+            };
+            tok.encode(&rendered)?
+        }
+        (None, None) => return Err(no_prompt()),
+    };
+    Ok(Prepared {
+        eos: ck.config.eos_token_ids.clone(),
+        engine: Reference::new(ck.config, Arc::new(ck.weights)),
+        tokenizer: ck.tokenizer,
+        prompt,
+    })
+}
+
+fn no_prompt() -> ModelError {
+    ModelError::Usage("no prompt: give --prompt TEXT or --prompt-ids 1,2,3".into())
+}
+
+fn write_out(s: &str) -> Result<(), ModelError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| ModelError::io("<stdout>", e))
+}
+
+pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
+    if a.engine == EngineKind::Megakernel {
+        return Err(ModelError::Usage(
+            "--engine megakernel is not built yet (a later issue); use --engine reference".into(),
+        ));
+    }
+    if a.device == Device::Cuda {
+        return Err(ModelError::Usage(
+            "--device cuda: the reference engine runs on the cpu only, and the GPU engine (megakernel) is not built yet"
+                .into(),
+        ));
+    }
+    let params = check_sampling(&a)?;
+    let Prepared {
+        mut engine,
+        tokenizer,
+        eos,
+        prompt,
+    } = prepare(&a)?;
+    check_prompt(&engine, &prompt)?;
+
+    let mut sampler = Sampler::new(params);
+    let mut stream = StreamDecoder::new();
+    let streaming = !a.json;
+    let mut on_token = |id: u32| -> Result<(), ModelError> {
+        if !streaming {
+            return Ok(());
+        }
+        match &tokenizer {
+            Some(tok) => {
+                if let Some(s) = stream.push(tok, id)? {
+                    write_out(&s)?;
+                }
+                Ok(())
+            }
+            None => write_out(&format!("{id} ")),
+        }
+    };
+    let g = generate(
+        &mut engine,
+        &prompt,
+        a.max_new_tokens,
+        &mut sampler,
+        &eos,
+        &mut on_token,
+    )?;
+    if streaming {
+        if let Some(tok) = &tokenizer {
+            if let Some(rest) = stream.flush(tok)? {
+                write_out(&rest)?;
+            }
+        }
+        write_out("\n")?;
+    }
+
+    let t = &g.timings;
+    if g.stop == StopReason::ContextLimit {
+        eprintln!(
+            "stopped: reached the model's context limit of {} tokens",
+            engine.max_context()
+        );
+    }
+    eprintln!(
+        "prompt: {} tokens, {:.1} tokens/s | decode: {} tokens, {:.1} tokens/s | time to first token: {:.1} ms",
+        t.prompt_tokens, t.prompt_tokens_per_s, t.decode_tokens, t.decode_tokens_per_s, t.time_to_first_token_ms
+    );
+    if a.json {
+        let text = match &tokenizer {
+            Some(tok) => serde_json::Value::String(tok.decode(&g.generated_ids)?),
+            None => serde_json::Value::Null,
+        };
+        let obj = serde_json::json!({
+            "prompt_ids": prompt,
+            "generated_ids": g.generated_ids,
+            "text": text,
+            "engine": engine.name(),
+            "device": engine.device(),
+            "stop_reason": g.stop,
+            "timings": t,
+        });
+        write_out(&format!("{obj}\n"))?;
+    }
+    Ok(())
+}

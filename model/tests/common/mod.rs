@@ -1,0 +1,116 @@
+//! Helpers shared by the model tests: the committed goldens, throwaway copies of them,
+//! and ways to break a copy.
+#![allow(dead_code)]
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub const CHECKPOINTS: [&str; 3] = ["tied_gqa2_v4", "untied_gqa4_v5", "mha_tok_v5"];
+
+pub fn data_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+pub fn expected(name: &str) -> Value {
+    let text = std::fs::read_to_string(data_dir(name).join("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+pub fn floats(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+/// A fresh copy of a committed checkpoint in a unique temp directory.
+pub fn fresh_copy(name: &str, tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tessera-model-test-{}-{}-{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(data_dir(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+pub fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// One tensor as raw parts, for rewriting a safetensors file.
+pub struct RawTensor {
+    pub name: String,
+    pub dtype: safetensors::Dtype,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+pub fn read_tensors(path: &Path) -> Vec<RawTensor> {
+    let buf = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&buf).unwrap();
+    let mut out: Vec<RawTensor> = st
+        .tensors()
+        .into_iter()
+        .map(|(name, v)| RawTensor {
+            name,
+            dtype: v.dtype(),
+            shape: v.shape().to_vec(),
+            bytes: v.data().to_vec(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+pub fn write_tensors(path: &Path, tensors: &[RawTensor]) {
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                safetensors::tensor::TensorView::new(t.dtype, t.shape.clone(), &t.bytes).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, path).unwrap();
+}
+
+/// Reads `dir/model.safetensors`, lets `f` change the tensors, writes it back.
+pub fn rewrite_weights(dir: &Path, f: impl FnOnce(&mut Vec<RawTensor>)) {
+    let path = dir.join("model.safetensors");
+    let mut t = read_tensors(&path);
+    f(&mut t);
+    write_tensors(&path, &t);
+}
+
+/// bf16 bytes → f32 bytes (little-endian), exact.
+pub fn bf16_bytes_to_f32(bytes: &[u8]) -> Vec<u8> {
+    bytes
+        .chunks_exact(2)
+        .flat_map(|b| {
+            half::bf16::from_le_bytes([b[0], b[1]])
+                .to_f32()
+                .to_le_bytes()
+        })
+        .collect()
+}
