@@ -41,7 +41,7 @@ pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> Result<(), St
     }
     let mut worst = (0.0f32, 0usize);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let r = (g - w).abs() / (atol + rtol * w.abs());
+        let r = if g == w { 0.0 } else { (g - w).abs() / (atol + rtol * w.abs()) };
         if !(r <= worst.0) {
             worst = (if r.is_nan() { f32::INFINITY } else { r }, i);
         }
