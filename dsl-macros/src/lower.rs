@@ -342,7 +342,7 @@ impl Lower {
         self.scopes.pop();
         self.b
             .end_for()
-            .map_err(|m| syn::Error::new_spanned(&f.for_token, m))?;
+            .map_err(|m| syn::Error::new_spanned(f.for_token, m))?;
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! Kernels covering the whole language: each is checked through the IR it produces.
 #![allow(clippy::too_many_arguments)]
-use dsl_ir::{walk, AtomicOp, BinOp, ConstVal, DType, Elem, Kernel, Op, ReduceOp, Stmt, UnaryOp};
+use dsl_ir::{walk, AtomicOp, BinOp, ConstVal, DType, Kernel, Op, ReduceOp, Stmt, UnaryOp};
 use dsl_runtime::prelude::*;
 
 fn ir(json: &str) -> Kernel {
@@ -70,12 +70,7 @@ fn rmsnorm_one_pass() {
     // Source info: line and the expression as written.
     let l = lets(&k);
     let (op, _, src) = l.iter().find(|(_, _, s)| s.name == "inv").unwrap();
-    assert_eq!(
-        **op,
-        Op::Unary(UnaryOp::Rsqrt, dsl_ir::ValueId(22))
-            .clone()
-            .min_id(op)
-    );
+    assert!(matches!(op, Op::Unary(UnaryOp::Rsqrt, _)));
     assert_eq!(src.text, "rsqrt(sum(x * x, 0) / n_cols as f32 + eps)");
     let row_line = l.iter().find(|(_, _, s)| s.name == "row").unwrap().2.line;
     assert!(
@@ -97,19 +92,6 @@ fn rmsnorm_one_pass() {
     assert_eq!(e.writes.iter().copied().collect::<Vec<_>>(), vec![2]);
     let s = k.specialize(&[("BLOCK", ConstVal::Int(1024))]).unwrap();
     assert!(s.to_text().contains("f32[1024]"));
-}
-
-/// Compares op kinds only (ValueIds depend on numbering).
-trait MinId {
-    fn min_id(self, other: &Op) -> Op;
-}
-impl MinId for Op {
-    fn min_id(self, other: &Op) -> Op {
-        match (self, other) {
-            (Op::Unary(u, _), Op::Unary(_, v)) => Op::Unary(u, *v),
-            (s, _) => s,
-        }
-    }
 }
 
 /// The lesson's RMSNorm for rows wider than the tile: two passes, a carried accumulator.
@@ -538,7 +520,6 @@ fn params_and_kinds() {
             ("FLAG", Constexpr(ConstKind::Bool)),
         ]
     );
-    let _ = Elem::Num(DType::F32);
 }
 
 /// The launchers type-check against the runtime API (never called: no device here).
