@@ -16,8 +16,6 @@ pub mod kernels;
 pub use dsl_ir as ir;
 pub use dsl_macros::kernel;
 pub use dsl_runtime as runtime;
-/// `use tessera::prelude::*;`: `#[kernel]`, `Ptr`, `bf16`, `f16`.
-pub use dsl_runtime::prelude;
 pub use model;
 
 /// `use tessera::prelude::*;` in a file of kernels.
