@@ -243,11 +243,7 @@ fn scalar_i32(vals: &[Option<Tile>], v: ValueId) -> Result<i32, String> {
     }
 }
 
-fn mask_of(
-    vals: &[Option<Tile>],
-    m: Option<ValueId>,
-    n: usize,
-) -> Result<Option<&[bool]>, String> {
+fn mask_of(vals: &[Option<Tile>], m: Option<ValueId>, n: usize) -> Result<Option<&[bool]>, String> {
     let Some(m) = m else { return Ok(None) };
     match &get(vals, m)?.data {
         Data::Bool(b) if b.len() == n => Ok(Some(b)),
