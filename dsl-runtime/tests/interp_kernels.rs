@@ -64,49 +64,6 @@ fn vector_add_f32_and_bf16() {
     }
 }
 
-/// The lesson's one-pass RMSNorm (bf16 in and out, f32 math). Returns the kernel and the
-/// source line of the `x` load.
-pub fn rmsnorm(block: i64) -> (Kernel, u32) {
-    let mut k = K::new("rmsnorm");
-    let x = k.ptr("x", DType::BF16);
-    let w = k.ptr("w", DType::BF16);
-    let y = k.ptr("y", DType::BF16);
-    let n = k.scalar("n_cols", DType::I32);
-    let eps = k.scalar("eps", DType::F32);
-    let (_, blk) = k.constexpr("BLOCK");
-    let row = k.pid(0);
-    let cols = k.arange(blk);
-    let mask = k.lt(cols, n);
-    let off = k.mul(row, n);
-    let xp = k.add(x, off);
-    let xp = k.add(xp, cols);
-    let zero = k.float(0.0);
-    let line = k.next_line();
-    let xv = k.load_t(
-        xp,
-        Some(mask),
-        Some(zero),
-        "load(x + row * n_cols + cols, mask, 0.0)",
-    );
-    let xf = k.cast(xv, DType::F32);
-    let sq = k.mul(xf, xf);
-    let ss = k.reduce(ReduceOp::Sum, sq, 0);
-    let nf = k.cast(n, DType::F32);
-    let mean = k.div(ss, nf);
-    let m = k.add(mean, eps);
-    let inv = k.un(UnaryOp::Rsqrt, m);
-    let wp = k.add(w, cols);
-    let wv = k.load(wp, Some(mask), None);
-    let wf = k.cast(wv, DType::F32);
-    let o = k.mul(xf, inv);
-    let o = k.mul(o, wf);
-    let ob = k.cast(o, DType::BF16);
-    let yp = k.add(y, off);
-    let yp = k.add(yp, cols);
-    k.store(yp, ob, Some(mask));
-    (k.finish(&[("BLOCK", block)]), line)
-}
-
 /// The reference: the same f32 operations in the same order.
 fn rmsnorm_ref(
     x: &[f32],
