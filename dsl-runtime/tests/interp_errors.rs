@@ -331,3 +331,51 @@ fn pointers_flow_through_variables() {
         .to_string();
     assert!(e.contains("element 11 of a 11-element buffer `x`"), "{e}");
 }
+
+/// IR the builder never produces (a hand-edited or corrupted kernel) is an error, not a panic.
+#[test]
+fn malformed_ir_is_an_error_not_a_panic() {
+    let base = {
+        let mut k = K::new("bad");
+        let out = k.ptr("out", DType::I32);
+        let cols = k.arange_n(4);
+        let two = k.int(2);
+        let v = k.mul(cols, two);
+        let p = k.add(out, cols);
+        k.store(p, v, None);
+        k.finish(&[])
+    };
+    let run_it = |k: &Kernel| {
+        let mut mem = vec![HostMem::zeros(DType::I32, 4)];
+        run(k, [1, 1, 1], &[ptr(0, &mem)], &mut mem)
+    };
+    run_it(&base).unwrap();
+    let mut tampered = vec![];
+    // A value used before it is defined.
+    let mut k = base.clone();
+    if let dsl_ir::Stmt::Let {
+        op: dsl_ir::Op::Binary(_, a, _),
+        ..
+    } = &mut k.body[4]
+    {
+        *a = dsl_ir::ValueId(99);
+    }
+    tampered.push(k);
+    // A value typed with the wrong shape.
+    let mut k = base.clone();
+    k.values[1].shape = vec![dsl_ir::ConstExpr::Lit(5)];
+    tampered.push(k);
+    // A value typed with the wrong element type.
+    let mut k = base.clone();
+    k.values[1].elem = dsl_ir::Elem::Num(DType::F32);
+    tampered.push(k);
+    // An oversized tile.
+    let mut k = base.clone();
+    k.values[1].shape = vec![dsl_ir::ConstExpr::Lit(1 << 40)];
+    tampered.push(k);
+    for (i, k) in tampered.iter().enumerate() {
+        let err = run_it(k).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Malformed, "case {i}: {err}");
+        assert!(err.to_string().starts_with("kernel bad: "), "{err}");
+    }
+}

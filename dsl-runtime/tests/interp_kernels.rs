@@ -452,7 +452,7 @@ fn argmax_ties_and_nan() {
         // Small integers make ties likely; some NaNs; row 0 all NaN.
         let mut x: Vec<f32> = (0..rows * n).map(|_| rng.i32(-5, 5) as f32).collect();
         for v in x.iter_mut() {
-            if rng.u64() % 10 == 0 {
+            if rng.u64().is_multiple_of(10) {
                 *v = f32::NAN;
             }
         }
