@@ -16,7 +16,11 @@ pub struct HostMem {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum InterpArg {
     /// A pointer into `mem[buf]`, `offset` elements in, with `len` elements reachable from it.
-    Ptr { buf: usize, offset: usize, len: usize },
+    Ptr {
+        buf: usize,
+        offset: usize,
+        len: usize,
+    },
     I32(i32),
     F32(f32),
 }
