@@ -63,6 +63,8 @@ pub(crate) struct Emitter<'a> {
     /// A name for an unnamed value from the exact cast that consumes it (`x` for
     /// `let x = load(..).to(f32)`): the cast is then the same registers.
     hint: Vec<String>,
+    /// Values read by a broadcast/expand_dims (a chain of views is staged at its root).
+    used_by_view: Vec<bool>,
     var_names: Vec<String>,
     param_names: Vec<String>,
     regs: Vec<bool>,
@@ -204,6 +206,7 @@ impl<'a> Emitter<'a> {
             shape_layout: BTreeMap::new(),
             names: vec![String::new(); n],
             hint: vec![String::new(); n],
+            used_by_view: vec![false; n],
             var_names: vec![],
             param_names: vec![],
             regs: vec![false; n],
@@ -221,6 +224,13 @@ impl<'a> Emitter<'a> {
             cur_src: Src::default(),
         };
         walk(&k.body, &mut |s| {
+            if let Stmt::Let {
+                op: Op::ExpandDims(x, _) | Op::Broadcast(x),
+                ..
+            } = s
+            {
+                e.used_by_view[x.0 as usize] = true;
+            }
             if let Stmt::Let {
                 id,
                 op: Op::Cast(x),
@@ -866,6 +876,10 @@ impl<'a> Emitter<'a> {
             _ => Box::new(map),
         };
         let cty = reg_ty(self.k.ty(id).elem);
+        if self.used_by_view[id.0 as usize] {
+            // Another view follows (`x[None, :]` then a broadcast): stage the source once.
+            return self.stage(x);
+        }
         if let Some(slots) = layout::register_view(&self.layouts[dl], &self.layouts[sl], &*map) {
             let n = self.value_name(id, src);
             let xn = self.names[x.0 as usize].clone();
@@ -1224,6 +1238,12 @@ impl<'a> Emitter<'a> {
             } else {
                 format!("for (int a = 0; a < {np}; ++a) ")
             };
+            // Loops over a register array's index must unroll (or the array goes to local memory).
+            let unroll = |me: &mut Self| {
+                if np > 1 {
+                    me.line("#pragma unroll");
+                }
+            };
             let arr = if np == 1 {
                 String::new()
             } else {
@@ -1238,12 +1258,14 @@ impl<'a> Emitter<'a> {
                 self.line(format!("{acc_t} acc{arr};"));
                 if arg {
                     self.line(format!("int acc_i{arr};"));
+                    unroll(self);
                     self.line(format!(
                         "{a_loop}{{ {} = {ident}; {} = {ident_i}; }}",
                         accn(pa),
                         accin(pa)
                     ));
                 } else {
+                    unroll(self);
                     self.line(format!("{a_loop}{} = {ident};", accn(pa)));
                 }
             }
@@ -1274,6 +1296,7 @@ impl<'a> Emitter<'a> {
                 ));
                 let shfl = |v: String| format!("__shfl_xor_sync(0xffffffffu, {v}, xor_off)");
                 let st = step_c(op, &accn(pa), &accin(pa), &shfl(accn(pa)), &shfl(accin(pa)));
+                unroll(self);
                 self.line(format!("{a_loop}{st}"));
                 self.close("}");
             }
@@ -1314,6 +1337,7 @@ impl<'a> Emitter<'a> {
                 } else {
                     None
                 };
+                unroll(self);
                 self.line(format!(
                     "{a_loop}{}{res}[{row}] = {};",
                     when(first),
@@ -1351,6 +1375,7 @@ impl<'a> Emitter<'a> {
                 if let Some(pi) = &part_i {
                     st = format!("{{ {st} {pi}[{slot}] = {}; }}", accin(pa));
                 }
+                unroll(self);
                 self.line(format!("{a_loop}{}{st}", when(Some("lane == 0".into()))));
                 self.line("__syncthreads();");
                 let fold = |o: &str, acc: &str, acc_i: &str| {
@@ -1405,6 +1430,7 @@ impl<'a> Emitter<'a> {
             if arg {
                 self.line(format!("int acc_i[{per_pass}];"));
             }
+            self.line("#pragma unroll");
             self.line(format!(
                 "for (int c = 0; c < {per_pass}; ++c) {{ acc[c] = {ident};{} }}",
                 if arg {
@@ -1435,6 +1461,7 @@ impl<'a> Emitter<'a> {
                         l.tpr
                     ));
                     let shfl = |v: &str| format!("__shfl_xor_sync(0xffffffffu, {v}, xor_off)");
+                    self.line("#pragma unroll");
                     self.line(format!(
                         "for (int c = 0; c < {per_pass}; ++c) {}",
                         step_c(op, "acc[c]", "acc_i[c]", &shfl("acc[c]"), &shfl("acc_i[c]"))
@@ -1699,12 +1726,12 @@ fn lit_c(l: Lit, d: DType) -> String {
 }
 
 /// Rounds a float expression to the dtype's precision (no-op for f32).
+/// The result keeps its parentheses: it may be an operand of a larger expression.
 fn round_c(d: DType, e: &str) -> String {
-    let e = strip(e);
     match d {
-        DType::BF16 => format!("tsr_rbf16({e})"),
-        DType::F16 => format!("tsr_rf16({e})"),
-        _ => e,
+        DType::BF16 => format!("tsr_rbf16({})", strip(e)),
+        DType::F16 => format!("tsr_rf16({})", strip(e)),
+        _ => e.to_string(),
     }
 }
 
@@ -1775,12 +1802,12 @@ fn cast_c(from: DType, to: DType, a: &str) -> String {
     }
     let a0 = strip(a);
     match (from, to) {
-        (Bool, I32) => format!("(int){a}"),
+        (Bool, I32) => format!("((int){a})"),
         (Bool, _) => format!("({a} ? 1.0f : 0.0f)"),
         (I32, Bool) => format!("({a} != 0)"),
         (_, Bool) => format!("({a} != 0.0f)"),
-        (I32, F32) => format!("(float){a}"),
-        (I32, d) => round_c(d, &format!("(float){a}")),
+        (I32, F32) => format!("((float){a})"),
+        (I32, d) => round_c(d, &format!("((float){a})")),
         (_, I32) => format!("tsr_f2i({a0})"),
         (_, F32) => a.to_string(),
         (_, d) => round_c(d, a),
