@@ -3,10 +3,10 @@
 import json, sys
 
 ours, peers = (json.load(open(p)) for p in sys.argv[1:3])
-read_bw = peers["copy_read_gbps"]
+read_bw = peers["read_gbps"]
 print(f"GPU: {ours['device']}; copy bandwidth {peers['copy_gbps_read_plus_write']:.0f} GB/s (read+write), "
       f"{read_bw:.0f} GB/s read; torch {peers['torch']}, triton {peers['triton']}\n")
-print("| op (size) | tessera GB/s | Triton GB/s | torch GB/s | tessera / Triton | tessera / copy-read |")
+print("| op (size) | tessera GB/s | Triton GB/s | torch GB/s | tessera / Triton | tessera / read bandwidth |")
 print("|---|---|---|---|---|---|")
 for name, key, t, th in [
     ("RMSNorm 8192×8192 bf16", "rmsnorm_8192x8192_bf16_gbps", "triton_rmsnorm_gbps", "torch_rmsnorm_gbps"),
