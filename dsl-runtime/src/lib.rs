@@ -4,6 +4,7 @@
 //! Data flows one way: the macro's IR → [`ir::Kernel::specialize`] → [`interp`] (the spec)
 //! or [`cuda::emit`] → [`nvrtc`] → launch ([`KernelDef::launch`]).
 pub mod autotune;
+pub mod bounds;
 pub mod cuda;
 pub mod device;
 pub mod element;
