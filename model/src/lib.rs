@@ -11,6 +11,7 @@ pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod generate;
+pub mod kernels;
 pub mod reference;
 pub mod sampling;
 pub mod tokenizer;
