@@ -7,6 +7,7 @@ pub mod chat;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
+pub mod dsl_engine;
 pub mod embedded;
 pub mod engine;
 pub mod error;
