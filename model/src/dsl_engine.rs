@@ -139,7 +139,7 @@ impl KernelEngine {
         }
         let up = |v: &[bf16]| dev.upload(v).map_err(engine_err);
         let ls = &weights.layers;
-        let inv_freq: Vec<f32> = (0..hd / 2).map(|i| (1.0 / cfg.rope_theta.powf((2 * i) as f64 / hd as f64)) as f32).collect();
+        let inv_freq = crate::reference::rope_inv_freq(&cfg);
         let w = DeviceWeights {
             embed: up(&weights.embed_tokens.data)?,
             lm_head: weights.lm_head.as_ref().map(|t| up(&t.data)).transpose()?,
