@@ -205,6 +205,11 @@ impl KernelEngine {
         self.a.logits.to_vec().map_err(engine_err)
     }
 
+    /// The token the fused argmax chose at the last step (written whatever the output mode).
+    pub fn next_token(&self) -> Result<u32, ModelError> {
+        Ok(self.a.next.to_vec().map_err(engine_err)?[0] as u32)
+    }
+
     /// The residual stream after the last step's last layer (for checks).
     pub fn hidden(&self) -> Result<Vec<bf16>, ModelError> {
         self.a.x.to_vec().map_err(engine_err)
@@ -313,10 +318,7 @@ impl Engine for KernelEngine {
         self.launch_step().map_err(engine_err)?;
         self.cached = pos + 1;
         match self.output {
-            Output::Token => {
-                let id = self.a.next.to_vec().map_err(engine_err)?[0];
-                Ok(StepOutput::Token(id as u32))
-            }
+            Output::Token => Ok(StepOutput::Token(self.next_token()?)),
             Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
         }
     }

@@ -1,11 +1,23 @@
-//! The kernels engine (one launch per op, through the interpreter) against the reference
-//! decoder and transformers' goldens, on every committed checkpoint.
+//! The kernels engine (one launch per op, through the interpreter) against transformers'
+//! goldens and the reference decoder, on every committed checkpoint.
+//!
+//! Logit tolerance: the reference keeps every activation in f32; this engine stores them in
+//! bf16 (residual stream, qkv, roped q, KV cache, attention output, MLP activation), as
+//! the GPU decoder does. Each store is a rounding of ≤ 2^-9 relative, and a few layers of
+//! them move the logits by 3e-3..1.4e-2 of max |logit| (measured on the three checkpoints,
+//! every position). ENGINE_LOGIT_TOL = 3e-2 keeps 2x headroom over the worst; a wrong rope
+//! base, norm, GQA mapping or mask costs 1e-1 and more. Greedy tokens must still equal
+//! transformers' on the decisive prefix (top-1 margin > 0.05), as for the reference.
 mod common;
 use common::*;
 use dsl_runtime::Device;
 use model::dsl_engine::{KernelEngine, KernelOptions, Output};
+use model::sampling::{argmax, Sampler};
 use model::{Checkpoint, Engine, Reference, StepOutput};
 use std::sync::Arc;
+
+const ENGINE_LOGIT_TOL: f32 = 3e-2;
+const DECISIVE: f64 = 0.05;
 
 fn kernels(name: &str, output: Output) -> KernelEngine {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
@@ -19,28 +31,92 @@ fn reference(name: &str) -> Reference {
 }
 
 fn rel_err(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "logit count");
     let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
     got.iter().zip(want).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / max_ref
 }
 
+fn logits(out: StepOutput) -> Vec<f32> {
+    match out {
+        StepOutput::Logits(l) => l,
+        StepOutput::Token(_) => panic!("asked for logits"),
+    }
+}
+
 #[test]
-fn logits_track_the_reference() {
+fn greedy_matches_transformers_while_decisive() {
+    for name in CHECKPOINTS {
+        let exp = expected(name);
+        let prompt = ids(&exp["prompt_ids"]);
+        let want = ids(&exp["greedy_ids"]);
+        let margins: Vec<f64> = exp["margins"].as_array().unwrap().iter().map(|m| m.as_f64().unwrap()).collect();
+        let decisive = margins.iter().position(|&m| m <= DECISIVE).unwrap_or(margins.len());
+        let mut k = kernels(name, Output::Token);
+        let mut sampler = Sampler::new(Default::default());
+        let g = model::generate::generate(&mut k, &prompt, decisive, &mut sampler, &[], &mut |_| Ok(())).unwrap();
+        assert_eq!(g.generated_ids, want[..decisive], "{name}: greedy ids differ");
+        eprintln!("{name}: {decisive} greedy tokens equal transformers'");
+    }
+}
+
+/// Teacher-forced on transformers' greedy ids: every step's logits against the reference
+/// (prompt included) and transformers' logits, and the fused argmax against the logits.
+#[test]
+fn logits_match_reference_and_transformers() {
     for name in CHECKPOINTS {
         let exp = expected(name);
         let (mut k, mut r) = (kernels(name, Output::Logits), reference(name));
         let prompt = ids(&exp["prompt_ids"]);
         let greedy = ids(&exp["greedy_ids"]);
-        let feed: Vec<u32> = prompt.iter().chain(&greedy).copied().collect();
+        let golden = exp["logits"].as_array().unwrap();
         let mut worst = 0f32;
-        for (pos, &t) in feed.iter().enumerate() {
-            let want = r.forward(t, pos).unwrap();
-            let StepOutput::Logits(got) = k.step(t, pos).unwrap() else { panic!("logits asked") };
-            let e = rel_err(&got, &want);
+        for (pos, &t) in prompt.iter().chain(&greedy).enumerate() {
+            let got = logits(k.step(t, pos).unwrap());
+            let e = rel_err(&got, &r.forward(t, pos).unwrap());
+            assert!(e < ENGINE_LOGIT_TOL, "{name} pos {pos}: relative error {e} vs the reference");
             worst = worst.max(e);
-            let top = model::sampling::argmax(&want);
-            let margin = want[top as usize] - want.iter().enumerate().filter(|(i, _)| *i != top as usize).fold(f32::MIN, |m, (_, v)| m.max(*v));
-            eprintln!("{name} pos {pos}: rel err {e:.2e}, ref top {top} margin {margin:.3}, ours {}", model::sampling::argmax(&got));
+            assert_eq!(k.next_token().unwrap(), argmax(&got), "{name} pos {pos}: fused argmax");
+            // Transformers' logits: step s is position prompt.len() - 1 + s.
+            if let Some(want) = (pos + 1).checked_sub(prompt.len()).and_then(|s| golden.get(s)) {
+                let e = rel_err(&got, &floats(want));
+                assert!(e < ENGINE_LOGIT_TOL, "{name} pos {pos}: relative error {e} vs transformers");
+            }
         }
-        eprintln!("{name}: worst {worst:.2e}");
+        eprintln!("{name}: worst relative logit error vs the reference {worst:.2e}");
     }
+}
+
+#[test]
+fn rewinding_the_cache_reproduces_logits() {
+    let name = "tied_gqa2_v4";
+    let mut k = kernels(name, Output::Logits);
+    let prompt = ids(&expected(name)["prompt_ids"]);
+    let mut first = vec![];
+    for (pos, &t) in prompt.iter().enumerate() {
+        first = logits(k.step(t, pos).unwrap());
+    }
+    let _ = k.step(5, prompt.len()).unwrap();
+    let again = logits(k.step(*prompt.last().unwrap(), prompt.len() - 1).unwrap());
+    assert_eq!(first, again);
+}
+
+#[test]
+fn bad_steps_fail_cleanly() {
+    let name = "untied_gqa4_v5";
+    let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+    let opts = KernelOptions { max_seq: Some(4), ..Default::default() };
+    let mut k = KernelEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
+    assert_eq!(k.max_context(), 4);
+    let msg = |r: Result<StepOutput, model::ModelError>| r.unwrap_err().to_string();
+    assert!(msg(k.step(ck.config.vocab_size as u32, 0)).contains("vocab_size"));
+    assert!(msg(k.step(1, 1)).contains("skips ahead"));
+    for pos in 0..4 {
+        k.step(1, pos).unwrap();
+    }
+    assert!(msg(k.step(1, 4)).contains("beyond the KV cache"));
+    // Sampling needs logits: the generation loop says so instead of sampling garbage.
+    let mut k = kernels(name, Output::Token);
+    let mut sampler = Sampler::new(model::sampling::SamplingParams { temperature: 0.7, ..Default::default() });
+    let e = model::generate::generate(&mut k, &[1, 2], 2, &mut sampler, &[], &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("needs logits"), "{e}");
 }
