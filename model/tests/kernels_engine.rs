@@ -120,3 +120,23 @@ fn bad_steps_fail_cleanly() {
     let e = model::generate::generate(&mut k, &[1, 2], 2, &mut sampler, &[], &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("needs logits"), "{e}");
 }
+
+/// Qwen3-0.6B's layer shape (hidden 1024, 16 / 8 heads of 128, intermediate 3072) with two
+/// random layers and a small vocab: the real tile sizes (BM 4..16, BK 512, 16 splits) run
+/// end to end against the reference.
+#[test]
+fn qwen3_0_6b_shaped_engine_tracks_the_reference() {
+    let cfg = model::Config { num_hidden_layers: 2, vocab_size: 2048, max_position_embeddings: 64, tie_word_embeddings: false, ..model::kernels::qwen3_0_6b() };
+    let w = model::embedded::weights(&cfg);
+    let mut k = KernelEngine::new(cfg.clone(), &w, Device::interpreter(), KernelOptions { output: Output::Logits, ..Default::default() }).unwrap();
+    assert_eq!(k.tiles().qkv, model::kernels::Gemv { bm: 16, bk: 512 });
+    let mut r = Reference::new(cfg, Arc::new(w));
+    for (pos, t) in [17u32, 900, 3, 2047, 64].into_iter().enumerate() {
+        let want = r.forward(t, pos).unwrap();
+        let got = logits(k.step(t, pos).unwrap());
+        let e = rel_err(&got, &want);
+        eprintln!("0.6B-shaped pos {pos}: relative logit error {e:.2e}");
+        assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
+        assert_eq!(k.next_token().unwrap(), argmax(&got));
+    }
+}
