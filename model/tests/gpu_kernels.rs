@@ -134,3 +134,35 @@ fn gpu_engine_logits_equal_interpreter() {
         assert!(e < 3e-2, "pos {pos}: GPU vs interpreter {e}");
     }
 }
+
+/// A decode step of a random Qwen3-0.6B (28 layers, vocab 151936) as 10 launches per layer
+/// plus 3: the one-launch-per-op baseline the megakernel is measured against. Prints
+/// ms/token and the bandwidth it implies (weight bytes read per step / step time).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_step_time_qwen3_0_6b_shaped() {
+    let cfg = model::kernels::qwen3_0_6b();
+    let w = model::embedded::weights(&cfg);
+    let dev = gpu();
+    let mut k = KernelEngine::new(cfg.clone(), &w, dev.clone(), KernelOptions { max_seq: Some(1024), ..Default::default() }).unwrap();
+    let mut tok = 1;
+    for pos in 0..4 {
+        // Compiles every kernel (NVRTC, then the disk cache) and warms up.
+        tok = match k.step(tok, pos).unwrap() {
+            StepOutput::Token(t) => t,
+            StepOutput::Logits(_) => unreachable!(),
+        };
+    }
+    let n = 64;
+    let start = std::time::Instant::now();
+    for pos in 4..4 + n {
+        tok = match k.step(tok, pos).unwrap() {
+            StepOutput::Token(t) => t,
+            StepOutput::Logits(_) => unreachable!(),
+        };
+    }
+    let ms = start.elapsed().as_secs_f64() * 1e3 / n as f64;
+    let layer = cfg.hidden_size * (cfg.q_dim() + 2 * cfg.kv_dim()) + cfg.hidden_size * cfg.q_dim() + 3 * cfg.hidden_size * cfg.intermediate_size;
+    let bytes = 2.0 * (cfg.num_hidden_layers * layer + cfg.vocab_size * cfg.hidden_size) as f64;
+    eprintln!("{}: Qwen3-0.6B-shaped step, one launch per op: {ms:.3} ms/token, {:.0} GB/s of weights", dev.describe(), bytes / (ms * 1e-3) / 1e9);
+}

@@ -45,15 +45,20 @@ pub struct Gemv {
 }
 
 impl Gemv {
-    /// The rule: BK = min(k, 512) (a 1 KB contiguous bf16 segment per row and step; tiles
-    /// need not be powers of two, so a tiny k is one exact step); BM = the largest of
-    /// 16, 8, 4, 2, 1 that still leaves `GEMV_MIN_PROGRAMS` programs.
+    /// The rule: BK = min(512, k rounded up to a power of two) (a 1 KB contiguous bf16
+    /// segment per row and step; the tail is masked); BM = the largest of 16, 8, 4, 2, 1
+    /// that still leaves `GEMV_MIN_PROGRAMS` programs.
+    ///
+    /// Every real Qwen3 gets BK = 512. Tiles need not be powers of two, but a BK like 160
+    /// (a test checkpoint's intermediate size) leaves padding lanes in the CUDA layout
+    /// whose shared-memory reads run past the array (an emitter bug, reported); a power
+    /// of two avoids it and costs only masked lanes.
     pub fn for_shape(m: usize, k: usize) -> Gemv {
         let mut bm = 16;
         while bm > 1 && m.div_ceil(bm) < GEMV_MIN_PROGRAMS {
             bm /= 2;
         }
-        Gemv { bm, bk: k.clamp(1, 512) }
+        Gemv { bm, bk: k.next_power_of_two().clamp(1, 512) }
     }
     /// Programs for `m` rows.
     pub fn programs(&self, m: usize) -> usize {
