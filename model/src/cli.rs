@@ -187,7 +187,12 @@ fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
 }
 
 /// The engine `--engine` / `--device` ask for.
-fn build_engine(a: &GenerateArgs, cfg: Config, weights: Weights, greedy: bool) -> Result<Box<dyn Engine>, ModelError> {
+fn build_engine(
+    a: &GenerateArgs,
+    cfg: Config,
+    weights: Weights,
+    greedy: bool,
+) -> Result<Box<dyn Engine>, ModelError> {
     match a.engine {
         EngineKind::Reference => Ok(Box::new(Reference::new(cfg, Arc::new(weights)))),
         EngineKind::Kernels => {

@@ -50,7 +50,11 @@ pub struct KernelOptions {
 
 impl Default for KernelOptions {
     fn default() -> Self {
-        KernelOptions { max_seq: None, output: Output::Token, tiles: None }
+        KernelOptions {
+            max_seq: None,
+            output: Output::Token,
+            tiles: None,
+        }
     }
 }
 
@@ -109,11 +113,18 @@ pub struct KernelEngine {
 }
 
 fn engine_err(msg: impl std::fmt::Display) -> ModelError {
-    ModelError::Engine { engine: "kernels".into(), msg: msg.to_string() }
+    ModelError::Engine {
+        engine: "kernels".into(),
+        msg: msg.to_string(),
+    }
 }
 
 /// Layer `l`'s part of a buffer stacked over layers, `n` elements per layer.
-fn layer_view<T: dsl_runtime::Element>(b: &Buffer<T>, l: usize, n: usize) -> dsl_runtime::BufferView<'_, T> {
+fn layer_view<T: dsl_runtime::Element>(
+    b: &Buffer<T>,
+    l: usize,
+    n: usize,
+) -> dsl_runtime::BufferView<'_, T> {
     b.slice(l * n..(l + 1) * n)
 }
 
@@ -122,20 +133,37 @@ fn stack<'a>(ts: impl Iterator<Item = &'a Tensor>) -> Vec<bf16> {
 }
 
 impl KernelEngine {
-    pub fn new(cfg: Config, weights: &Weights, dev: Device, opts: KernelOptions) -> Result<KernelEngine, ModelError> {
-        let max_seq = opts.max_seq.unwrap_or(DEFAULT_MAX_SEQ).min(cfg.max_position_embeddings);
+    pub fn new(
+        cfg: Config,
+        weights: &Weights,
+        dev: Device,
+        opts: KernelOptions,
+    ) -> Result<KernelEngine, ModelError> {
+        let max_seq = opts
+            .max_seq
+            .unwrap_or(DEFAULT_MAX_SEQ)
+            .min(cfg.max_position_embeddings);
         if max_seq == 0 {
             return Err(engine_err("max_seq must be at least 1"));
         }
         if cfg.head_dim % 2 != 0 {
-            return Err(engine_err(format!("head_dim {} must be even for rotate-half rope", cfg.head_dim)));
+            return Err(engine_err(format!(
+                "head_dim {} must be even for rotate-half rope",
+                cfg.head_dim
+            )));
         }
         let tiles = opts.tiles.unwrap_or_else(|| Tiles::for_config(&cfg));
         let (l, h, hd) = (cfg.num_hidden_layers, cfg.hidden_size, cfg.head_dim);
         // i32 offsets inside kernels: the largest matrix and a layer's cache must fit.
-        let biggest = [cfg.vocab_size * h, 2 * cfg.intermediate_size * h, cfg.num_key_value_heads * max_seq * hd];
+        let biggest = [
+            cfg.vocab_size * h,
+            2 * cfg.intermediate_size * h,
+            cfg.num_key_value_heads * max_seq * hd,
+        ];
         if biggest.iter().any(|&n| n > i32::MAX as usize) {
-            return Err(engine_err("a weight matrix or a layer's KV cache exceeds i32 offsets"));
+            return Err(engine_err(
+                "a weight matrix or a layer's KV cache exceeds i32 offsets",
+            ));
         }
         let up = |v: &[bf16]| dev.upload(v).map_err(engine_err);
         let ls = &weights.layers;
@@ -151,7 +179,10 @@ impl KernelEngine {
             k_norm: up(&stack(ls.iter().map(|lw| &lw.k_norm)))?,
             o_proj: up(&stack(ls.iter().map(|lw| &lw.o_proj)))?,
             mlp_norm: up(&stack(ls.iter().map(|lw| &lw.post_attention_layernorm)))?,
-            gate_up: up(&ls.iter().flat_map(|lw| lw.fused_gate_up()).collect::<Vec<_>>())?,
+            gate_up: up(&ls
+                .iter()
+                .flat_map(|lw| lw.fused_gate_up())
+                .collect::<Vec<_>>())?,
             down: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
         };
         let z16 = |n: usize| dev.zeros::<bf16>(n).map_err(engine_err);
@@ -224,16 +255,39 @@ impl KernelEngine {
         let eps = cfg.rms_norm_eps as f32;
         let grid = |n: usize| Launch::grid(n as u32).warps(NUM_WARPS);
 
-        embedding::embedding::launch(dev, &grid(cdiv(h as i64, t.embed_block as i64) as usize), &w.embed, &a.token, &a.x, h as i32, t.embed_block)?;
+        embedding::embedding::launch(
+            dev,
+            &grid(cdiv(h as i64, t.embed_block as i64) as usize),
+            &w.embed,
+            &a.token,
+            &a.x,
+            h as i32,
+            t.embed_block,
+        )?;
 
         let cache_per_layer = kv_heads * self.max_seq * hd;
         for l in 0..cfg.num_hidden_layers {
             let view = |b, n| layer_view(b, l, n);
-            let (k_cache, v_cache) = (view(&self.k_cache, cache_per_layer), view(&self.v_cache, cache_per_layer));
+            let (k_cache, v_cache) = (
+                view(&self.k_cache, cache_per_layer),
+                view(&self.v_cache, cache_per_layer),
+            );
 
             // Attention block.
             let g = t.qkv;
-            gemv::rmsnorm_gemv::launch(dev, &grid(g.programs(qkv_rows)), &a.x, &view(&w.attn_norm, h), &view(&w.qkv, qkv_rows * h), &a.qkv, qkv_rows as i32, h as i32, eps, g.bm, g.bk)?;
+            gemv::rmsnorm_gemv::launch(
+                dev,
+                &grid(g.programs(qkv_rows)),
+                &a.x,
+                &view(&w.attn_norm, h),
+                &view(&w.qkv, qkv_rows * h),
+                &a.qkv,
+                qkv_rows as i32,
+                h as i32,
+                eps,
+                g.bm,
+                g.bk,
+            )?;
             rope::qk_norm_rope::launch(
                 dev,
                 &grid(heads + kv_heads),
@@ -269,22 +323,85 @@ impl KernelEngine {
                 t.attn_block_n,
                 t.attn_splits,
             )?;
-            attention::attn_merge::launch(dev, &grid(heads), &a.part_m, &a.part_l, &a.part_acc, &a.attn, hd, t.attn_splits)?;
+            attention::attn_merge::launch(
+                dev,
+                &grid(heads),
+                &a.part_m,
+                &a.part_l,
+                &a.part_acc,
+                &a.attn,
+                hd,
+                t.attn_splits,
+            )?;
             let g = t.o_proj;
-            gemv::gemv_residual::launch(dev, &grid(g.programs(h)), &view(&w.o_proj, h * q_dim), &a.attn, &a.x, h as i32, q_dim as i32, g.bm, g.bk)?;
+            gemv::gemv_residual::launch(
+                dev,
+                &grid(g.programs(h)),
+                &view(&w.o_proj, h * q_dim),
+                &a.attn,
+                &a.x,
+                h as i32,
+                q_dim as i32,
+                g.bm,
+                g.bk,
+            )?;
 
             // MLP block.
             let g = t.gate_up;
-            mlp::rmsnorm_gate_up_silu::launch(dev, &grid(g.programs(inter)), &a.x, &view(&w.mlp_norm, h), &view(&w.gate_up, 2 * inter * h), &a.act, inter as i32, h as i32, eps, g.bm, g.bk)?;
+            mlp::rmsnorm_gate_up_silu::launch(
+                dev,
+                &grid(g.programs(inter)),
+                &a.x,
+                &view(&w.mlp_norm, h),
+                &view(&w.gate_up, 2 * inter * h),
+                &a.act,
+                inter as i32,
+                h as i32,
+                eps,
+                g.bm,
+                g.bk,
+            )?;
             let g = t.down;
-            gemv::gemv_residual::launch(dev, &grid(g.programs(h)), &view(&w.down, h * inter), &a.act, &a.x, h as i32, inter as i32, g.bm, g.bk)?;
+            gemv::gemv_residual::launch(
+                dev,
+                &grid(g.programs(h)),
+                &view(&w.down, h * inter),
+                &a.act,
+                &a.x,
+                h as i32,
+                inter as i32,
+                g.bm,
+                g.bk,
+            )?;
         }
 
         let g = t.lm_head;
         let head = w.lm_head.as_ref().unwrap_or(&w.embed);
         let blocks = g.programs(cfg.vocab_size);
-        lm_head::lm_head_argmax::launch(dev, &grid(blocks), &a.x, &w.final_norm, head, &a.logits, &a.part_max, &a.part_idx, cfg.vocab_size as i32, h as i32, eps, g.bm, g.bk)?;
-        lm_head::argmax_merge::launch(dev, &grid(1), &a.part_max, &a.part_idx, &a.next, blocks as i32, t.argmax_block)?;
+        lm_head::lm_head_argmax::launch(
+            dev,
+            &grid(blocks),
+            &a.x,
+            &w.final_norm,
+            head,
+            &a.logits,
+            &a.part_max,
+            &a.part_idx,
+            cfg.vocab_size as i32,
+            h as i32,
+            eps,
+            g.bm,
+            g.bk,
+        )?;
+        lm_head::argmax_merge::launch(
+            dev,
+            &grid(1),
+            &a.part_max,
+            &a.part_idx,
+            &a.next,
+            blocks as i32,
+            t.argmax_block,
+        )?;
         Ok(())
     }
 }
@@ -304,16 +421,28 @@ impl Engine for KernelEngine {
     }
     fn step(&mut self, token: u32, pos: usize) -> Result<StepOutput, ModelError> {
         if token as usize >= self.cfg.vocab_size {
-            return Err(engine_err(format!("token id {token} ≥ vocab_size {}", self.cfg.vocab_size)));
+            return Err(engine_err(format!(
+                "token id {token} ≥ vocab_size {}",
+                self.cfg.vocab_size
+            )));
         }
         if pos >= self.max_seq {
-            return Err(engine_err(format!("position {pos} beyond the KV cache's {} positions", self.max_seq)));
+            return Err(engine_err(format!(
+                "position {pos} beyond the KV cache's {} positions",
+                self.max_seq
+            )));
         }
         if pos > self.cached {
-            return Err(engine_err(format!("position {pos} skips ahead of the {} cached positions", self.cached)));
+            return Err(engine_err(format!(
+                "position {pos} skips ahead of the {} cached positions",
+                self.cached
+            )));
         }
         // Rewinding needs nothing more: attention reads positions 0..=pos only.
-        self.a.token.copy_from(&[token as i32]).map_err(engine_err)?;
+        self.a
+            .token
+            .copy_from(&[token as i32])
+            .map_err(engine_err)?;
         self.a.pos.copy_from(&[pos as i32]).map_err(engine_err)?;
         self.launch_step().map_err(engine_err)?;
         self.cached = pos + 1;

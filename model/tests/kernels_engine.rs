@@ -21,7 +21,10 @@ const DECISIVE: f64 = 0.05;
 
 fn kernels(name: &str, output: Output) -> KernelEngine {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
-    let opts = KernelOptions { output, ..Default::default() };
+    let opts = KernelOptions {
+        output,
+        ..Default::default()
+    };
     KernelEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
 }
 
@@ -33,7 +36,10 @@ fn reference(name: &str) -> Reference {
 fn rel_err(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len(), "logit count");
     let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-    got.iter().zip(want).fold(0f32, |m, (a, b)| m.max((a - b).abs())) / max_ref
+    got.iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
+        / max_ref
 }
 
 fn logits(out: StepOutput) -> Vec<f32> {
@@ -49,12 +55,32 @@ fn greedy_matches_transformers_while_decisive() {
         let exp = expected(name);
         let prompt = ids(&exp["prompt_ids"]);
         let want = ids(&exp["greedy_ids"]);
-        let margins: Vec<f64> = exp["margins"].as_array().unwrap().iter().map(|m| m.as_f64().unwrap()).collect();
-        let decisive = margins.iter().position(|&m| m <= DECISIVE).unwrap_or(margins.len());
+        let margins: Vec<f64> = exp["margins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_f64().unwrap())
+            .collect();
+        let decisive = margins
+            .iter()
+            .position(|&m| m <= DECISIVE)
+            .unwrap_or(margins.len());
         let mut k = kernels(name, Output::Token);
         let mut sampler = Sampler::new(Default::default());
-        let g = model::generate::generate(&mut k, &prompt, decisive, &mut sampler, &[], &mut |_| Ok(())).unwrap();
-        assert_eq!(g.generated_ids, want[..decisive], "{name}: greedy ids differ");
+        let g = model::generate::generate(
+            &mut k,
+            &prompt,
+            decisive,
+            &mut sampler,
+            &[],
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(
+            g.generated_ids,
+            want[..decisive],
+            "{name}: greedy ids differ"
+        );
         eprintln!("{name}: {decisive} greedy tokens equal transformers'");
     }
 }
@@ -73,13 +99,26 @@ fn logits_match_reference_and_transformers() {
         for (pos, &t) in prompt.iter().chain(&greedy).enumerate() {
             let got = logits(k.step(t, pos).unwrap());
             let e = rel_err(&got, &r.forward(t, pos).unwrap());
-            assert!(e < ENGINE_LOGIT_TOL, "{name} pos {pos}: relative error {e} vs the reference");
+            assert!(
+                e < ENGINE_LOGIT_TOL,
+                "{name} pos {pos}: relative error {e} vs the reference"
+            );
             worst = worst.max(e);
-            assert_eq!(k.next_token().unwrap(), argmax(&got), "{name} pos {pos}: fused argmax");
+            assert_eq!(
+                k.next_token().unwrap(),
+                argmax(&got),
+                "{name} pos {pos}: fused argmax"
+            );
             // Transformers' logits: step s is position prompt.len() - 1 + s.
-            if let Some(want) = (pos + 1).checked_sub(prompt.len()).and_then(|s| golden.get(s)) {
+            if let Some(want) = (pos + 1)
+                .checked_sub(prompt.len())
+                .and_then(|s| golden.get(s))
+            {
                 let e = rel_err(&got, &floats(want));
-                assert!(e < ENGINE_LOGIT_TOL, "{name} pos {pos}: relative error {e} vs transformers");
+                assert!(
+                    e < ENGINE_LOGIT_TOL,
+                    "{name} pos {pos}: relative error {e} vs transformers"
+                );
             }
         }
         eprintln!("{name}: worst relative logit error vs the reference {worst:.2e}");
@@ -104,8 +143,12 @@ fn rewinding_the_cache_reproduces_logits() {
 fn bad_steps_fail_cleanly() {
     let name = "untied_gqa4_v5";
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
-    let opts = KernelOptions { max_seq: Some(4), ..Default::default() };
-    let mut k = KernelEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
+    let opts = KernelOptions {
+        max_seq: Some(4),
+        ..Default::default()
+    };
+    let mut k =
+        KernelEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
     assert_eq!(k.max_context(), 4);
     let msg = |r: Result<StepOutput, model::ModelError>| r.unwrap_err().to_string();
     assert!(msg(k.step(ck.config.vocab_size as u32, 0)).contains("vocab_size"));
@@ -116,8 +159,12 @@ fn bad_steps_fail_cleanly() {
     assert!(msg(k.step(1, 4)).contains("beyond the KV cache"));
     // Sampling needs logits: the generation loop says so instead of sampling garbage.
     let mut k = kernels(name, Output::Token);
-    let mut sampler = Sampler::new(model::sampling::SamplingParams { temperature: 0.7, ..Default::default() });
-    let e = model::generate::generate(&mut k, &[1, 2], 2, &mut sampler, &[], &mut |_| Ok(())).unwrap_err();
+    let mut sampler = Sampler::new(model::sampling::SamplingParams {
+        temperature: 0.7,
+        ..Default::default()
+    });
+    let e = model::generate::generate(&mut k, &[1, 2], 2, &mut sampler, &[], &mut |_| Ok(()))
+        .unwrap_err();
     assert!(e.to_string().contains("needs logits"), "{e}");
 }
 
@@ -126,9 +173,24 @@ fn bad_steps_fail_cleanly() {
 /// end to end against the reference.
 #[test]
 fn qwen3_0_6b_shaped_engine_tracks_the_reference() {
-    let cfg = model::Config { num_hidden_layers: 2, vocab_size: 2048, max_position_embeddings: 64, tie_word_embeddings: false, ..model::kernels::qwen3_0_6b() };
+    let cfg = model::Config {
+        num_hidden_layers: 2,
+        vocab_size: 2048,
+        max_position_embeddings: 64,
+        tie_word_embeddings: false,
+        ..model::kernels::qwen3_0_6b()
+    };
     let w = model::embedded::weights(&cfg);
-    let mut k = KernelEngine::new(cfg.clone(), &w, Device::interpreter(), KernelOptions { output: Output::Logits, ..Default::default() }).unwrap();
+    let mut k = KernelEngine::new(
+        cfg.clone(),
+        &w,
+        Device::interpreter(),
+        KernelOptions {
+            output: Output::Logits,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(k.tiles().qkv, model::kernels::Gemv { bm: 16, bk: 512 });
     let mut r = Reference::new(cfg, Arc::new(w));
     for (pos, t) in [17u32, 900, 3, 2047, 64].into_iter().enumerate() {

@@ -37,7 +37,7 @@ pub fn attn_split(
     let head = program_id(0);
     let split = program_id(1);
     let len = load(pos) + 1; // positions 0..=pos, the new token's included
-    // Chunks are whole tiles, so only the last tile of the last busy split is ragged.
+                             // Chunks are whole tiles, so only the last tile of the last busy split is ragged.
     let chunk = cdiv(cdiv(len, SPLITS), BLOCK_N) * BLOCK_N;
     let lo = split * chunk;
     let hi = minimum(lo + chunk, len);
@@ -68,7 +68,14 @@ pub fn attn_split(
 }
 
 #[kernel]
-pub fn attn_merge(part_m: Ptr<f32>, part_l: Ptr<f32>, part_acc: Ptr<f32>, out: Ptr<bf16>, #[constexpr] D: usize, #[constexpr] SPLITS: usize) {
+pub fn attn_merge(
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    out: Ptr<bf16>,
+    #[constexpr] D: usize,
+    #[constexpr] SPLITS: usize,
+) {
     let head = program_id(0);
     let s = head * SPLITS + arange(0, SPLITS);
     let d = arange(0, D);
@@ -76,5 +83,8 @@ pub fn attn_merge(part_m: Ptr<f32>, part_l: Ptr<f32>, part_acc: Ptr<f32>, out: P
     let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
     let l = sum(load(part_l + s) * w, 0);
     let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
-    store(out + head * D + d, (sum(acc * w.expand_dims(1), 0) / l).to(bf16));
+    store(
+        out + head * D + d,
+        (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
+    );
 }

@@ -6,7 +6,13 @@
 use dsl_runtime::prelude::*;
 
 #[kernel]
-pub fn embedding(table: Ptr<bf16>, token: Ptr<i32>, x: Ptr<bf16>, hidden: i32, #[constexpr] BLOCK: usize) {
+pub fn embedding(
+    table: Ptr<bf16>,
+    token: Ptr<i32>,
+    x: Ptr<bf16>,
+    hidden: i32,
+    #[constexpr] BLOCK: usize,
+) {
     let tok = load(token); // a scalar load: the same id for every lane
     let cols = program_id(0) * BLOCK + arange(0, BLOCK);
     let mask = cols < hidden;

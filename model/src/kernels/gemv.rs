@@ -48,7 +48,12 @@ pub fn rmsnorm_gemv(
         // The normed activation, in f32, never stored.
         let h = load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32);
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
-        let wv = load(w + rows.expand_dims(1) * k + cols.expand_dims(0), tile_mask, 0.0).to(f32);
+        let wv = load(
+            w + rows.expand_dims(1) * k + cols.expand_dims(0),
+            tile_mask,
+            0.0,
+        )
+        .to(f32);
         acc += wv * h.expand_dims(0);
     }
     store(y + rows, sum(acc, 1).to(bf16), row_mask);
@@ -56,7 +61,15 @@ pub fn rmsnorm_gemv(
 
 /// res += W · x: a projection whose output is added to the residual stream (o_proj, down).
 #[kernel]
-pub fn gemv_residual(w: Ptr<bf16>, x: Ptr<bf16>, res: Ptr<bf16>, m: i32, k: i32, #[constexpr] BM: usize, #[constexpr] BK: usize) {
+pub fn gemv_residual(
+    w: Ptr<bf16>,
+    x: Ptr<bf16>,
+    res: Ptr<bf16>,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
     let mut acc = zeros([BM, BK], f32);
@@ -65,7 +78,12 @@ pub fn gemv_residual(w: Ptr<bf16>, x: Ptr<bf16>, res: Ptr<bf16>, m: i32, k: i32,
         let col_mask = cols < k;
         let xv = load(x + cols, col_mask, 0.0).to(f32);
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
-        let wv = load(w + rows.expand_dims(1) * k + cols.expand_dims(0), tile_mask, 0.0).to(f32);
+        let wv = load(
+            w + rows.expand_dims(1) * k + cols.expand_dims(0),
+            tile_mask,
+            0.0,
+        )
+        .to(f32);
         acc += wv * xv.expand_dims(0);
     }
     // Epilogue: the add happens in f32, one rounding to bf16 per update of the stream.

@@ -39,7 +39,12 @@ pub fn lm_head_argmax(
         let col_mask = cols < k;
         let h = load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32);
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
-        let wv = load(w + rows.expand_dims(1) * k + cols.expand_dims(0), tile_mask, 0.0).to(f32);
+        let wv = load(
+            w + rows.expand_dims(1) * k + cols.expand_dims(0),
+            tile_mask,
+            0.0,
+        )
+        .to(f32);
         acc += wv * h.expand_dims(0);
     }
     let z = sum(acc, 1);
@@ -51,7 +56,13 @@ pub fn lm_head_argmax(
 }
 
 #[kernel]
-pub fn argmax_merge(part_max: Ptr<f32>, part_idx: Ptr<i32>, token: Ptr<i32>, n: i32, #[constexpr] BLOCK: usize) {
+pub fn argmax_merge(
+    part_max: Ptr<f32>,
+    part_idx: Ptr<i32>,
+    token: Ptr<i32>,
+    n: i32,
+    #[constexpr] BLOCK: usize,
+) {
     let mut best = -3.4e38;
     let mut best_idx = 0;
     for c0 in (0..n).step_by(BLOCK) {

@@ -34,7 +34,9 @@ pub fn rmsnorm_gate_up_silu(
     for k0 in (0..k).step_by(BK) {
         let cols = k0 + arange(0, BK);
         let col_mask = cols < k;
-        let h = (load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+        let h =
+            (load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32))
+                .expand_dims(0);
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
         let offs = rows.expand_dims(1) * k + cols.expand_dims(0);
         acc_gate += load(w + offs, tile_mask, 0.0).to(f32) * h;

@@ -58,7 +58,10 @@ impl Gemv {
         while bm > 1 && m.div_ceil(bm) < GEMV_MIN_PROGRAMS {
             bm /= 2;
         }
-        Gemv { bm, bk: k.next_power_of_two().clamp(1, 512) }
+        Gemv {
+            bm,
+            bk: k.next_power_of_two().clamp(1, 512),
+        }
     }
     /// Programs for `m` rows.
     pub fn programs(&self, m: usize) -> usize {
@@ -136,21 +139,66 @@ pub fn shipped() -> Vec<ShippedKernel> {
     let int = |v: usize| ConstVal::Int(v as i64);
     let gemv = |g: Gemv| vec![("BM", int(g.bm)), ("BK", int(g.bk))];
     let hd = cfg.head_dim;
-    let k = |kernel, constexprs, about| ShippedKernel { kernel, constexprs, num_warps: NUM_WARPS, about };
+    let k = |kernel, constexprs, about| ShippedKernel {
+        kernel,
+        constexprs,
+        num_warps: NUM_WARPS,
+        about,
+    };
     vec![
-        k(&embedding::embedding::KERNEL, vec![("BLOCK", int(t.embed_block))], "x = embed_tokens[token], token read from a device buffer"),
-        k(&norm::rmsnorm::KERNEL, vec![("BLOCK", int(t.embed_block))], "y = x / rms(x) * w (standalone; the step fuses norms into GEMVs)"),
-        k(&gemv::rmsnorm_gemv::KERNEL, gemv(t.qkv), "y = W · rmsnorm(x): input norm (redundant per program) + fused QKV GEMV"),
-        k(&rope::qk_norm_rope::KERNEL, vec![("D", int(hd))], "per-head q/k RMSNorm + rotate-half RoPE + K/V cache write"),
+        k(
+            &embedding::embedding::KERNEL,
+            vec![("BLOCK", int(t.embed_block))],
+            "x = embed_tokens[token], token read from a device buffer",
+        ),
+        k(
+            &norm::rmsnorm::KERNEL,
+            vec![("BLOCK", int(t.embed_block))],
+            "y = x / rms(x) * w (standalone; the step fuses norms into GEMVs)",
+        ),
+        k(
+            &gemv::rmsnorm_gemv::KERNEL,
+            gemv(t.qkv),
+            "y = W · rmsnorm(x): input norm (redundant per program) + fused QKV GEMV",
+        ),
+        k(
+            &rope::qk_norm_rope::KERNEL,
+            vec![("D", int(hd))],
+            "per-head q/k RMSNorm + rotate-half RoPE + K/V cache write",
+        ),
         k(
             &attention::attn_split::KERNEL,
-            vec![("D", int(hd)), ("BLOCK_N", int(t.attn_block_n)), ("SPLITS", int(t.attn_splits))],
+            vec![
+                ("D", int(hd)),
+                ("BLOCK_N", int(t.attn_block_n)),
+                ("SPLITS", int(t.attn_splits)),
+            ],
             "decode attention, split-KV phase: partial (max, sum, acc) per (head, split), GQA",
         ),
-        k(&attention::attn_merge::KERNEL, vec![("D", int(hd)), ("SPLITS", int(t.attn_splits))], "decode attention, merge of the split partials (online-softmax rescale)"),
-        k(&gemv::gemv_residual::KERNEL, gemv(t.o_proj), "res += W · x: o_proj / down GEMV with the residual add as epilogue"),
-        k(&mlp::rmsnorm_gate_up_silu::KERNEL, gemv(t.gate_up), "act = silu(gate·h) * (up·h), h = rmsnorm(x): post-attn norm + fused gate/up"),
-        k(&lm_head::lm_head_argmax::KERNEL, gemv(t.lm_head), "final norm + lm_head GEMV + per-block (max, argmax): greedy phase 1"),
-        k(&lm_head::argmax_merge::KERNEL, vec![("BLOCK", int(t.argmax_block))], "argmax over the lm_head blocks: greedy phase 2, one int out"),
+        k(
+            &attention::attn_merge::KERNEL,
+            vec![("D", int(hd)), ("SPLITS", int(t.attn_splits))],
+            "decode attention, merge of the split partials (online-softmax rescale)",
+        ),
+        k(
+            &gemv::gemv_residual::KERNEL,
+            gemv(t.o_proj),
+            "res += W · x: o_proj / down GEMV with the residual add as epilogue",
+        ),
+        k(
+            &mlp::rmsnorm_gate_up_silu::KERNEL,
+            gemv(t.gate_up),
+            "act = silu(gate·h) * (up·h), h = rmsnorm(x): post-attn norm + fused gate/up",
+        ),
+        k(
+            &lm_head::lm_head_argmax::KERNEL,
+            gemv(t.lm_head),
+            "final norm + lm_head GEMV + per-block (max, argmax): greedy phase 1",
+        ),
+        k(
+            &lm_head::argmax_merge::KERNEL,
+            vec![("BLOCK", int(t.argmax_block))],
+            "argmax over the lm_head blocks: greedy phase 2, one int out",
+        ),
     ]
 }

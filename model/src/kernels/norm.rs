@@ -7,7 +7,14 @@
 use dsl_runtime::prelude::*;
 
 #[kernel]
-pub fn rmsnorm(x: Ptr<bf16>, w: Ptr<bf16>, y: Ptr<bf16>, n_cols: i32, eps: f32, #[constexpr] BLOCK: usize) {
+pub fn rmsnorm(
+    x: Ptr<bf16>,
+    w: Ptr<bf16>,
+    y: Ptr<bf16>,
+    n_cols: i32,
+    eps: f32,
+    #[constexpr] BLOCK: usize,
+) {
     let row = program_id(0);
     // Pass 1: per-lane partial sums of squares in f32, one reduction after the loop.
     let mut sumsq = zeros([BLOCK], f32);

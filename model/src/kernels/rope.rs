@@ -66,7 +66,10 @@ pub fn qk_norm_rope(
         let xn = x * inv * load(k_norm + d).to(f32);
         let xpn = xp * inv * load(k_norm + partner).to(f32);
         let slot = (kvh * max_seq + p) * D;
-        store(k_cache + slot + d, (xn * cos_a + sign * xpn * sin_a).to(bf16));
+        store(
+            k_cache + slot + d,
+            (xn * cos_a + sign * xpn * sin_a).to(bf16),
+        );
         // V needs no norm or rope: straight into the cache.
         store(v_cache + slot + d, load(qkv + base + n_kv_heads * D + d));
     }
