@@ -508,3 +508,64 @@ fn argmax_merge_keeps_the_lowest_id_on_ties() {
         assert_eq!(down(&tok)[0], 20, "BLOCK {block}");
     }
 }
+
+/// The tile rule from Qwen3-0.6B to 32B: every GEMV grid has ≥ 256 programs, tiles stay
+/// ≤ 8k elements, and the attention grid is ≥ 128 programs.
+#[test]
+fn tile_rule_fills_the_gpu_from_0_6b_to_32b() {
+    use model::kernels::{qwen3_0_6b, Tiles, GEMV_MIN_PROGRAMS};
+    // (hidden, intermediate, heads, kv heads): 0.6B, 1.7B, 4B, 8B, 14B, 32B.
+    let shapes = [
+        (1024, 3072, 16, 8),
+        (2048, 6144, 16, 8),
+        (2560, 9728, 32, 8),
+        (4096, 12288, 32, 8),
+        (5120, 17408, 40, 8),
+        (5120, 25600, 64, 8),
+    ];
+    for (h, i, nh, nkv) in shapes {
+        let cfg = model::Config {
+            hidden_size: h,
+            intermediate_size: i,
+            num_attention_heads: nh,
+            num_key_value_heads: nkv,
+            ..qwen3_0_6b()
+        };
+        let t = Tiles::for_config(&cfg);
+        let rows = [
+            (t.qkv, cfg.q_dim() + 2 * cfg.kv_dim()),
+            (t.o_proj, h),
+            (t.gate_up, i),
+            (t.down, h),
+            (t.lm_head, cfg.vocab_size),
+        ];
+        for (g, m) in rows {
+            assert!(
+                g.programs(m) >= GEMV_MIN_PROGRAMS,
+                "hidden {h}: {g:?} gives {} programs for {m} rows",
+                g.programs(m)
+            );
+            assert_eq!(g.bk, 512, "hidden {h}");
+            assert!(g.bm * g.bk <= 8192);
+        }
+        assert!(
+            nh * t.attn_splits >= 128,
+            "hidden {h}: {} attention programs",
+            nh * t.attn_splits
+        );
+        assert!(t.attn_block_n * cfg.head_dim <= 8192);
+    }
+}
+
+/// `shipped()` (what `tessera explain` lists): every kernel specialises at its defaults.
+#[test]
+fn shipped_kernels_specialise_at_their_defaults() {
+    let all = model::kernels::shipped();
+    assert_eq!(all.len(), 10);
+    for k in all {
+        k.kernel
+            .specialize(&k.constexprs)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.kernel.name()));
+        assert!(!k.about.is_empty());
+    }
+}
