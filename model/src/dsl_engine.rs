@@ -146,7 +146,7 @@ impl KernelEngine {
         if max_seq == 0 {
             return Err(engine_err("max_seq must be at least 1"));
         }
-        if cfg.head_dim % 2 != 0 {
+        if !cfg.head_dim.is_multiple_of(2) {
             return Err(engine_err(format!(
                 "head_dim {} must be even for rotate-half rope",
                 cfg.head_dim

@@ -112,7 +112,8 @@ fn rmsnorm_matches_reference() {
 }
 
 /// (m, k, tiles): tiny QKV (4·24 + 2·4·24 rows), 0.6B QKV / o_proj / down, ragged edges.
-const GEMV_SHAPES: [(usize, usize, Option<(usize, usize)>); 5] = [
+type Shape = (usize, usize, Option<(usize, usize)>);
+const GEMV_SHAPES: [Shape; 5] = [
     (288, 64, None),
     (4096, 1024, None),
     (1024, 2048, None),
@@ -324,6 +325,7 @@ fn qk_norm_rope_writes_roped_q_and_the_cache_slot() {
 }
 
 /// The reference's attention for one token: softmax(q·K/√d) · V per head, GQA.
+#[allow(clippy::too_many_arguments)]
 fn attention_ref(
     q: &[f32],
     kc: &[f32],
