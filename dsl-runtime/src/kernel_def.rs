@@ -135,6 +135,15 @@ pub struct Tune {
     pub grid: Grid,
 }
 
+/// A kernel a crate ships for `tessera explain`: its handle, the constexprs and warps
+/// `explain` uses by default, and one line on what it does.
+pub struct Shipped {
+    pub kernel: &'static KernelDef,
+    pub constexprs: Vec<Binding>,
+    pub num_warps: u32,
+    pub about: &'static str,
+}
+
 /// What the macro emits for each kernel.
 pub struct KernelDef {
     name: &'static str,

@@ -27,7 +27,7 @@ pub mod norm;
 pub mod rope;
 
 use crate::config::Config;
-use dsl_runtime::{Binding, ConstVal, KernelDef};
+use dsl_runtime::{ConstVal, Shipped};
 
 /// Programs a GEMV grid should have at least: ~2 per SM of a 132-SM H100, so the weight
 /// stream is spread over the whole GPU (at M = 1 the grid size *is* the speed).
@@ -124,22 +124,15 @@ pub fn qwen3_0_6b() -> Config {
     }
 }
 
-/// A model kernel as `tessera explain` lists it (the shape of the facade's `Shipped`).
-pub struct ShippedKernel {
-    pub kernel: &'static KernelDef,
-    pub constexprs: Vec<Binding>,
-    pub num_warps: u32,
-    pub about: &'static str,
-}
 
 /// Every kernel of the decode step, with its constexprs at Qwen3-0.6B's dims.
-pub fn shipped() -> Vec<ShippedKernel> {
+pub fn shipped() -> Vec<Shipped> {
     let cfg = qwen3_0_6b();
     let t = Tiles::for_config(&cfg);
     let int = |v: usize| ConstVal::Int(v as i64);
     let gemv = |g: Gemv| vec![("BM", int(g.bm)), ("BK", int(g.bk))];
     let hd = cfg.head_dim;
-    let k = |kernel, constexprs, about| ShippedKernel {
+    let k = |kernel, constexprs, about| Shipped {
         kernel,
         constexprs,
         num_warps: NUM_WARPS,
