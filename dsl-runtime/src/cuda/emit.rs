@@ -199,7 +199,7 @@ const RESERVED: &[&str] = &[
     "s",
     "a",
     "o",
-    "w",
+    "pw",
     "q",
     "e",
     "xor_off",
@@ -1511,16 +1511,16 @@ impl<'a> Emitter<'a> {
                 self.barrier("");
                 let fold = |o: &str, acc: &str, acc_i: &str| {
                     let at = if rows == 1 {
-                        "w".to_string()
+                        "pw".to_string()
                     } else {
-                        format!("{o} * {wpr} + w")
+                        format!("{o} * {wpr} + pw")
                     };
                     let xi = part_i
                         .as_ref()
                         .map(|pi| format!("{pi}[{at}]"))
                         .unwrap_or_default();
                     format!(
-                        "for (int w = 0; w < {wpr}; ++w) {}",
+                        "for (int pw = 0; pw < {wpr}; ++pw) {}",
                         step_c(op, acc, acc_i, &format!("{part}[{at}]"), &xi)
                     )
                 };
