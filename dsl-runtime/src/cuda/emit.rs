@@ -7,6 +7,7 @@
 //!   can read it (broadcasts of loaded values, reduction results);
 //! - virtual: pure index arithmetic (aranges, parameters, program ids and elementwise ops
 //!   of these), recomputed wherever a reader needs it instead of being moved.
+//!
 //! Scalars are uniform: every thread holds the same value in an ordinary C variable.
 use super::analysis::{self, Facts};
 use super::layout::{self, Layout};
@@ -80,6 +81,39 @@ pub(crate) struct Emitter<'a> {
     section: Option<Section>,
     pending_section: Option<Section>,
     cur_src: Src,
+    /// Global memory accesses since the last barrier.
+    pending: Vec<MemOp>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum MemKind {
+    Load,
+    Store,
+    Atomic,
+}
+
+#[derive(Clone, Debug)]
+struct MemOp {
+    root: Option<usize>,
+    /// Structural pointer expression and shape; `None` for a scalar access (made by
+    /// every thread, or by thread 0 for a store).
+    key: Option<String>,
+    kind: MemKind,
+}
+
+impl MemOp {
+    fn conflicts(&self, o: &MemOp) -> bool {
+        use MemKind::*;
+        if matches!((self.kind, o.kind), (Load, Load) | (Atomic, Atomic)) {
+            return false;
+        }
+        if let (Some(a), Some(b)) = (self.root, o.root) {
+            if a != b {
+                return false;
+            }
+        }
+        !(self.key.is_some() && self.key == o.key)
+    }
 }
 
 const RESERVED: &[&str] = &[
@@ -165,7 +199,7 @@ const RESERVED: &[&str] = &[
     "s",
     "a",
     "o",
-    "w",
+    "pw",
     "q",
     "e",
     "xor_off",
@@ -222,6 +256,7 @@ impl<'a> Emitter<'a> {
             section: None,
             pending_section: None,
             cur_src: Src::default(),
+            pending: vec![],
         };
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
@@ -425,9 +460,86 @@ impl<'a> Emitter<'a> {
 
     /// Before a shared-memory region is rewritten in a loop, all threads must be done
     /// reading what the previous iteration put there.
+    /// `__syncthreads()`: also orders every global memory access before it.
+    fn barrier(&mut self, why: &str) {
+        self.line(format!("__syncthreads();{why}"));
+        self.pending.clear();
+    }
+
+    /// The pointer parameter a pointer value is an offset of, if it can be traced.
+    fn ptr_root(&self, v: ValueId) -> Option<usize> {
+        match &self.f.defs[v.0 as usize] {
+            Some(Op::Param(i)) => Some(*i),
+            Some(Op::Binary(_, p, _) | Op::Broadcast(p) | Op::ExpandDims(p, _)) => {
+                self.ptr_root(*p)
+            }
+            _ => None,
+        }
+    }
+
+    /// A structural key of a pure value (equal keys: equal values at every index).
+    fn canon(&self, v: ValueId) -> String {
+        let c = |x: &ValueId| self.canon(*x);
+        match &self.f.defs[v.0 as usize] {
+            Some(Op::Param(i)) => format!("p{i}"),
+            Some(Op::ProgramId(a)) => format!("pid{a}"),
+            Some(Op::NumPrograms(a)) => format!("np{a}"),
+            Some(Op::Lit(l)) => format!("{l:?}"),
+            Some(Op::Arange { start, end }) => format!("ar({start},{end})"),
+            Some(Op::Unary(u, x)) => format!("{u:?}({})", c(x)),
+            Some(Op::Binary(b, x, y)) => format!("{b:?}({},{})", c(x), c(y)),
+            Some(Op::Where(a, x, y)) => format!("where({},{},{})", c(a), c(x), c(y)),
+            Some(Op::Cast(x)) => format!("cast{}({})", self.k.ty(v), c(x)),
+            Some(Op::ExpandDims(x, a)) => format!("ed{a}({})", c(x)),
+            Some(Op::Broadcast(x)) => format!("bc{}({})", self.k.ty(v), c(x)),
+            _ => format!("v{}", v.0),
+        }
+    }
+
+    fn mem_op_of(&self, ptr: ValueId, kind: MemKind) -> MemOp {
+        let t = self.k.ty(ptr);
+        let key = if t.is_scalar() {
+            None
+        } else {
+            Some(format!("{}@{}", self.canon(ptr), t))
+        };
+        MemOp {
+            root: self.ptr_root(ptr),
+            key,
+            kind,
+        }
+    }
+
+    /// Threads of a program run unordered between barriers, but the tile semantics are
+    /// sequential: before a global access that may touch what another thread of this
+    /// program read or wrote since the last barrier (not the same element by the same
+    /// thread), insert one. Distinct pointer parameters are assumed not to overlap unless
+    /// they are the same buffer accessed at the same offsets (in-place ops).
+    fn order_memory(&mut self, op: MemOp) {
+        if self.pending.iter().any(|p| p.conflicts(&op)) {
+            self.barrier("  // order global memory: another thread of this program accessed it");
+        }
+        self.pending.push(op);
+    }
+
+    /// The memory ops of a statement list (for loops: what the previous iteration left).
+    fn mem_ops(&self, body: &[Stmt]) -> Vec<MemOp> {
+        let mut out = vec![];
+        walk(body, &mut |s| match s {
+            Stmt::Let {
+                op: Op::Load { ptr, .. },
+                ..
+            } => out.push(self.mem_op_of(*ptr, MemKind::Load)),
+            Stmt::Store { ptr, .. } => out.push(self.mem_op_of(*ptr, MemKind::Store)),
+            Stmt::Atomic { ptr, .. } => out.push(self.mem_op_of(*ptr, MemKind::Atomic)),
+            _ => {}
+        });
+        out
+    }
+
     fn sync_before_reuse(&mut self) {
         if self.loop_depth > 0 {
-            self.line("__syncthreads();  // previous iteration's readers are done with it");
+            self.barrier("  // previous iteration's readers are done with it");
         }
     }
 
@@ -667,9 +779,17 @@ impl<'a> Emitter<'a> {
                     strip(&b),
                     strip(&c)
                 ));
+                // The previous iteration's accesses are pending too, at other addresses.
+                let carried: Vec<MemOp> = self
+                    .mem_ops(body)
+                    .into_iter()
+                    .map(|m| MemOp { key: None, ..m })
+                    .collect();
+                self.pending.extend(carried.iter().cloned());
                 self.loop_depth += 1;
                 self.body(body)?;
                 self.loop_depth -= 1;
+                self.pending.extend(carried);
                 self.close("}");
                 Ok(())
             }
@@ -678,13 +798,16 @@ impl<'a> Emitter<'a> {
             } => {
                 let c = self.access(*cond, &At::Idx(vec![]))?;
                 self.open(format!("if ({}) {{", strip(&c)));
+                let before = self.pending.clone();
                 self.body(then)?;
+                let after_then = std::mem::replace(&mut self.pending, before);
                 if !els.is_empty() {
                     self.indent -= 1;
                     self.line("} else {");
                     self.indent += 1;
                     self.body(els)?;
                 }
+                self.pending.extend(after_then);
                 self.close("}");
                 Ok(())
             }
@@ -944,7 +1067,7 @@ impl<'a> Emitter<'a> {
             None => self.line(st),
         }
         self.close("}");
-        self.line("__syncthreads();");
+        self.barrier("");
         self.staged[i] = Some(buf);
         Ok(())
     }
@@ -959,7 +1082,7 @@ impl<'a> Emitter<'a> {
         }
         let sz = d.size_bytes();
         let vb = (self.layouts[lay].vec * sz).min(16);
-        if vb < 8 || (a.div as usize * sz) % vb != 0 {
+        if vb < 8 || !(a.div as usize * sz).is_multiple_of(vb) {
             return None;
         }
         Some(vb)
@@ -973,6 +1096,8 @@ impl<'a> Emitter<'a> {
         other: Option<ValueId>,
         src: &Src,
     ) -> R<()> {
+        let m = self.mem_op_of(ptr, MemKind::Load);
+        self.order_memory(m);
         let ty = self.k.ty(id).clone();
         let d = num(ty.elem);
         let cty = reg_ty(ty.elem);
@@ -1089,6 +1214,13 @@ impl<'a> Emitter<'a> {
         mask: Option<ValueId>,
         atomic: Option<AtomicOp>,
     ) -> R<()> {
+        let kind = if atomic.is_some() {
+            MemKind::Atomic
+        } else {
+            MemKind::Store
+        };
+        let m = self.mem_op_of(ptr, kind);
+        self.order_memory(m);
         let pt = self.k.ty(ptr).clone();
         let d = pt
             .elem
@@ -1158,8 +1290,7 @@ impl<'a> Emitter<'a> {
                 self.line("#pragma unroll");
                 self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
                 self.line(format!("{vty} raw;"));
-                let fields = ["x", "y", "z", "w"];
-                for w in 0..vb / 4 {
+                for (w, field) in ["x", "y", "z", "w"].iter().enumerate().take(vb / 4) {
                     let el = |e: usize| self.access(value, &at(&format!("q * {epv} + {e}")));
                     let word = match d {
                         DType::BF16 => format!("tsr_pack_bf16({}, {})", el(2 * w)?, el(2 * w + 1)?),
@@ -1167,7 +1298,7 @@ impl<'a> Emitter<'a> {
                         DType::F32 => format!("__float_as_uint({})", el(w)?),
                         _ => format!("(unsigned)({})", el(w)?),
                     };
-                    self.line(format!("raw.{} = {word};", fields[w]));
+                    self.line(format!("raw.{field} = {word};"));
                 }
                 let p = self.access(ptr, &at(&format!("q * {epv}")))?;
                 self.line(format!("*({vty}*)({}) = raw;", strip(&p)));
@@ -1343,7 +1474,7 @@ impl<'a> Emitter<'a> {
                     when(first),
                     fin(&accn(pa), &accin(pa))
                 ));
-                self.line("__syncthreads();");
+                self.barrier("");
                 self.finish_rows(&n, &res, out_lay, id)?;
             } else {
                 // A row spans several warps: warp partials through shared memory.
@@ -1377,19 +1508,19 @@ impl<'a> Emitter<'a> {
                 }
                 unroll(self);
                 self.line(format!("{a_loop}{}{st}", when(Some("lane == 0".into()))));
-                self.line("__syncthreads();");
+                self.barrier("");
                 let fold = |o: &str, acc: &str, acc_i: &str| {
                     let at = if rows == 1 {
-                        "w".to_string()
+                        "pw".to_string()
                     } else {
-                        format!("{o} * {wpr} + w")
+                        format!("{o} * {wpr} + pw")
                     };
                     let xi = part_i
                         .as_ref()
                         .map(|pi| format!("{pi}[{at}]"))
                         .unwrap_or_default();
                     format!(
-                        "for (int w = 0; w < {wpr}; ++w) {}",
+                        "for (int pw = 0; pw < {wpr}; ++pw) {}",
                         step_c(op, acc, acc_i, &format!("{part}[{at}]"), &xi)
                     )
                 };
@@ -1419,7 +1550,7 @@ impl<'a> Emitter<'a> {
                     self.line(fold("o", "r", "r_i"));
                     self.line(format!("{res}[o] = {};", fin("r", "r_i")));
                     self.close("}");
-                    self.line("__syncthreads();");
+                    self.barrier("");
                     self.finish_rows(&n, &res, out_lay, id)?;
                 }
             }
@@ -1506,7 +1637,7 @@ impl<'a> Emitter<'a> {
             self.line(format!("if (j < {cols}) {st}"));
             self.close("}");
             self.close("}");
-            self.line("__syncthreads();");
+            self.barrier("");
             self.open(format!(
                 "for (int o = tid; o < {cols}; o += {}) {{",
                 self.threads
@@ -1525,7 +1656,7 @@ impl<'a> Emitter<'a> {
             ));
             self.line(format!("{res}[o] = {};", fin("r", "r_i")));
             self.close("}");
-            self.line("__syncthreads();");
+            self.barrier("");
             self.finish_rows(&n, &res, out_lay, id)?;
         }
         self.indent -= 1;

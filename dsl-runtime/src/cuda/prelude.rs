@@ -10,6 +10,7 @@ pub const PRELUDE: &str = r#"#ifndef TESSERA_PRELUDE
 typedef unsigned short bf16_t;
 typedef unsigned short f16_t;
 
+// -- conversions (PTX; a CPU emulator of the generated code swaps this block) --
 __device__ __forceinline__ float tsr_bf16_to_f32(bf16_t h) { return __uint_as_float(((unsigned)h) << 16); }
 __device__ __forceinline__ bf16_t tsr_f32_to_bf16(float f) {
   unsigned short r;
@@ -26,6 +27,7 @@ __device__ __forceinline__ f16_t tsr_f32_to_f16(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
   return r;
 }
+// -- end conversions --
 // Round a float to the nearest bf16 / f16 value (kept in a float register).
 __device__ __forceinline__ float tsr_rbf16(float f) { return tsr_bf16_to_f32(tsr_f32_to_bf16(f)); }
 __device__ __forceinline__ float tsr_rf16(float f) { return tsr_f16_to_f32(tsr_f32_to_f16(f)); }

@@ -1,0 +1,657 @@
+//! Runs the generated CUDA C on the CPU: the body function is compiled with g++ against a
+//! small CUDA emulation (tests/host_emu: one OS thread per CUDA thread, real barriers and
+//! shuffles) and its results are compared with plain Rust references. This checks the
+//! layouts, masks, padding, reductions, shared-memory staging and vector paths without a
+//! GPU; the PTX conversions are swapped for CPU equivalents (round to nearest even).
+#[path = "emit_common/mod.rs"]
+mod common;
+use common::*;
+use dsl_ir::*;
+use dsl_runtime::cuda::{emit, prelude::PRELUDE, EmitOptions};
+use half::bf16;
+use std::path::PathBuf;
+use std::process::Command;
+
+enum Arg {
+    Buf(Vec<u8>),
+    I32(i32),
+    F32(f32),
+}
+
+fn have_gxx() -> bool {
+    Command::new("g++").arg("--version").output().is_ok()
+}
+
+/// Emits `k`, compiles its body for the CPU and runs it over `grid`; returns every buffer
+/// argument after the run, in order.
+fn run_host(
+    k: &Kernel,
+    warps: u32,
+    div16: Vec<bool>,
+    grid: [u32; 3],
+    args: Vec<Arg>,
+) -> Vec<Vec<u8>> {
+    let src = emit(
+        k,
+        &EmitOptions {
+            num_warps: warps,
+            divisible16: div16,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/host_emu");
+    let conv = std::fs::read_to_string(here.join("conversions.h")).unwrap();
+    let (a, b) = (
+        PRELUDE.find("// -- conversions").unwrap(),
+        PRELUDE.find("// -- end conversions --").unwrap(),
+    );
+    let prelude = format!("{}{}{}", &PRELUDE[..a], conv, &PRELUDE[b..]);
+    let body = &src.code[PRELUDE.len()..];
+    let body = &body[..body.find("\nextern \"C\" __global__").unwrap()];
+    let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
+    let mut call = vec!["(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x, (int)gridDim.y, (int)gridDim.z".to_string()];
+    let ptr_types: Vec<String> = k
+        .params
+        .iter()
+        .filter_map(|p| match p.kind {
+            ParamKind::Ptr(d) => Some(
+                match d {
+                    DType::BF16 => "bf16_t",
+                    DType::F16 => "f16_t",
+                    DType::F32 => "float",
+                    DType::I32 => "int",
+                    DType::Bool => "bool",
+                }
+                .to_string(),
+            ),
+            ParamKind::Scalar(_) => Some(String::new()),
+            ParamKind::Constexpr(_) => None,
+        })
+        .collect();
+    let dir = tempdir();
+    let mut bufs = vec![];
+    for (i, a) in args.iter().enumerate() {
+        match a {
+            Arg::Buf(bytes) => {
+                let path = dir.join(format!("in{i}.bin"));
+                std::fs::write(&path, bytes).unwrap();
+                main.push_str(&format!(
+                    "  auto b{i} = read_file(argv[{}]);\n",
+                    bufs.len() + 1
+                ));
+                call.push(format!("({}*)b{i}.data()", ptr_types[i]));
+                bufs.push((i, path, bytes.len()));
+            }
+            Arg::I32(v) => call.push(format!("{v}")),
+            Arg::F32(v) => call.push(format!("__uint_as_float({}u)", v.to_bits())),
+        }
+    }
+    let smem = src.smem_bytes.max(16);
+    main.push_str(&format!(
+        "  alignas(16) static unsigned char smem[{smem}];\n"
+    ));
+    let call_smem = if src.smem_bytes > 0 {
+        "smem"
+    } else {
+        "nullptr"
+    };
+    call.push(call_smem.into());
+    main.push_str(&format!(
+        "  launch(dim3{{{}, {}, {}}}, {}, [&] {{ {}_body({}); }});\n",
+        grid[0],
+        grid[1],
+        grid[2],
+        src.block_threads,
+        src.entry,
+        call.join(", ")
+    ));
+    for (n, (i, _, len)) in bufs.iter().enumerate() {
+        main.push_str(&format!("  write_file(argv[{}], b{i}, {len});\n", n + 1));
+    }
+    main.push_str("  return 0;\n}\n");
+    let cpp = format!(
+        "#include \"{}\"\n{prelude}\n{body}\n{main}",
+        here.join("cuda_host.h").display()
+    );
+    let cpp_path = dir.join("k.cpp");
+    std::fs::write(&cpp_path, &cpp).unwrap();
+    let exe = dir.join("k");
+    let out = Command::new("g++")
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-ffp-contract=off",
+            "-pthread",
+            "-w",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(&cpp_path)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        let numbered: String = cpp
+            .lines()
+            .enumerate()
+            .map(|(i, l)| format!("{:5} {l}\n", i + 1))
+            .collect();
+        panic!(
+            "g++ failed:\n{}\n{numbered}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A deadlock (a barrier some thread never reaches) fails after two minutes.
+    let run = Command::new("timeout")
+        .arg("120")
+        .arg(&exe)
+        .args(bufs.iter().map(|(_, p, _)| p))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "emulated kernel failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let res = bufs
+        .iter()
+        .map(|(_, p, _)| std::fs::read(p).unwrap())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    res
+}
+
+fn tempdir() -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "tessera_emu_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+// ---- data helpers ------------------------------------------------------------------------
+
+/// Deterministic pseudo-random values in [-2, 2).
+fn rand_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect()
+}
+fn to_bf16(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect()
+}
+fn bf16_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter()
+        .flat_map(|&x| bf16::from_f32(x).to_bits().to_le_bytes())
+        .collect()
+}
+fn from_bf16_bytes(b: &[u8]) -> Vec<f32> {
+    b.chunks(2)
+        .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+        .collect()
+}
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+fn from_f32_bytes(b: &[u8]) -> Vec<f32> {
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+fn from_i32_bytes(b: &[u8]) -> Vec<i32> {
+    b.chunks(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn close(got: &[f32], want: &[f32], rel: f32, what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= rel * w.abs() + 1e-3 || (g.is_nan() && w.is_nan());
+        assert!(ok, "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+fn skip() -> bool {
+    if !have_gxx() {
+        eprintln!("SKIPPED: g++ (C++20) is needed to run generated CUDA on the CPU");
+        return true;
+    }
+    false
+}
+
+// ---- tests -------------------------------------------------------------------------------
+
+#[test]
+fn vector_add_matches_reference() {
+    if skip() {
+        return;
+    }
+    for (block, warps, n, div) in [
+        (1024, 4, 3000, true),
+        (1000, 4, 2500, true),
+        (7, 1, 20, true),
+        (1024, 2, 1030, false),
+        (1, 1, 3, true),
+    ] {
+        let k = vector_add(DType::BF16).finish(&[("BLOCK", block as i64)]);
+        let (x, y) = (to_bf16(&rand_f32(n, 1)), to_bf16(&rand_f32(n, 2)));
+        let grid = (n as u32).div_ceil(block as u32);
+        let out = run_host(
+            &k,
+            warps,
+            vec![div; 4],
+            [grid, 1, 1],
+            vec![
+                Arg::Buf(bf16_bytes(&x)),
+                Arg::Buf(bf16_bytes(&y)),
+                Arg::Buf(bf16_bytes(&vec![9.0; n])),
+                Arg::I32(n as i32),
+            ],
+        );
+        let want: Vec<f32> = x
+            .iter()
+            .zip(&y)
+            .map(|(a, b)| bf16::from_f32(a + b).to_f32())
+            .collect();
+        assert_eq!(
+            from_bf16_bytes(&out[2]),
+            want,
+            "vector_add BLOCK={block} warps={warps}"
+        );
+    }
+}
+
+fn rmsnorm_ref(x: &[f32], w: &[f32], rows: usize, n: usize, eps: f32) -> Vec<f32> {
+    let mut y = vec![0.0; rows * n];
+    for r in 0..rows {
+        let xr = &x[r * n..(r + 1) * n];
+        let ss: f32 = xr.iter().map(|v| v * v).sum();
+        let inv = 1.0 / (ss / n as f32 + eps).sqrt();
+        for j in 0..n {
+            y[r * n + j] = bf16::from_f32(xr[j] * inv * w[j]).to_f32();
+        }
+    }
+    y
+}
+
+#[test]
+fn rmsnorm_matches_reference() {
+    if skip() {
+        return;
+    }
+    for (block, warps, n) in [
+        (1024, 4, 1000),
+        (1024, 4, 1024),
+        (4099, 8, 4099),
+        (7, 1, 5),
+        (8192, 8, 4096),
+        (64, 1, 64),
+    ] {
+        let rows = 3;
+        let k = rmsnorm().finish(&[("BLOCK", block as i64)]);
+        let x = to_bf16(&rand_f32(rows * n, 3));
+        let w = to_bf16(&rand_f32(n, 4));
+        let out = run_host(
+            &k,
+            warps,
+            vec![true, true, true, n % 16 == 0, false],
+            [rows as u32, 1, 1],
+            vec![
+                Arg::Buf(bf16_bytes(&x)),
+                Arg::Buf(bf16_bytes(&w)),
+                Arg::Buf(bf16_bytes(&vec![0.0; rows * n])),
+                Arg::I32(n as i32),
+                Arg::F32(1e-6),
+            ],
+        );
+        close(
+            &from_bf16_bytes(&out[2]),
+            &rmsnorm_ref(&x, &w, rows, n, 1e-6),
+            1e-2,
+            &format!("rmsnorm BLOCK={block}"),
+        );
+    }
+}
+
+#[test]
+fn two_pass_and_residual_rmsnorm_match_reference() {
+    if skip() {
+        return;
+    }
+    let rows = 2;
+    for (block, warps, n) in [(256, 4, 1000), (1024, 8, 1024), (7, 1, 30)] {
+        let k = rmsnorm_two_pass().finish(&[("BLOCK", block as i64)]);
+        let x = to_bf16(&rand_f32(rows * n, 5));
+        let w = to_bf16(&rand_f32(n, 6));
+        let out = run_host(
+            &k,
+            warps,
+            vec![true, true, true, n % 16 == 0, false],
+            [rows as u32, 1, 1],
+            vec![
+                Arg::Buf(bf16_bytes(&x)),
+                Arg::Buf(bf16_bytes(&w)),
+                Arg::Buf(bf16_bytes(&vec![0.0; rows * n])),
+                Arg::I32(n as i32),
+                Arg::F32(1e-6),
+            ],
+        );
+        close(
+            &from_bf16_bytes(&out[2]),
+            &rmsnorm_ref(&x, &w, rows, n, 1e-6),
+            1e-2,
+            &format!("two-pass BLOCK={block}"),
+        );
+    }
+    for (block, warps, n) in [(1024, 4, 1000), (4099, 8, 4099)] {
+        let k = add_rmsnorm().finish(&[("BLOCK", block as i64)]);
+        let x = to_bf16(&rand_f32(rows * n, 7));
+        let r = to_bf16(&rand_f32(rows * n, 8));
+        let w = to_bf16(&rand_f32(n, 9));
+        let out = run_host(
+            &k,
+            warps,
+            vec![true, true, true, true, n % 16 == 0, false],
+            [rows as u32, 1, 1],
+            vec![
+                Arg::Buf(bf16_bytes(&x)),
+                Arg::Buf(bf16_bytes(&r)),
+                Arg::Buf(bf16_bytes(&w)),
+                Arg::Buf(bf16_bytes(&vec![0.0; rows * n])),
+                Arg::I32(n as i32),
+                Arg::F32(1e-6),
+            ],
+        );
+        let h: Vec<f32> = x
+            .iter()
+            .zip(&r)
+            .map(|(a, b)| bf16::from_f32(a + b).to_f32())
+            .collect();
+        assert_eq!(from_bf16_bytes(&out[1]), h, "residual h");
+        close(
+            &from_bf16_bytes(&out[3]),
+            &rmsnorm_ref(&h, &w, rows, n, 1e-6),
+            1e-2,
+            "add_rmsnorm",
+        );
+    }
+}
+
+#[test]
+fn softmax_matches_reference() {
+    if skip() {
+        return;
+    }
+    for (block, warps, n) in [(1024, 4, 1000), (7, 1, 5), (4099, 8, 4099)] {
+        let rows = 2;
+        let k = softmax().finish(&[("BLOCK", block as i64)]);
+        let x = rand_f32(rows * n, 10);
+        let out = run_host(
+            &k,
+            warps,
+            vec![true; 3],
+            [rows as u32, 1, 1],
+            vec![
+                Arg::Buf(f32_bytes(&x)),
+                Arg::Buf(f32_bytes(&vec![0.0; rows * n])),
+                Arg::I32(n as i32),
+            ],
+        );
+        let mut want = vec![0.0; rows * n];
+        for r in 0..rows {
+            let xr = &x[r * n..(r + 1) * n];
+            let m = xr.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let s: f32 = xr.iter().map(|v| (v - m).exp()).sum();
+            for j in 0..n {
+                want[r * n + j] = (xr[j] - m).exp() / s;
+            }
+        }
+        close(
+            &from_f32_bytes(&out[1]),
+            &want,
+            1e-4,
+            &format!("softmax BLOCK={block}"),
+        );
+    }
+}
+
+#[test]
+fn gemv_matches_reference() {
+    if skip() {
+        return;
+    }
+    for (bm, bk, warps, m, kk) in [
+        (16, 256, 4, 37, 1000),
+        (3, 100, 1, 10, 250),
+        (4, 1024, 8, 9, 2048),
+        (8, 512, 4, 16, 512),
+        (32, 64, 4, 70, 130),
+    ] {
+        let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
+        let w = to_bf16(&rand_f32(m * kk, 11));
+        let x = to_bf16(&rand_f32(kk, 12));
+        let grid = (m as u32).div_ceil(bm as u32);
+        let out = run_host(
+            &k,
+            warps,
+            vec![true, true, true, m % 16 == 0, kk % 16 == 0],
+            [grid, 1, 1],
+            vec![
+                Arg::Buf(bf16_bytes(&w)),
+                Arg::Buf(bf16_bytes(&x)),
+                Arg::Buf(bf16_bytes(&vec![0.0; m])),
+                Arg::I32(m as i32),
+                Arg::I32(kk as i32),
+            ],
+        );
+        let want: Vec<f32> = (0..m)
+            .map(|i| bf16::from_f32((0..kk).map(|j| w[i * kk + j] * x[j]).sum()).to_f32())
+            .collect();
+        close(
+            &from_bf16_bytes(&out[2]),
+            &want,
+            1e-2,
+            &format!("gemv BM={bm} BK={bk}"),
+        );
+    }
+}
+
+#[test]
+fn argmax_picks_the_first_extreme() {
+    if skip() {
+        return;
+    }
+    for (op, block, warps, n) in [
+        (ReduceOp::Argmax, 1024, 4, 1000),
+        (ReduceOp::Argmin, 4099, 8, 4099),
+        (ReduceOp::Argmax, 7, 1, 6),
+    ] {
+        let rows = 3;
+        let k = argmax(op).finish(&[("BLOCK", block as i64)]);
+        let mut x = to_bf16(&rand_f32(rows * n, 13));
+        // Row 0: ties at the extreme (the first wins); row 1: NaNs never win.
+        let ext = if op == ReduceOp::Argmax { 5.0 } else { -5.0 };
+        x[n / 3] = ext;
+        x[n / 2] = ext;
+        x[n + 1] = f32::NAN;
+        x[n] = f32::NAN;
+        let out = run_host(
+            &k,
+            warps,
+            vec![true, true, false],
+            [rows as u32, 1, 1],
+            vec![
+                Arg::Buf(bf16_bytes(&x)),
+                Arg::Buf(vec![0; rows * 4]),
+                Arg::I32(n as i32),
+            ],
+        );
+        let want: Vec<i32> = (0..rows)
+            .map(|r| {
+                let xr = &x[r * n..(r + 1) * n];
+                let mut best = None::<usize>;
+                for (j, v) in xr.iter().enumerate() {
+                    if v.is_nan() {
+                        continue;
+                    }
+                    let better = match best {
+                        None => true,
+                        Some(b) => {
+                            (op == ReduceOp::Argmax && *v > xr[b])
+                                || (op == ReduceOp::Argmin && *v < xr[b])
+                        }
+                    };
+                    if better {
+                        best = Some(j);
+                    }
+                }
+                best.unwrap() as i32
+            })
+            .collect();
+        assert_eq!(from_i32_bytes(&out[1]), want, "{op:?} BLOCK={block}");
+    }
+}
+
+#[test]
+fn two_d_softmax_and_column_reductions_match_reference() {
+    if skip() {
+        return;
+    }
+    for (bm, bn, warps, n) in [
+        (4, 128, 4, 100),
+        (16, 32, 4, 32),
+        (3, 1000, 8, 999),
+        (33, 7, 2, 7),
+        (64, 256, 8, 200),
+    ] {
+        let k = softmax_2d().finish(&[("BM", bm as i64), ("BN", bn as i64)]);
+        let x = rand_f32(bm * n, 14);
+        let out = run_host(
+            &k,
+            warps,
+            vec![true, true, true, true, n % 16 == 0],
+            [1, 1, 1],
+            vec![
+                Arg::Buf(f32_bytes(&x)),
+                Arg::Buf(f32_bytes(&vec![0.0; bm * n])),
+                Arg::Buf(f32_bytes(&vec![0.0; n])),
+                Arg::Buf(vec![0; 4 * n]),
+                Arg::I32(n as i32),
+            ],
+        );
+        let mut y = vec![0.0; bm * n];
+        for r in 0..bm {
+            let xr = &x[r * n..(r + 1) * n];
+            let m = xr.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let s: f32 = xr.iter().map(|v| (v - m).exp()).sum();
+            for j in 0..n {
+                y[r * n + j] = (xr[j] - m).exp() / s;
+            }
+        }
+        close(
+            &from_f32_bytes(&out[1]),
+            &y,
+            1e-4,
+            &format!("softmax_2d BM={bm} BN={bn}"),
+        );
+        let cmax: Vec<f32> = (0..n)
+            .map(|j| {
+                (0..bm)
+                    .map(|i| x[i * n + j])
+                    .fold(f32::NEG_INFINITY, f32::max)
+            })
+            .collect();
+        assert_eq!(from_f32_bytes(&out[2]), cmax, "column max");
+        let carg: Vec<i32> = (0..n)
+            .map(|j| {
+                let mut b = 0;
+                for i in 0..bm {
+                    if x[i * n + j] > x[b * n + j] {
+                        b = i;
+                    }
+                }
+                b as i32
+            })
+            .collect();
+        assert_eq!(from_i32_bytes(&out[3]), carg, "column argmax");
+    }
+}
+
+#[test]
+fn broadcast_if_and_atomics_match_reference() {
+    if skip() {
+        return;
+    }
+    for (bm, bn, warps) in [(4, 256, 4), (3, 7, 1)] {
+        let k = broadcast_if().finish(&[("BM", bm as i64), ("BN", bn as i64)]);
+        let x = rand_f32(bn, 15);
+        let flag = [1i32, 0];
+        let out = run_host(
+            &k,
+            warps,
+            vec![true; 3],
+            [2, 1, 1],
+            vec![
+                Arg::Buf(f32_bytes(&x)),
+                Arg::Buf(f32_bytes(&vec![0.0; bm * bn])),
+                Arg::Buf(flag.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            ],
+        );
+        let want: Vec<f32> = (0..bm * bn)
+            .map(|e| x[e % bn] * 2.0 + (e / bn) as f32)
+            .collect();
+        assert_eq!(from_f32_bytes(&out[1]), want);
+        assert_eq!(
+            from_i32_bytes(&out[2]),
+            vec![1, 1],
+            "else branch: flag + 1, written once"
+        );
+    }
+    let (block, n) = (256, 1000);
+    let k = atomics().finish(&[("BLOCK", block as i64)]);
+    let x: Vec<f32> = rand_f32(n, 16).iter().map(|v| v * 8.0).collect();
+    let grid = (n as u32).div_ceil(block as u32);
+    let out = run_host(
+        &k,
+        4,
+        vec![true; 6],
+        [grid, 1, 1],
+        vec![
+            Arg::Buf(f32_bytes(&x)),
+            Arg::Buf(vec![0; 64]),
+            Arg::Buf(f32_bytes(&[-1e30])),
+            Arg::Buf(f32_bytes(&[0.0])),
+            Arg::Buf(vec![0x7f; 4 * n]),
+            Arg::I32(n as i32),
+        ],
+    );
+    let mut hist = vec![0i32; 16];
+    for v in &x {
+        hist[((*v as i32) & 15) as usize] += 1;
+    }
+    assert_eq!(from_i32_bytes(&out[1]), hist);
+    assert_eq!(
+        from_f32_bytes(&out[2])[0],
+        x.iter().cloned().fold(f32::NEG_INFINITY, f32::max)
+    );
+    close(
+        &from_f32_bytes(&out[3]),
+        &[x.iter().sum()],
+        1e-4,
+        "atomic sum",
+    );
+    let imin: Vec<i32> = x.iter().map(|v| (*v as i32).min(0x7f7f7f7f)).collect();
+    assert_eq!(from_i32_bytes(&out[4]), imin);
+}

@@ -1,0 +1,111 @@
+// Just enough of CUDA to run a generated kernel body on the CPU: one OS thread per CUDA
+// thread, a std::barrier per CTA for __syncthreads and one per warp for shuffles.
+// Used by tests/emit_host.rs to check the emitter's index math, reductions and shared
+// memory protocol against a reference without a GPU (races are not exhaustively found).
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __launch_bounds__(x)
+#define __shared__ static
+#define __align__(n) alignas(n)
+
+struct dim3 { unsigned x = 0, y = 0, z = 0; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+
+thread_local dim3 threadIdx, blockIdx;
+inline dim3 gridDim;
+
+struct Warp {
+  std::barrier<>* bar;
+  uint64_t buf[32];
+};
+inline std::barrier<>* g_cta;
+inline Warp* g_warps;
+
+inline void __syncthreads() { g_cta->arrive_and_wait(); }
+
+template <typename T> T __shfl_xor_sync(unsigned, T v, int off) {
+  const int t = threadIdx.x, lane = t % 32;
+  Warp& w = g_warps[t / 32];
+  std::memcpy(&w.buf[lane], &v, sizeof(T));
+  w.bar->arrive_and_wait();
+  T r;
+  std::memcpy(&r, &w.buf[lane ^ off], sizeof(T));
+  w.bar->arrive_and_wait();
+  return r;
+}
+
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline int __float_as_int(float f) { int u; std::memcpy(&u, &f, 4); return u; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline int __float2int_rz(float f) {
+  if (f >= 2147483648.0f) return 2147483647;
+  if (f <= -2147483648.0f) return (-2147483647 - 1);
+  return (int)f;
+}
+
+inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+template <typename T> T atomic_cas_op(T* p, T v, bool max) {
+  std::atomic_ref<T> a(*p);
+  T old = a.load();
+  while ((max ? v > old : v < old) && !a.compare_exchange_weak(old, v)) {}
+  return old;
+}
+inline int atomicMax(int* p, int v) { return atomic_cas_op(p, v, true); }
+inline int atomicMin(int* p, int v) { return atomic_cas_op(p, v, false); }
+inline unsigned atomicMin(unsigned* p, unsigned v) { return atomic_cas_op(p, v, false); }
+
+// Runs `body(tid)` for every thread of `grid` CTAs of `threads` threads, one CTA at a time.
+inline void launch(dim3 grid, int threads, const std::function<void()>& body) {
+  gridDim = grid;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        std::barrier<> cta(threads);
+        std::vector<std::barrier<>*> bars;
+        std::vector<Warp> warps(threads / 32);
+        for (auto& w : warps) w.bar = new std::barrier<>(32);
+        g_cta = &cta;
+        g_warps = warps.data();
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; ++t)
+          ts.emplace_back([=] {
+            threadIdx.x = t;
+            blockIdx = dim3{x, y, z};
+            body();
+          });
+        for (auto& t : ts) t.join();
+        for (auto& w : warps) delete w.bar;
+      }
+}
+
+inline std::vector<unsigned char> read_file(const char* path) {
+  std::vector<unsigned char> v;
+  FILE* f = std::fopen(path, "rb");
+  if (!f) { std::perror(path); std::exit(2); }
+  unsigned char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) v.insert(v.end(), buf, buf + n);
+  std::fclose(f);
+  v.resize(v.size() + 64);  // slack: an unmasked out-of-range access stays in the buffer
+  return v;
+}
+inline void write_file(const char* path, const std::vector<unsigned char>& v, size_t n) {
+  FILE* f = std::fopen(path, "wb");
+  std::fwrite(v.data(), 1, n, f);
+  std::fclose(f);
+}
