@@ -72,7 +72,7 @@ fn gpu_softmax_equals_interpreter() {
 fn gpu_gemv_equals_interpreter() {
     let (g, c) = (gpu(), Device::interpreter());
     let mut rng = Rng::new(Rng::seed_from_env());
-    for (m, k, bm, bk, warps) in [(1, 1, 1, 16, 1), (7, 7, 4, 4, 1), (1000, 33, 8, 32, 4), (33, 1000, 16, 256, 4), (5, 4099, 2, 1000, 4), (4096, 1024, 8, 512, 4), (1000, 777, 16, 1024, 8)] {
+    for (m, k, bm, bk, warps) in [(1, 1, 1, 16, 1), (7, 7, 4, 4, 1), (1000, 33, 8, 32, 4), (33, 1000, 16, 256, 4), (5, 4099, 2, 1000, 4), (4096, 1024, 8, 512, 4), (1000, 777, 16, 1024, 8), (10, 160, 1, 160, 4)] {
         let (w, x) = (rng.vec_bf16(m * k), rng.vec_bf16(k));
         let mut out = vec![];
         for dev in [&g, &c] {

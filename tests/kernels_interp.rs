@@ -52,7 +52,7 @@ fn softmax_matches_reference() {
 fn gemv_matches_reference() {
     let dev = Device::interpreter();
     let mut rng = Rng::new(seed());
-    for (m, k, bm, bk) in [(1, 1, 1, 16), (7, 7, 4, 4), (1000, 33, 8, 32), (33, 1000, 16, 256), (5, 4099, 2, 1000)] {
+    for (m, k, bm, bk) in [(1, 1, 1, 16), (7, 7, 4, 4), (1000, 33, 8, 32), (33, 1000, 16, 256), (5, 4099, 2, 1000), (10, 160, 1, 160)] {
         let (w, x) = (rng.vec_bf16(m * k), rng.vec_bf16(k));
         let (dw, dx, dy) = (dev.upload(&w).unwrap(), dev.upload(&x).unwrap(), dev.zeros(m).unwrap());
         let l = Launch::grid(cdiv(m as i64, bm as i64));

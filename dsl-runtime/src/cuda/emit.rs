@@ -581,6 +581,20 @@ impl<'a> Emitter<'a> {
             At::Idx(x) => x.clone(),
         };
         if let Some(buf) = &self.staged[i] {
+            // Padding lanes (past a tile's end) read too: clamp them onto the tile, so they
+            // never leave the buffer. Their values are never used; real lanes are unchanged.
+            let padded = match at {
+                At::Slot { lay, s } => self.valid(*lay, s).is_some(),
+                At::Idx(_) => true,
+            };
+            let idx: Vec<String> = if padded {
+                idx.iter()
+                    .zip(&dims)
+                    .map(|(e, &d)| if d == 1 { "0".to_string() } else { format!("({e} < {d} ? {e} : {})", d - 1) })
+                    .collect()
+            } else {
+                idx
+            };
             return Ok(format!("{buf}[{}]", linear(&dims, &idx)));
         }
         match &self.f.defs[i] {

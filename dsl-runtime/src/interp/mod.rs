@@ -41,7 +41,8 @@
 //!   transcendentals may differ by an ulp or two from CUDA's `expf` & co. in f32 (after
 //!   rounding to bf16 they almost always agree).
 //! - Casts: float → float rounds to nearest even; float → i32 is Rust's `as` (truncates
-//!   toward zero, saturates, NaN → 0); i32 → float rounds once, straight from the integer;
+//!   toward zero, saturates, NaN → 0); i32 → float rounds to f32 first, then to the dtype
+//!   (as the GPU does; for bf16/f16 a value can round twice);
 //!   bool → number is 0/1; number → bool is `!= 0` (NaN → true).
 //! - Literals (`Lit::Float`, an f64) round straight to the value's dtype.
 //!

@@ -147,8 +147,9 @@ pub fn cast(x: &Data, to: DType) -> Result<Data, String> {
         (Data::F32(v), DType::Bool) => Data::Bool(map1(v, |a| a != 0.0)),
         (Data::I32(v), DType::I32) => Data::I32(v.clone()),
         (Data::I32(v), DType::Bool) => Data::Bool(map1(v, |a| a != 0)),
-        // One rounding, straight from the exact integer.
-        (Data::I32(v), _) => Data::F32(map1(v, |a| round_f64(to, a as f64))),
+        // Through f32, as the GPU converts (`__int2float_rn`, then to the dtype): for
+        // bf16/f16 that can round twice, and the spec says so.
+        (Data::I32(v), _) => Data::F32(map1(v, |a| round_f64(to, (a as f32) as f64))),
         (Data::Bool(v), DType::Bool) => Data::Bool(v.clone()),
         (Data::Bool(v), DType::I32) => Data::I32(map1(v, |a| a as i32)),
         (Data::Bool(v), _) => Data::F32(map1(v, |a| if a { 1.0 } else { 0.0 })),
