@@ -10,6 +10,7 @@ pub mod element;
 pub mod error;
 pub mod interp;
 pub mod kernel_def;
+pub mod mega;
 pub mod nvrtc;
 
 pub use device::{AsPtr, Buffer, BufferView, Device, PtrArg, INTERPRET_ENV};
@@ -17,7 +18,9 @@ pub use dsl_ir as ir;
 pub use dsl_ir::ConstVal;
 pub use element::{bf16, f16, Element};
 pub use error::{Error, Result};
-pub use kernel_def::{cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Tune};
+pub use kernel_def::{
+    cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Tune,
+};
 
 /// A kernel parameter type: a pointer to elements of `T` in device memory. Only the
 /// `#[kernel]` macro reads it; it never exists at run time.

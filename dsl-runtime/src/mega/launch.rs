@@ -1,0 +1,458 @@
+//! What `#[megakernel]` emits a handle to: [`MegaDef`]. Binds constexprs, schedules,
+//! explains, generates CUDA C, and launches: through the interpreter (sequential or
+//! adversarial) or as one cooperative launch sized by the occupancy API.
+use super::cuda::{self, BodyCode, GenOptions, MegaSource, SyncWords};
+use super::interp::{self, HostArg, InterpMode};
+use super::program::{Program, Val};
+use super::resolve::{resolve, Resolved};
+use super::schedule::{schedule, sync_text, Schedule};
+use crate::device::{lock, Device, Kind, PtrArg, RawBuf};
+use crate::error::{Error, Result};
+use crate::interp::HostMem;
+use crate::kernel_def::{Arg, Binding};
+use crate::nvrtc;
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use dsl_ir::{ConstVal, DType, ParamKind};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// How to run a megakernel.
+#[derive(Clone, Debug)]
+pub struct MegaOptions {
+    /// Warps per CTA: every stage is lowered for this block size.
+    pub num_warps: u32,
+    /// GPU: CTAs in the persistent grid. Default: one per SM (fewer atomics per barrier than
+    /// filling every slot); never more than the occupancy API says can be co-resident.
+    pub ctas: Option<u32>,
+    /// GPU: a wait that lasts longer than this aborts the launch with an error naming it.
+    pub timeout_ms: u64,
+    /// Following stages whose read-only windows idle CTAs prefetch into L2 (0: off).
+    pub prefetch_depth: usize,
+    /// The interpreter's mode (ignored on a GPU).
+    pub interp: InterpMode,
+    /// Syncs (by id) to leave out: for tests that show a sync is needed.
+    pub drop_syncs: Vec<usize>,
+    /// A sync (by id) whose wait can never complete: for the watchdog test.
+    pub break_sync: Option<usize>,
+    /// GPU: wait for the launch and check the error words (a device→host copy).
+    pub check: bool,
+}
+
+impl Default for MegaOptions {
+    fn default() -> Self {
+        MegaOptions {
+            num_warps: 4,
+            ctas: None,
+            timeout_ms: 2000,
+            prefetch_depth: 2,
+            interp: InterpMode::Sequential,
+            drop_syncs: vec![],
+            break_sync: None,
+            check: true,
+        }
+    }
+}
+
+impl MegaOptions {
+    pub fn warps(mut self, n: u32) -> Self {
+        self.num_warps = n;
+        self
+    }
+    pub fn adversarial(mut self, ctas: u32, policy: interp::Policy) -> Self {
+        self.interp = InterpMode::Adversarial { ctas, policy };
+        self
+    }
+}
+
+/// A megakernel: its program (built on first use) and everything derived per binding.
+pub struct MegaDef {
+    build: fn() -> Program,
+    program: OnceLock<Program>,
+    plans: OnceLock<Mutex<HashMap<PlanKey, Arc<(Resolved, Schedule)>>>>,
+    functions: OnceLock<Mutex<HashMap<(String, usize), CudaFunction>>>,
+}
+
+type PlanKey = (Vec<(String, ConstVal)>, usize);
+
+/// A bound, scheduled megakernel, for inspection.
+pub struct Plan {
+    pub resolved: Resolved,
+    pub schedule: Schedule,
+}
+
+impl MegaDef {
+    pub const fn new(build: fn() -> Program) -> MegaDef {
+        MegaDef {
+            build,
+            program: OnceLock::new(),
+            plans: OnceLock::new(),
+            functions: OnceLock::new(),
+        }
+    }
+
+    pub fn program(&self) -> &Program {
+        self.program.get_or_init(self.build)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.program().name
+    }
+
+    fn err(&self, msg: impl Into<String>) -> Error {
+        Error::Launch {
+            kernel: self.name().to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    fn plan_arc(
+        &self,
+        constexprs: &[Binding],
+        opts: &MegaOptions,
+    ) -> Result<Arc<(Resolved, Schedule)>> {
+        let mut key: Vec<(String, ConstVal)> = constexprs
+            .iter()
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect();
+        key.sort_by(|a, b| a.0.cmp(&b.0));
+        let key = (key, opts.prefetch_depth);
+        let map = self.plans.get_or_init(Default::default);
+        if let Some(p) = lock_map(map).get(&key) {
+            return Ok(p.clone());
+        }
+        let r = resolve(self.program(), constexprs).map_err(Error::Lower)?;
+        let s = schedule(&r, opts.prefetch_depth);
+        let p = Arc::new((r, s));
+        lock_map(map).insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// The bound program and its schedule (with `opts.drop_syncs` left out).
+    pub fn plan(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<Plan> {
+        let p = self.plan_arc(constexprs, opts)?;
+        let mut schedule = p.1.clone();
+        for &d in &opts.drop_syncs {
+            if !schedule.syncs.iter().any(|s| s.id == d) {
+                return Err(self.err(format!(
+                    "there is no sync {d} to drop (the schedule has {})",
+                    p.1.syncs.len()
+                )));
+            }
+            schedule = schedule.without_sync(d);
+        }
+        if let Some(b) = opts.break_sync {
+            if !schedule.syncs.iter().any(|s| s.id == b) {
+                return Err(self.err(format!("there is no sync {b} to break")));
+            }
+        }
+        Ok(Plan {
+            resolved: p.0.clone(),
+            schedule,
+        })
+    }
+
+    /// The schedule, for humans (`tessera explain`, `--explain`).
+    pub fn explain(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<String> {
+        let p = self.plan(constexprs, opts)?;
+        Ok(super::schedule::explain(&p.resolved, &p.schedule))
+    }
+
+    /// The persistent kernel's CUDA C (no GPU needed).
+    pub fn cuda_source(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<MegaSource> {
+        let p = self.plan(constexprs, opts)?;
+        let (prelude, bodies) = stage_bodies(&p.resolved, opts.num_warps)?;
+        cuda::generate(
+            &p.resolved,
+            &p.schedule,
+            &prelude,
+            &bodies,
+            &GenOptions {
+                num_warps: opts.num_warps,
+                break_sync: opts.break_sync,
+            },
+        )
+        .map_err(Error::Lower)
+    }
+
+    /// Runs the megakernel. `args`: the run-time parameters in declaration order.
+    pub fn launch(
+        &self,
+        dev: &Device,
+        opts: &MegaOptions,
+        args: &[Arg<'_>],
+        constexprs: &[Binding],
+    ) -> Result<()> {
+        if !(1..=32).contains(&opts.num_warps) {
+            return Err(self.err(format!("num_warps must be 1..=32, got {}", opts.num_warps)));
+        }
+        let plan = self.plan(constexprs, opts)?;
+        self.check_args(&plan.resolved, args)?;
+        match &*dev.0 {
+            Kind::Interpreter { .. } => self.interpret(&plan, opts, args),
+            Kind::Cuda(_) => self.launch_cuda(dev, &plan, opts, args, constexprs),
+        }
+    }
+
+    fn check_args(&self, r: &Resolved, args: &[Arg<'_>]) -> Result<()> {
+        let params: Vec<_> = r.program.runtime_params().collect();
+        if params.len() != args.len() {
+            return Err(self.err(format!(
+                "expects {} arguments, got {}",
+                params.len(),
+                args.len()
+            )));
+        }
+        let mut ptrs: Vec<(usize, &PtrArg)> = vec![];
+        for (n, ((i, p), a)) in params.iter().zip(args).enumerate() {
+            let ok = match (p.kind, a) {
+                (ParamKind::Ptr(d), Arg::Ptr(pa)) => pa.dtype == d,
+                (ParamKind::Scalar(DType::F32), Arg::F32(_)) => true,
+                (ParamKind::Scalar(_), Arg::I32(_)) => true,
+                _ => false,
+            };
+            if !ok {
+                return Err(self.err(format!(
+                    "argument {} (`{}`) has the wrong type",
+                    n + 1,
+                    p.name
+                )));
+            }
+            if let Arg::Ptr(pa) = a {
+                if pa.len == 0 {
+                    return Err(self.err(format!(
+                        "argument {} (`{}`) is an empty buffer",
+                        n + 1,
+                        p.name
+                    )));
+                }
+                ptrs.push((*i, pa));
+            }
+        }
+        // The schedule assumes distinct pointer parameters never overlap (as Rust's `&mut`):
+        // two that do, one of them written, could hide a hazard.
+        for (x, (i, a)) in ptrs.iter().enumerate() {
+            for (j, b) in &ptrs[x + 1..] {
+                if (r.read_only(*i) && r.read_only(*j)) || !overlap(a, b) {
+                    continue;
+                }
+                return Err(self.err(format!(
+                    "parameters `{}` and `{}` overlap in memory; the schedule assumes distinct pointer parameters do not alias (pass one buffer once)",
+                    r.params()[*i].name,
+                    r.params()[*j].name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn interpret(&self, plan: &Plan, opts: &MegaOptions, args: &[Arg<'_>]) -> Result<()> {
+        let r = &plan.resolved;
+        let mut owners: Vec<&Arc<Mutex<HostMem>>> = vec![];
+        let mut host = vec![HostArg::Val(Val::Int(0)); r.params().len()];
+        for ((i, _), a) in r.program.runtime_params().zip(args) {
+            host[i] = match a {
+                Arg::I32(v) => HostArg::Val(Val::Int(*v as i64)),
+                Arg::F32(v) => HostArg::Val(Val::Float(*v)),
+                Arg::Ptr(p) => {
+                    let RawBuf::Host(h) = p.raw else {
+                        return Err(self.err("a GPU buffer was passed to an interpreter launch"));
+                    };
+                    let buf = match owners.iter().position(|o| Arc::ptr_eq(o, h)) {
+                        Some(b) => b,
+                        None => {
+                            owners.push(h);
+                            owners.len() - 1
+                        }
+                    };
+                    HostArg::Ptr {
+                        buf,
+                        offset: p.offset,
+                        len: p.len,
+                    }
+                }
+            };
+        }
+        let mut mem: Vec<HostMem> = owners
+            .iter()
+            .map(|o| {
+                std::mem::replace(
+                    &mut *lock(o),
+                    HostMem {
+                        dtype: DType::Bool,
+                        bytes: vec![],
+                    },
+                )
+            })
+            .collect();
+        let res = interp::run(
+            r,
+            &plan.schedule,
+            &host,
+            &mut mem,
+            opts.interp,
+            opts.break_sync,
+        );
+        for (o, m) in owners.iter().zip(mem) {
+            *lock(o) = m;
+        }
+        res.map_err(Error::Interp)
+    }
+
+    fn launch_cuda(
+        &self,
+        dev: &Device,
+        plan: &Plan,
+        opts: &MegaOptions,
+        args: &[Arg<'_>],
+        constexprs: &[Binding],
+    ) -> Result<()> {
+        let cuda_dev = dev.cuda_dev().expect("checked by the caller");
+        let r = &plan.resolved;
+        let (prelude, bodies) = stage_bodies(r, opts.num_warps)?;
+        let src = cuda::generate(
+            r,
+            &plan.schedule,
+            &prelude,
+            &bodies,
+            &GenOptions {
+                num_warps: opts.num_warps,
+                break_sync: opts.break_sync,
+            },
+        )
+        .map_err(Error::Lower)?;
+        let _ = constexprs;
+        let f = self.function(dev, &src)?;
+        // Co-residency is checked, not hoped for: a persistent grid larger than what fits
+        // would wait forever on CTAs that never start.
+        let per_sm =
+            f.occupancy_max_active_blocks_per_multiprocessor(src.block_threads, 0, None)?;
+        if per_sm == 0 {
+            return Err(self.err(format!(
+                "a CTA of {} threads with {} B of shared memory does not fit on an SM",
+                src.block_threads, src.smem_bytes
+            )));
+        }
+        let max = per_sm * cuda_dev.sms;
+        let ctas = opts.ctas.unwrap_or(cuda_dev.sms).min(u32::MAX);
+        if ctas == 0 || ctas > max {
+            return Err(self.err(format!(
+                "{ctas} CTAs cannot be co-resident: at most {per_sm} per SM × {} SMs = {max}",
+                cuda_dev.sms
+            )));
+        }
+        let stream = &cuda_dev.stream;
+        let sync = stream.alloc_zeros::<u32>(src.sync_words)?;
+        let mut words: Vec<u64> = vec![];
+        for a in args {
+            words.push(match a {
+                Arg::Ptr(p) => p
+                    .device_addr()
+                    .ok_or_else(|| self.err("a host buffer was passed to a GPU launch"))?,
+                Arg::I32(v) => *v as u32 as u64,
+                Arg::F32(v) => v.to_bits() as u64,
+            });
+        }
+        let small: Vec<u32> = words.iter().map(|&w| w as u32).collect();
+        let timeout_ns: u64 = opts.timeout_ms.saturating_mul(1_000_000);
+        let mut b = stream.launch_builder(&f);
+        for (n, a) in args.iter().enumerate() {
+            match a {
+                Arg::Ptr(_) => b.arg(&words[n]),
+                Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
+            };
+        }
+        b.arg(&sync);
+        b.arg(&timeout_ns);
+        let cfg = LaunchConfig {
+            grid_dim: (ctas, 1, 1),
+            block_dim: (src.block_threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: arguments were checked against the megakernel's signature; pointers come
+        // from live buffers of the right dtype; the grid fits co-resident (checked above, and
+        // the cooperative launch refuses otherwise).
+        unsafe { b.launch_cooperative(cfg) }?;
+        if opts.check {
+            let w = stream.clone_dtoh(&sync)?;
+            if w[SyncWords::ERROR] != 0 {
+                return Err(self.err(timeout_message(
+                    &plan.resolved,
+                    &plan.schedule,
+                    &w,
+                    opts.timeout_ms,
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn function(&self, dev: &Device, src: &MegaSource) -> Result<CudaFunction> {
+        let cuda_dev = dev.cuda_dev().expect("checked by the caller");
+        let key = (src.code.clone(), Arc::as_ptr(&cuda_dev.ctx) as usize);
+        let map = self.functions.get_or_init(Default::default);
+        if let Some(f) = lock_map(map).get(&key) {
+            return Ok(f.clone());
+        }
+        let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
+        let module = cuda_dev
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
+        let f = module.load_function(&src.entry)?;
+        lock_map(map).insert(key, f.clone());
+        Ok(f)
+    }
+}
+
+/// The error the host reports when the watchdog fired: which sync, before which stage,
+/// which CTA, where in the loop, and what it saw.
+pub fn timeout_message(r: &Resolved, s: &Schedule, w: &[u32], timeout_ms: u64) -> String {
+    let id = w[SyncWords::ERROR] as usize - 1;
+    let Some(sy) = s.syncs.iter().find(|x| x.id == id) else {
+        return format!("a wait timed out (sync {id}, unknown to this schedule)");
+    };
+    let st = &r.stages[sy.stage];
+    let at = match st.loops.last() {
+        Some(&l) => format!(" at {} = {}", r.vars[l], w[SyncWords::WHERE] as i32),
+        None => String::new(),
+    };
+    format!(
+        "sync {id} ({} before {}) timed out after {timeout_ms} ms: CTA {} waited{at}, saw {} of {}; the schedule or a kernel is wrong (no CTA can make progress)",
+        sync_text(r, sy),
+        st.label(),
+        w[SyncWords::CTA],
+        w[SyncWords::SEEN],
+        w[SyncWords::TARGET],
+    )
+}
+
+/// The emitter's prelude and one body per distinct stage.
+pub fn stage_bodies(r: &Resolved, num_warps: u32) -> Result<(String, Vec<BodyCode>)> {
+    let _ = (r, num_warps);
+    Err(Error::Lower(
+        "the CUDA emitter has no `emit_body` yet: megakernel CUDA C needs it".into(),
+    ))
+}
+
+fn overlap(a: &PtrArg, b: &PtrArg) -> bool {
+    let span = |p: &PtrArg| -> (usize, u64, u64) {
+        let size = p.dtype.size_bytes() as u64;
+        match p.raw {
+            RawBuf::Host(h) => (
+                Arc::as_ptr(h) as usize,
+                p.offset as u64 * size,
+                (p.offset + p.len) as u64 * size,
+            ),
+            RawBuf::Cuda(_) => {
+                let lo = p.device_addr().unwrap_or(0);
+                (0, lo, lo + p.len as u64 * size)
+            }
+        }
+    };
+    let (ia, la, ha) = span(a);
+    let (ib, lb, hb) = span(b);
+    ia == ib && la < hb && lb < ha
+}
+
+fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
