@@ -29,5 +29,5 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 /// What a file of kernels needs: `use dsl_runtime::prelude::*;`.
 pub mod prelude {
     pub use crate::{bf16, cdiv, f16, Buffer, Config, Device, Launch, Ptr, Tune};
-    pub use dsl_macros::kernel;
+    pub use dsl_macros::{kernel, megakernel};
 }

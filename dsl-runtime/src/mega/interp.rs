@@ -82,15 +82,14 @@ fn unroll(
     break_sync: Option<usize>,
 ) -> Result<Vec<Run>, String> {
     let params = r.params();
+    // Constexprs come from the binding; the rest from the arguments.
     let vals: Vec<Option<Val>> = args
         .iter()
         .zip(&r.const_env)
-        .map(|(a, c)| {
-            if let HostArg::Val(v) = a {
-                Some(*v)
-            } else {
-                *c
-            }
+        .map(|(a, c)| match (c, a) {
+            (Some(c), _) => Some(*c),
+            (None, HostArg::Val(v)) => Some(*v),
+            (None, HostArg::Ptr { .. }) => None,
         })
         .collect();
     let mut vars: Vec<Option<i64>> = vec![None; r.vars.len()];

@@ -1,0 +1,226 @@
+//! The toy megakernel on the CPU: the schedule has exactly the syncs its hazards need; its
+//! result equals the kernels launched one by one, stage by stage and under adversarial
+//! CTA interleavings; every sync, removed, is caught by the adversarial interpreter; a
+//! broken sync is a deadlock reported with its id and stage (the CPU twin of the GPU
+//! watchdog).
+use tessera::check::Rng;
+use tessera::runtime::mega::{MegaOptions, Policy, SyncKind};
+use tessera::runtime::{ConstVal, Device};
+use tessera::toy::{toy_mlp, toy_sequential, ToyBuffers};
+
+const EPS: f32 = 1e-6;
+
+fn consts(d: usize, f: usize) -> Vec<(&'static str, ConstVal)> {
+    toy_mlp::constexprs(d, f)
+}
+
+/// The megakernel's outputs and the sequential launches' outputs, from the same inputs.
+fn run_both(
+    opts: &MegaOptions,
+    seed: u64,
+    layers: usize,
+    d: usize,
+    f: usize,
+) -> (Result<Vec<half::bf16>, String>, Vec<half::bf16>) {
+    let dev = Device::interpreter();
+    let mut rng = Rng::new(seed);
+    let reference = ToyBuffers::random(&dev, &mut rng, layers, d, f).unwrap();
+    let mega = reference.copy_to(&dev).unwrap();
+    toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
+    let got = mega
+        .megakernel(&dev, opts, layers, d, f, EPS)
+        .map_err(|e| e.to_string())
+        .and_then(|_| mega.outputs().map_err(|e| e.to_string()));
+    (got, reference.outputs().unwrap())
+}
+
+#[test]
+fn toy_schedule_has_exactly_the_syncs_its_hazards_need() {
+    let plan = toy_mlp::MEGAKERNEL
+        .plan(&consts(64, 128), &MegaOptions::default())
+        .unwrap();
+    let syncs: Vec<(usize, SyncKind, Vec<usize>)> = plan
+        .schedule
+        .syncs
+        .iter()
+        .map(|s| (s.stage, s.kind, s.waits.clone()))
+        .collect();
+    // Stages (0-based): 0 add_rmsnorm, 1 gemv gate, 2 gemv up, 3 silu_mul, 4 gemv down.
+    assert_eq!(
+        syncs,
+        vec![
+            (0, SyncKind::Counter, vec![4]), // reads x written by the previous layer's down GEMV
+            (1, SyncKind::Counter, vec![0]), // reads h
+            (2, SyncKind::Counter, vec![0]), // reads h (independent of the gate GEMV)
+            (3, SyncKind::Counter, vec![1, 2]), // reads g and u
+            (4, SyncKind::Counter, vec![3]), // reads a; its WAR on x is covered through stage 4
+        ]
+    );
+    let text = toy_mlp::explain(&MegaOptions::default(), 64, 128).unwrap();
+    println!("{text}");
+    assert!(
+        text.contains("RAW: reads `h` written by stage 1 add_rmsnorm"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "RAW: reads `x` written by stage 5 gemv_BM4_BK64 (previous iteration of `layer`)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "WAR: writes `x` read by stage 1 add_rmsnorm [covered by waiting for stage 4 silu_mul]"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "idle CTAs prefetch into L2: &w_gate[layer * F * D..(layer + 1) * F * D] (for stage 2)"
+        ),
+        "{text}"
+    );
+    // Two gemv bindings, two bodies.
+    let names: Vec<&str> = plan
+        .resolved
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "add_rmsnorm",
+            "gemv_BM8_BK64",
+            "gemv_BM4_BK64",
+            "silu_mul",
+            "gemv_BM4_BK64"
+        ]
+    );
+}
+
+#[test]
+fn toy_equals_sequential_launches_in_every_mode() {
+    let mut modes = vec![MegaOptions::default()];
+    for ctas in [1, 2, 3, 5, 8] {
+        modes.push(MegaOptions::default().adversarial(ctas, Policy::RunAhead));
+        modes.push(MegaOptions::default().adversarial(ctas, Policy::Shuffled(ctas as u64 * 7 + 1)));
+    }
+    for (layers, d, f) in [(1, 32, 64), (3, 64, 96), (2, 48, 200)] {
+        for (i, opts) in modes.iter().enumerate() {
+            let (got, want) = run_both(opts, 1000 + i as u64, layers, d, f);
+            assert_eq!(
+                got.unwrap(),
+                want,
+                "layers={layers} D={d} F={f} mode {:?}",
+                opts.interp
+            );
+        }
+    }
+}
+
+#[test]
+fn every_sync_removed_is_caught_by_the_adversarial_interpreter() {
+    let plan = toy_mlp::MEGAKERNEL
+        .plan(&consts(32, 64), &MegaOptions::default())
+        .unwrap();
+    for sync in &plan.schedule.syncs {
+        let mut caught = None;
+        'search: for ctas in [2, 3, 4, 7, 12, 17] {
+            for policy in [
+                Policy::RunAhead,
+                Policy::Shuffled(1),
+                Policy::Shuffled(2),
+                Policy::Shuffled(3),
+                Policy::Shuffled(4),
+            ] {
+                let mut opts = MegaOptions::default().adversarial(ctas, policy);
+                opts.drop_syncs = vec![sync.id];
+                let (got, want) = run_both(&opts, 7, 3, 32, 64);
+                if got.unwrap() != want {
+                    caught = Some((ctas, policy));
+                    break 'search;
+                }
+            }
+        }
+        assert!(
+            caught.is_some(),
+            "dropping sync {} (before stage {}) went unnoticed",
+            sync.id,
+            sync.stage + 1
+        );
+        eprintln!(
+            "sync {} removed: caught with {:?}",
+            sync.id,
+            caught.unwrap()
+        );
+        // The sequential mode runs stages in order: it cannot notice.
+        let mut opts = MegaOptions::default();
+        opts.drop_syncs = vec![sync.id];
+        let (got, want) = run_both(&opts, 7, 3, 32, 64);
+        assert_eq!(got.unwrap(), want);
+    }
+}
+
+#[test]
+fn a_broken_sync_is_a_deadlock_naming_the_sync_and_stage() {
+    for (sync, stage) in [(0, "stage 1 add_rmsnorm"), (3, "stage 4 silu_mul")] {
+        let mut opts = MegaOptions::default().adversarial(4, Policy::RunAhead);
+        opts.break_sync = Some(sync);
+        let (got, _) = run_both(&opts, 3, 2, 32, 64);
+        let e = got.unwrap_err();
+        assert!(
+            e.contains(&format!("sync {sync} (counter wait"))
+                && e.contains(stage)
+                && e.contains("never completes"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn megakernel_misuse_is_a_clear_error() {
+    let dev = Device::interpreter();
+    let mut rng = Rng::new(1);
+    let b = ToyBuffers::random(&dev, &mut rng, 2, 32, 64).unwrap();
+    // Windows past the end of a buffer: the interpreter names the stage, argument and layer.
+    let e = b
+        .megakernel(&dev, &MegaOptions::default(), 3, 32, 64, EPS)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("stage 1 add_rmsnorm at layer = 2")
+            && e.contains("&norm_w[layer * D..(layer + 1) * D]"),
+        "{e}"
+    );
+    // Two pointer parameters on one buffer that is written: refused.
+    let e = toy_mlp::launch(
+        &dev,
+        &MegaOptions::default(),
+        &b.x,
+        &b.x,
+        &b.norm_w,
+        &b.w_gate,
+        &b.w_up,
+        &b.w_down,
+        &b.h,
+        &b.g,
+        &b.u,
+        &b.a,
+        1,
+        EPS,
+        32,
+        64,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`x` and `res` overlap"), "{e}");
+    // A sync that does not exist.
+    let mut opts = MegaOptions::default();
+    opts.drop_syncs = vec![99];
+    assert!(b
+        .megakernel(&dev, &opts, 1, 32, 64, EPS)
+        .unwrap_err()
+        .to_string()
+        .contains("no sync 99"));
+}
