@@ -77,8 +77,13 @@ def main():
     dst = torch.empty_like(big)
     ms = do_bench(lambda: dst.copy_(big), return_mode="median")
     out["copy_gbps_read_plus_write"] = gbps(2 * big.numel(), ms)
-    out["copy_read_gbps"] = gbps(big.numel(), ms)  # bytes read per second during a copy
     del big, dst
+    # Read bandwidth, the floor of every GEMV and of decode: a read-only stream (a sum of
+    # 4 GiB); the better of torch's sum and amax kernels.
+    rd = torch.ones(1 << 30, dtype=torch.float32, device=dev)
+    ms = min(do_bench(lambda: rd.sum(), return_mode="median"), do_bench(lambda: rd.amax(), return_mode="median"))
+    out["read_gbps"] = gbps(rd.numel() * 4, ms)
+    del rd
 
     R, D = 8192, 8192
     x = torch.randn(R, D, device=dev, dtype=torch.bfloat16)

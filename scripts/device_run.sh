@@ -11,6 +11,8 @@ git rev-parse --short HEAD 2>/dev/null | tee "$OUT/commit" || true
 status=0
 if [[ $what == all || $what == tests ]]; then
   for t in .gpu/bin/test-*; do
+    # Proc-macro test binaries link libstd dynamically and cannot run there; they hold no GPU tests.
+    ldd "$t" | grep -q "not found" && continue
     echo "=== $t --ignored" | tee -a "$OUT/tests.log"
     "$t" --ignored --test-threads=1 2>&1 | tee -a "$OUT/tests.log" | grep -E "^test |test result|panicked|error" || status=1
   done

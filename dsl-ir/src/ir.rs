@@ -128,8 +128,35 @@ pub enum Op {
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Lit {
     Int(i64),
-    Float(f64),
+    /// Stored so that ±inf and NaN survive JSON (which has no spelling for them).
+    Float(#[serde(with = "float_json")] f64),
     Bool(bool),
+}
+
+/// JSON has no inf or NaN: finite floats are written as numbers, the others as strings.
+mod float_json {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else {
+            s.serialize_str(&v.to_string())
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum F {
+            N(f64),
+            S(String),
+        }
+        match F::deserialize(d)? {
+            F::N(v) => Ok(v),
+            F::S(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]

@@ -124,3 +124,19 @@ fn loops_and_vars() {
     let k = b.finish().unwrap();
     assert!(k.to_text().contains("for %"));
 }
+
+#[test]
+fn non_finite_literals_survive_json() {
+    let mut b = Builder::new("k", "t.rs");
+    for v in [f64::INFINITY, f64::NEG_INFINITY, -3.5e38, 0.1] {
+        b.lit_float(v, src("lit")).unwrap();
+    }
+    let nan = b.lit_float(f64::NAN, src("nan")).unwrap();
+    let k = b.finish().unwrap();
+    let back = Kernel::from_json(&k.to_json()).unwrap();
+    assert_eq!(back.body[..4], k.body[..4]);
+    match &back.body[nan.0 as usize] {
+        Stmt::Let { op: Op::Lit(Lit::Float(v)), .. } => assert!(v.is_nan()),
+        other => panic!("{other:?}"),
+    }
+}

@@ -76,7 +76,8 @@ pub fn module(sig: &KernelSig, ir_json: &str, rt: &TokenStream) -> TokenStream {
         #(#docs)*
         #sep
         #[doc = #sig_doc]
-        #[allow(non_snake_case)]
+        // Constexprs are UPPER_CASE by convention; a kernel need not use both launchers.
+        #[allow(non_snake_case, dead_code)]
         #vis mod #name {
             const IR_JSON: &::core::primitive::str = #json;
 

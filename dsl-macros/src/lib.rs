@@ -4,6 +4,18 @@
 //! (`lower`), which applies every typing rule, and on success emits a module holding the
 //! IR as JSON and typed launchers (`emit`). Every user mistake is a `compile_error!` at the
 //! offending token; nothing here panics on user input.
+//!
+//! The language (Triton's names):
+//! - parameters: `Ptr<bf16|f16|f32|i32>`, `i32`, `f32`, `#[constexpr] usize|i32|u32|bool`;
+//! - statements: `let` / `let mut` (shadowing, block scoping), `x = e`, `x op= e` (mut
+//!   only), `store` / `atomic_*` calls, `for i in a..b` and `(a..b).step_by(s)`,
+//!   `if c {} else if d {} else {}` on bool scalars;
+//! - expressions: literals, names, `+ - * / % & | ^ << >> < <= > >= == !=`, unary `-` `!`,
+//!   `e as dtype`, `e.to(dtype)`, primitives `f(args)` and their method form `x.f(args)`;
+//! - primitives: program_id num_programs arange zeros full load store atomic_add
+//!   atomic_max atomic_min where_ maximum minimum exp exp2 log log2 sqrt rsqrt sigmoid silu
+//!   abs sin cos tanh sum max min argmax argmin expand_dims broadcast_to cdiv.
+//!   `where` is a Rust keyword (syn cannot parse `where(..)` as a call), hence `where_`.
 mod emit;
 mod lower;
 mod mega;

@@ -342,7 +342,7 @@ impl Lower {
         self.scopes.pop();
         self.b
             .end_for()
-            .map_err(|m| syn::Error::new_spanned(&f.for_token, m))?;
+            .map_err(|m| syn::Error::new_spanned(f.for_token, m))?;
         Ok(())
     }
 
@@ -446,6 +446,11 @@ impl Lower {
                 e,
                 "`[..]` is only allowed as the shape argument of zeros / full / broadcast_to",
             ),
+            Expr::Index(_) => err(
+                e,
+                "indexing is not supported: address memory with `load(ptr + offsets)`",
+            ),
+            Expr::Closure(_) => err(e, "closures are not supported in kernels"),
             _ => err(e, "this expression is not supported in kernels"),
         }
     }

@@ -3,7 +3,7 @@
 //! The body is not turned into an AST of our own: `lower.rs` walks syn's directly, which
 //! keeps every node's span at hand for errors.
 use dsl_ir::{ConstKind, DType, ParamKind, Src};
-use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, LineColumn, Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Attribute, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Type, Visibility};
 
@@ -231,31 +231,29 @@ fn first_span(t: &TokenTree) -> Span {
 /// space wherever the source had a gap. (`Span::join` is nightly-only, so the span of a
 /// whole expression is not available; per-token locations are, on stable.)
 pub fn text_of(tokens: TokenStream) -> String {
-    let mut leaves: Vec<(String, Span, Span)> = vec![];
+    let mut leaves: Vec<(String, LineColumn, LineColumn)> = vec![];
     flatten(tokens.clone(), &mut leaves);
+    let key = |l: LineColumn| (l.line, l.column);
     let mut out = String::new();
-    let mut prev_end: Option<proc_macro2::LineColumn> = None;
-    for (text, open, close) in &leaves {
-        let (start, end) = (open.start(), close.end());
-        if let Some(p) = prev_end {
-            if (start.line, start.column) < (p.line, p.column) {
+    let mut prev: Option<(LineColumn, LineColumn)> = None;
+    for (text, start, end) in &leaves {
+        if let Some((p_start, p_end)) = prev {
+            if key(*start) < key(p_start) || start.line == 0 {
                 // Locations are not usable (tokens from another macro): plain printing.
                 return tokens.to_string();
             }
-            if (start.line, start.column) != (p.line, p.column) {
+            // Overlap is normal: the puncts of `..` or `<=` may each carry the whole token's span.
+            if key(*start) > key(p_end) {
                 out.push(' ');
             }
         }
         out.push_str(text);
-        prev_end = Some(end);
-    }
-    if leaves.len() > 1 && leaves.iter().all(|(_, s, _)| s.start().line == 0) {
-        return tokens.to_string();
+        prev = Some((*start, *end));
     }
     out
 }
 
-fn flatten(tokens: TokenStream, out: &mut Vec<(String, Span, Span)>) {
+fn flatten(tokens: TokenStream, out: &mut Vec<(String, LineColumn, LineColumn)>) {
     for t in tokens {
         match t {
             TokenTree::Group(g) => {
@@ -268,11 +266,22 @@ fn flatten(tokens: TokenStream, out: &mut Vec<(String, Span, Span)>) {
                         continue;
                     }
                 };
-                out.push((o.to_string(), g.span_open(), g.span_open()));
+                // `span_open` / `span_close` can report the whole group, so the delimiters'
+                // own locations are derived from the group's ends.
+                let (start, end) = (g.span().start(), g.span().end());
+                let after_open = LineColumn {
+                    line: start.line,
+                    column: start.column + 1,
+                };
+                let before_close = LineColumn {
+                    line: end.line,
+                    column: end.column.saturating_sub(1),
+                };
+                out.push((o.to_string(), start, after_open));
                 flatten(g.stream(), out);
-                out.push((c.to_string(), g.span_close(), g.span_close()));
+                out.push((c.to_string(), before_close, end));
             }
-            t => out.push((t.to_string(), t.span(), t.span())),
+            t => out.push((t.to_string(), t.span().start(), t.span().end())),
         }
     }
 }

@@ -1,4 +1,34 @@
 //! Lowering a specialised tile kernel to readable, header-free CUDA C.
+//!
+//! The execution model (see `layout.rs` for the index math):
+//! - a program is a CTA of `32 * num_warps` threads; scalars are uniform (every thread
+//!   holds the value), so control flow on them never diverges and every thread reaches
+//!   every `__syncthreads()`;
+//! - a tile `[N]` or `[M, N]` is spread over the threads in chunks of `vec` contiguous
+//!   elements (16 bytes of the narrowest dtype the kernel loads or stores), rows over
+//!   warps and columns over lanes; each thread holds its elements in a register array,
+//!   and padding lanes (past the tile's end) never touch memory or enter a reduction;
+//! - pure index arithmetic is recomputed in whatever layout a reader needs; other values
+//!   that must reach threads that do not hold them go through shared memory;
+//! - reductions: per-thread partials, `__shfl_xor_sync` butterflies, one shared-memory
+//!   exchange across warps, and every thread reads the result;
+//! - a load or store whose pointers are provably contiguous and 16-byte aligned (from
+//!   `EmitOptions::divisible16` and the pointer arithmetic) is one vector access per 16
+//!   bytes when all of a thread's elements are real and unmasked.
+//!
+//! Numerics follow the interpreter bit for bit except transcendental functions and
+//! reduction order: bf16/f16 values are computed in f32 and rounded after every op, and
+//! multiplications use `__fmul_rn` so NVRTC never contracts them into FMAs. Compile
+//! without `--use_fast_math` (and keep the default `--prec-div/--prec-sqrt=true`).
+//!
+//! Output: a `<name>_body(pid0, pid1, pid2, npid0, npid1, npid2, params..., smem)` device
+//! function (reusable by a megakernel: call `__syncthreads()` between two calls that share
+//! `smem`) and an `extern "C" __global__` entry that calls it with blockIdx/gridDim.
+mod analysis;
+mod emit;
+pub mod layout;
+pub mod prelude;
+
 use dsl_ir::Kernel;
 
 #[derive(Clone, Debug)]
@@ -9,6 +39,16 @@ pub struct EmitOptions {
     /// address is 16-byte aligned; for i32 scalars, whether the value is divisible by 16.
     /// Launch checks these facts and they are part of the compile key (Triton does the same).
     pub divisible16: Vec<bool>,
+}
+
+impl EmitOptions {
+    /// `num_warps` warps, no alignment facts (every access takes the scalar path).
+    pub fn new(num_warps: u32) -> EmitOptions {
+        EmitOptions {
+            num_warps,
+            divisible16: vec![],
+        }
+    }
 }
 
 /// The generated source of one kernel.
@@ -24,7 +64,111 @@ pub struct CudaSource {
     pub smem_bytes: usize,
 }
 
+/// The body function alone (no prelude, no entry point), for a megakernel that pastes
+/// several bodies into one translation unit after one copy of [`prelude::PRELUDE`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CudaBody {
+    /// `<name>_body`.
+    pub name: String,
+    pub code: String,
+    /// Run-time parameters as (C type, C name), in declaration order.
+    pub params: Vec<(String, String)>,
+    pub block_threads: u32,
+    pub smem_bytes: usize,
+}
+
+pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String> {
+    let entry = c_ident(&kernel.name);
+    let mut e = emit::Emitter::new(kernel, opts)?;
+    e.body(&kernel.body)?;
+    let params = e.params_c();
+    let mut code = String::new();
+    let bound: Vec<String> = kernel
+        .bound
+        .iter()
+        .map(|(n, v)| format!("{n}={v:?}"))
+        .collect();
+    code.push_str(&format!(
+        "// ==== kernel `{}` ({}){}: {} warps = {} threads per program, {} bytes of shared memory ====\n",
+        kernel.name,
+        kernel.file,
+        if bound.is_empty() { String::new() } else { format!(" with {}", bound.join(", ")) },
+        opts.num_warps,
+        e.threads,
+        e.smem_top
+    ));
+    let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
+    sig.extend(params.iter().map(|(t, n)| format!("{t} {n}")));
+    sig.push("unsigned char* smem".into());
+    code.push_str(&format!(
+        "__device__ __forceinline__ void {entry}_body({}) {{\n",
+        sig.join(", ")
+    ));
+    code.push_str(&e.header());
+    code.push_str(e.statements());
+    code.push_str("}\n");
+    Ok(CudaBody {
+        name: format!("{entry}_body"),
+        code,
+        params,
+        block_threads: e.threads as u32,
+        smem_bytes: e.smem_top,
+    })
+}
+
 pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
-    let _ = (kernel, opts);
-    Err("the CUDA emitter is not written yet".into())
+    let body = emit_body(kernel, opts)?;
+    let entry = c_ident(&kernel.name);
+    let mut code = String::from(prelude::PRELUDE);
+    code.push('\n');
+    code.push_str(&body.code);
+    let params: Vec<String> = body
+        .params
+        .iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect();
+    let args: Vec<&str> = body.params.iter().map(|(_, n)| n.as_str()).collect();
+    code.push_str(&format!(
+        "\nextern \"C\" __global__ void __launch_bounds__({}) {entry}({}) {{\n",
+        body.block_threads,
+        params.join(", ")
+    ));
+    let smem = if body.smem_bytes > 0 {
+        code.push_str(&format!(
+            "  __shared__ __align__(16) unsigned char smem[{}];\n",
+            body.smem_bytes
+        ));
+        "smem"
+    } else {
+        "nullptr"
+    };
+    let mut call =
+        vec!["blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z".to_string()];
+    call.extend(args.iter().map(|s| s.to_string()));
+    call.push(smem.into());
+    code.push_str(&format!("  {}({});\n}}\n", body.name, call.join(", ")));
+    Ok(CudaSource {
+        entry,
+        code,
+        block_threads: body.block_threads,
+        smem_bytes: body.smem_bytes,
+    })
+}
+
+/// A kernel name as a C identifier.
+fn c_ident(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, 'k');
+    }
+    out
 }

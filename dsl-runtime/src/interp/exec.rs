@@ -2,6 +2,7 @@
 use super::ops;
 use super::value::{broadcast, round1, round_f64, Data, Tile};
 use super::{ErrorKind, HostMem, InterpArg, InterpError};
+use dsl_ir::spec::MAX_TILE_ELEMS;
 use dsl_ir::{AtomicOp, DType, Elem, Kernel, Lit, Op, ParamKind, Src, Stmt, ValueId};
 use half::{bf16, f16};
 
@@ -57,6 +58,16 @@ impl<'k> Interpreter<'k> {
                     format!("the kernel is not specialised (a value has type {t})"),
                 )
             })?;
+            if dims
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .is_none_or(|n| n as i64 > MAX_TILE_ELEMS)
+            {
+                return Err(fail(
+                    ErrorKind::Malformed,
+                    format!("a value of type {t} exceeds {MAX_TILE_ELEMS} elements"),
+                ));
+            }
             tys.push((t.elem, dims));
         }
         let mut unspecialised = false;
@@ -243,11 +254,7 @@ fn scalar_i32(vals: &[Option<Tile>], v: ValueId) -> Result<i32, String> {
     }
 }
 
-fn mask_of(
-    vals: &[Option<Tile>],
-    m: Option<ValueId>,
-    n: usize,
-) -> Result<Option<&[bool]>, String> {
+fn mask_of(vals: &[Option<Tile>], m: Option<ValueId>, n: usize) -> Result<Option<&[bool]>, String> {
     let Some(m) = m else { return Ok(None) };
     match &get(vals, m)?.data {
         Data::Bool(b) if b.len() == n => Ok(Some(b)),
@@ -502,8 +509,14 @@ impl Frame<'_, '_> {
                 _ => return Err(bad(format!("literal {l:?} of type {elem}"))),
             },
             Op::Arange { start, end } => match (start.as_lit(), end.as_lit()) {
-                (Some(s), Some(e)) => Data::I32((s..e).map(|x| x as i32).collect()),
-                _ => return Err(bad("an unspecialised arange".into())),
+                (Some(s), Some(e)) if e - s == dims.iter().product::<usize>() as i64 => {
+                    Data::I32((s..e).map(|x| x as i32).collect())
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "arange({start}, {end}) for a value of shape {dims:?}"
+                    )))
+                }
             },
             Op::Unary(u, x) => ops::unary(*u, &val(*x)?.data, dtype).map_err(bad)?,
             Op::Binary(b, x, y) => {

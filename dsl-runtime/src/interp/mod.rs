@@ -62,6 +62,9 @@
 //! - Atomics (`add`, `max`, `min`) apply lane by lane in row-major order: f32 add is a
 //!   sequential f32 sum (the GPU's order differs, so f32 results may differ in the last
 //!   bits), i32 add wraps, f32 max/min ignore NaN.
+//! - Buffers of every dtype can be loaded and stored: f32/bf16/f16 (IEEE little-endian),
+//!   i32, and bool (one byte, nonzero reads as true, stores write 0/1).
+//! - An out-of-bounds error names the first offending lane in row-major order.
 //! - Pointer arguments whose buffer dtype differs from the parameter's pointee dtype, whose
 //!   range does not fit in the buffer, or whose buffer does not exist are rejected before
 //!   any program runs; so are argument lists that do not match
@@ -82,7 +85,11 @@
 //! environment; a value of a loop body is recomputed on every iteration.
 //!
 //! # Errors
-//! Every kernel or argument mistake is an [`InterpError`], never a panic. Out-of-bounds
+//! Every kernel or argument mistake is an [`InterpError`] (with an [`ErrorKind`]), never a
+//! panic; so is IR the builder never produces (undefined values, types that disagree with
+//! what the ops compute, tiles over [`dsl_ir::spec::MAX_TILE_ELEMS`]). Programs that ran
+//! before the failing one keep their effects; the failing program's earlier statements
+//! keep theirs too (as a faulting GPU kernel would). Out-of-bounds
 //! errors read e.g. `kernel rmsnorm: load out of bounds at line 7 (load(x + row * n_cols +
 //! cols, mask, 0.0)): element 4100 of a 4099-element buffer `x`, program (3, 0, 0)`.
 mod exec;
@@ -198,7 +205,27 @@ pub fn run(
     opts: &InterpOptions,
 ) -> Result<(), InterpError> {
     let it = Interpreter::new(kernel, args, mem)?;
-    for pid in program_order(kernel, grid, opts.order)? {
+    if let ProgramOrder::Shuffled(_) = opts.order {
+        for pid in program_order(kernel, grid, opts.order)? {
+            it.run_program(pid, grid, mem)?;
+        }
+        return Ok(());
+    }
+    // Row-major (or reversed) without materialising the list: grids can be large.
+    check_grid(kernel, grid)?;
+    let total = grid.iter().map(|&g| g as u64).product::<u64>();
+    let (g0, g1) = (grid[0] as u64, grid[1] as u64);
+    for i in 0..total {
+        let i = if opts.order == ProgramOrder::Reversed {
+            total - 1 - i
+        } else {
+            i
+        };
+        let pid = [
+            (i % g0) as u32,
+            ((i / g0) % g1) as u32,
+            (i / (g0 * g1)) as u32,
+        ];
         it.run_program(pid, grid, mem)?;
     }
     Ok(())
@@ -221,15 +248,7 @@ pub fn program_order(
     grid: [u32; 3],
     order: ProgramOrder,
 ) -> Result<Vec<[u32; 3]>, InterpError> {
-    if grid.contains(&0) {
-        return Err(InterpError {
-            kind: ErrorKind::Args,
-            kernel: kernel.name.clone(),
-            program: None,
-            line: None,
-            message: format!("empty grid ({}, {}, {})", grid[0], grid[1], grid[2]),
-        });
-    }
+    check_grid(kernel, grid)?;
     let mut pids = Vec::with_capacity(grid.iter().map(|&g| g as usize).product());
     for z in 0..grid[2] {
         for y in 0..grid[1] {
@@ -250,6 +269,19 @@ pub fn program_order(
         }
     }
     Ok(pids)
+}
+
+fn check_grid(kernel: &Kernel, grid: [u32; 3]) -> Result<(), InterpError> {
+    if grid.contains(&0) {
+        return Err(InterpError {
+            kind: ErrorKind::Args,
+            kernel: kernel.name.clone(),
+            program: None,
+            line: None,
+            message: format!("empty grid ({}, {}, {})", grid[0], grid[1], grid[2]),
+        });
+    }
+    Ok(())
 }
 
 /// The splitmix64 generator: one step.

@@ -118,8 +118,8 @@ pub fn binary(op: BinOp, a: &Data, b: &Data, out: DType) -> Result<Data, String>
         }),
         (Data::Ptr { arg, offs }, Data::I32(d)) => {
             let offs = match op {
-                Add => map2(offs, d, |p, d| p + d as i64),
-                Sub => map2(offs, d, |p, d| p - d as i64),
+                Add => map2(offs, d, |p, d| p.wrapping_add(d as i64)),
+                Sub => map2(offs, d, |p, d| p.wrapping_sub(d as i64)),
                 _ => return Err(format!("`{}` of a pointer", op.symbol())),
             };
             Data::Ptr { arg: *arg, offs }

@@ -79,13 +79,28 @@ pub fn round_vec(d: DType, v: &mut [f32]) {
     }
 }
 
-/// Rounds an f64 straight to `d` (one rounding, no detour through f32 for bf16/f16).
+/// Rounds an f64 straight to `d`, to nearest even, as one rounding: for bf16/f16 the f64
+/// is first rounded to f32 *to odd*, which cannot create a false tie (f32 has more than
+/// two bits beyond bf16's and f16's precision), then to `d` to nearest even. (`half`'s
+/// `from_f64` goes through a plain f32 rounding and so can double-round.)
 pub fn round_f64(d: DType, x: f64) -> f32 {
     match d {
-        DType::BF16 => bf16::from_f64(x).to_f32(),
-        DType::F16 => f16::from_f64(x).to_f32(),
+        DType::BF16 | DType::F16 => round1(d, f64_to_f32_odd(x)),
         _ => x as f32,
     }
+}
+
+/// f64 → f32 rounding to odd: truncate toward zero, and set the last bit if inexact.
+fn f64_to_f32_odd(x: f64) -> f32 {
+    let t = x as f32;
+    if x.is_nan() || t as f64 == x {
+        return t;
+    }
+    let mut bits = t.to_bits();
+    if (t as f64).abs() > x.abs() {
+        bits -= 1; // one ulp toward zero (also turns ±inf into ±f32::MAX)
+    }
+    f32::from_bits(bits | 1)
 }
 
 /// For each element of the output shape, the index of the source element it repeats
@@ -214,5 +229,20 @@ mod tests {
         assert_eq!(round1(DType::BF16, 1.0 + 3.0 / 256.0), 1.0 + 4.0 / 256.0);
         assert_eq!(round1(DType::F32, 0.1), 0.1);
         assert_eq!(round1(DType::F16, 70000.0), f32::INFINITY);
+    }
+
+    #[test]
+    fn f64_rounds_once() {
+        // 2^24 + 2^16 + 1: f32 rounds it onto the bf16 midpoint 2^24 + 2^16 (then ties go
+        // down to 2^24), but it lies above the midpoint, so bf16 rounds it up.
+        assert_eq!(round_f64(DType::BF16, 16_842_753.0), 16_908_288.0);
+        assert_eq!(round_f64(DType::BF16, 16_842_752.0), 16_777_216.0);
+        assert_eq!(round_f64(DType::BF16, 0.1), bf16::from_f32(0.1).to_f32());
+        assert_eq!(round_f64(DType::F16, 2049.0), 2048.0);
+        assert_eq!(round_f64(DType::F16, 2051.0), 2052.0);
+        assert_eq!(round_f64(DType::BF16, -1e300), f32::NEG_INFINITY);
+        assert_eq!(round_f64(DType::F16, 1e-300), 0.0);
+        assert!(round_f64(DType::BF16, f64::NAN).is_nan());
+        assert_eq!(round_f64(DType::F16, f64::INFINITY), f32::INFINITY);
     }
 }

@@ -1,0 +1,1904 @@
+//! Statement-by-statement lowering of a specialised tile kernel to CUDA C.
+//!
+//! Every tile value lives in one of three forms:
+//! - registers: a per-thread array `T name[SLOTS]` in the layout of its shape
+//!   (see `layout.rs`), filled by a fully unrolled `for (s ...)` loop;
+//! - shared memory ("staged"): written at its logical index so threads of another layout
+//!   can read it (broadcasts of loaded values, reduction results);
+//! - virtual: pure index arithmetic (aranges, parameters, program ids and elementwise ops
+//!   of these), recomputed wherever a reader needs it instead of being moved.
+//! Scalars are uniform: every thread holds the same value in an ordinary C variable.
+use super::analysis::{self, Facts};
+use super::layout::{self, Layout};
+use super::EmitOptions;
+use dsl_ir::*;
+use std::collections::{BTreeMap, HashSet};
+
+type R<T> = Result<T, String>;
+
+/// How a reader asks for a tile value: at a slot of a layout (the common case, registers
+/// when the value lives in that layout), or at a logical index given as C expressions.
+#[derive(Clone)]
+enum At {
+    Slot { lay: usize, s: String },
+    Idx(Vec<String>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Section {
+    Prologue,
+    Load,
+    Math,
+    Epilogue,
+}
+
+impl Section {
+    fn name(self) -> &'static str {
+        match self {
+            Section::Prologue => "prologue",
+            Section::Load => "load",
+            Section::Math => "math",
+            Section::Epilogue => "epilogue",
+        }
+    }
+}
+
+struct Region {
+    name: String,
+    cty: String,
+    count: usize,
+    offset: usize,
+    what: String,
+}
+
+pub(crate) struct Emitter<'a> {
+    k: &'a Kernel,
+    pub threads: usize,
+    warps: usize,
+    vec: usize,
+    f: Facts,
+    pub layouts: Vec<Layout>,
+    shape_layout: BTreeMap<Vec<usize>, usize>,
+    names: Vec<String>,
+    /// A name for an unnamed value from the exact cast that consumes it (`x` for
+    /// `let x = load(..).to(f32)`): the cast is then the same registers.
+    hint: Vec<String>,
+    /// Values read by a broadcast/expand_dims (a chain of views is staged at its root).
+    used_by_view: Vec<bool>,
+    var_names: Vec<String>,
+    param_names: Vec<String>,
+    regs: Vec<bool>,
+    staged: Vec<Option<String>>,
+    taken: HashSet<String>,
+    out: String,
+    indent: usize,
+    regions: Vec<Region>,
+    pub smem_top: usize,
+    loop_depth: usize,
+    last_line: u32,
+    pending_comment: Option<(u32, String)>,
+    section: Option<Section>,
+    pending_section: Option<Section>,
+    cur_src: Src,
+}
+
+const RESERVED: &[&str] = &[
+    // C/C++ keywords and names that matter to CUDA.
+    "auto",
+    "bool",
+    "break",
+    "case",
+    "char",
+    "const",
+    "constexpr",
+    "continue",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "new",
+    "nullptr",
+    "operator",
+    "private",
+    "public",
+    "register",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "template",
+    "this",
+    "true",
+    "typedef",
+    "typename",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "class",
+    "namespace",
+    "using",
+    "asm",
+    "friend",
+    "virtual",
+    "mutable",
+    "explicit",
+    "export",
+    "not",
+    "and",
+    "or",
+    "xor",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "warpSize",
+    "min",
+    "max",
+    "abs",
+    "bf16_t",
+    "f16_t",
+    "uint4",
+    "uint2",
+    "float4",
+    "int4",
+    // Names the generated code itself uses.
+    "tid",
+    "lane",
+    "warp",
+    "smem",
+    "s",
+    "a",
+    "o",
+    "w",
+    "q",
+    "e",
+    "xor_off",
+    "acc",
+    "r",
+    "r_i",
+    "g",
+    "j",
+    "c",
+    "acc_i",
+    "full",
+    "raw",
+    "pid0",
+    "pid1",
+    "pid2",
+    "npid0",
+    "npid1",
+    "npid2",
+];
+
+impl<'a> Emitter<'a> {
+    pub fn new(k: &'a Kernel, opts: &'a EmitOptions) -> R<Emitter<'a>> {
+        let warps = opts.num_warps as usize;
+        if !(1..=32).contains(&warps) || !warps.is_power_of_two() {
+            return Err(format!(
+                "kernel `{}`: num_warps must be a power of two in 1..=32, got {warps}",
+                k.name
+            ));
+        }
+        let n = k.values.len();
+        let mut e = Emitter {
+            k,
+            threads: 32 * warps,
+            warps,
+            vec: analysis::preferred_vec(k),
+            f: analysis::analyse(k, &opts.divisible16),
+            layouts: vec![],
+            shape_layout: BTreeMap::new(),
+            names: vec![String::new(); n],
+            hint: vec![String::new(); n],
+            used_by_view: vec![false; n],
+            var_names: vec![],
+            param_names: vec![],
+            regs: vec![false; n],
+            staged: vec![None; n],
+            taken: RESERVED.iter().map(|s| s.to_string()).collect(),
+            out: String::new(),
+            indent: 1,
+            regions: vec![],
+            smem_top: 0,
+            loop_depth: 0,
+            last_line: 0,
+            pending_comment: None,
+            section: None,
+            pending_section: None,
+            cur_src: Src::default(),
+        };
+        walk(&k.body, &mut |s| {
+            if let Stmt::Let {
+                op: Op::ExpandDims(x, _) | Op::Broadcast(x),
+                ..
+            } = s
+            {
+                e.used_by_view[x.0 as usize] = true;
+            }
+            if let Stmt::Let {
+                id,
+                op: Op::Cast(x),
+                src,
+            } = s
+            {
+                if exact_cast(k, *id, *x) && !src.name.is_empty() {
+                    e.hint[x.0 as usize] = src.name.clone();
+                }
+            }
+        });
+        for p in &k.params {
+            let n = e.fresh(&p.name);
+            e.param_names.push(n);
+        }
+        for v in &k.vars {
+            let n = e.fresh(&v.name);
+            e.var_names.push(n);
+        }
+        Ok(e)
+    }
+
+    // ---- names and text -------------------------------------------------------------------
+
+    /// A valid, unused C identifier from a source name (`x`, then `x_1`, `x_2`...).
+    fn fresh(&mut self, base: &str) -> String {
+        let mut b: String = base
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if b.is_empty() || b.starts_with(|c: char| c.is_ascii_digit()) {
+            b.insert(0, 'v');
+        }
+        // Reserved for the generated code: layout helpers `L3_j` and the prelude's `tsr_`.
+        if b.starts_with("tsr_")
+            || b.starts_with("__")
+            || (b.starts_with('L') && b[1..].starts_with(|c: char| c.is_ascii_digit()))
+        {
+            b.insert(0, 'u');
+        }
+        let mut name = b.clone();
+        let mut i = 1;
+        while self.taken.contains(&name) {
+            name = format!("{b}_{i}");
+            i += 1;
+        }
+        self.taken.insert(name.clone());
+        name
+    }
+
+    fn value_name(&mut self, id: ValueId, src: &Src) -> String {
+        let i = id.0 as usize;
+        let n = if !src.name.is_empty() {
+            src.name.clone()
+        } else if !self.hint[i].is_empty() {
+            self.hint[i].clone()
+        } else {
+            format!("v{}", id.0)
+        };
+        let n = self.fresh(&n);
+        self.names[id.0 as usize] = n.clone();
+        n
+    }
+
+    fn line(&mut self, s: impl AsRef<str>) {
+        if let Some(sec) = self.pending_section.take() {
+            if self.section != Some(sec) {
+                self.out.push('\n');
+                self.push_raw(&format!("// ---- {} ----", sec.name()));
+                self.section = Some(sec);
+            }
+        }
+        if let Some((l, text)) = self.pending_comment.take() {
+            self.push_raw(&format!("// line {l}: {text}"));
+            self.last_line = l;
+        }
+        self.push_raw(s.as_ref());
+    }
+
+    fn push_raw(&mut self, s: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn open(&mut self, s: impl AsRef<str>) {
+        self.line(s);
+        self.indent += 1;
+    }
+    fn close(&mut self, s: &str) {
+        self.indent -= 1;
+        self.line(s);
+    }
+    /// `#pragma unroll` + a loop over a layout's slots (constant trip count).
+    fn open_slots(&mut self, lay: usize, var: &str) {
+        let n = self.layouts[lay].slots();
+        self.line("#pragma unroll");
+        self.open(format!("for (int {var} = 0; {var} < {n}; ++{var}) {{"));
+    }
+
+    fn err(&self, msg: impl AsRef<str>) -> String {
+        let s = &self.cur_src;
+        if s.line != 0 {
+            format!(
+                "kernel `{}`, line {} (`{}`): {}",
+                self.k.name,
+                s.line,
+                s.text,
+                msg.as_ref()
+            )
+        } else {
+            format!("kernel `{}`: {}", self.k.name, msg.as_ref())
+        }
+    }
+
+    // ---- layouts and shared memory -------------------------------------------------------
+
+    fn layout_of(&mut self, dims: &[usize]) -> R<usize> {
+        if let Some(&l) = self.shape_layout.get(dims) {
+            return Ok(l);
+        }
+        if dims.len() > 2 {
+            return Err(self.err("tiles of rank > 2 are not supported"));
+        }
+        let l = Layout::new(dims, self.threads, self.vec);
+        if l.slots() > 1024 {
+            return Err(self.err(format!(
+                "tile {dims:?} needs {} registers per thread with {} threads: use more warps or a smaller tile",
+                l.slots(),
+                self.threads
+            )));
+        }
+        self.layouts.push(l);
+        let id = self.layouts.len() - 1;
+        self.taken.insert(format!("L{id}_i"));
+        self.shape_layout.insert(dims.to_vec(), id);
+        Ok(id)
+    }
+
+    fn lay_of_value(&mut self, v: ValueId) -> R<usize> {
+        let d = self.k.ty(v).dims();
+        self.layout_of(&d)
+    }
+
+    fn idx_exprs(&self, lay: usize, s: &str) -> Vec<String> {
+        if self.layouts[lay].rank() == 1 {
+            vec![format!("L{lay}_j({s})")]
+        } else {
+            vec![format!("L{lay}_i({s})"), format!("L{lay}_j({s})")]
+        }
+    }
+
+    fn valid(&self, lay: usize, s: &str) -> Option<String> {
+        self.layouts[lay]
+            .valid_expr(&format!("L{lay}"), s)
+            .map(|_| format!("L{lay}_ok({s})"))
+    }
+
+    /// Reserves a shared-memory array of `count` elements of C type `cty`.
+    fn region(&mut self, base: &str, cty: &str, count: usize, what: String) -> R<String> {
+        let size = match cty {
+            "bool" => 1,
+            c if c.ends_with('*') => 8,
+            _ => 4,
+        };
+        let offset = self.smem_top.div_ceil(16) * 16;
+        self.smem_top = offset + count * size;
+        if self.smem_top > 48 * 1024 {
+            return Err(self.err(format!(
+                "needs {} bytes of shared memory (limit 48 KiB)",
+                self.smem_top
+            )));
+        }
+        let name = self.fresh(base);
+        self.regions.push(Region {
+            name: name.clone(),
+            cty: cty.to_string(),
+            count,
+            offset,
+            what,
+        });
+        Ok(name)
+    }
+
+    /// Before a shared-memory region is rewritten in a loop, all threads must be done
+    /// reading what the previous iteration put there.
+    fn sync_before_reuse(&mut self) {
+        if self.loop_depth > 0 {
+            self.line("__syncthreads();  // previous iteration's readers are done with it");
+        }
+    }
+
+    // ---- reading values ------------------------------------------------------------------
+
+    fn recomputable(&self, v: ValueId) -> bool {
+        let i = v.0 as usize;
+        if self.k.ty(v).is_scalar() || self.staged[i].is_some() {
+            return true;
+        }
+        match &self.f.defs[i] {
+            Some(Op::Arange { .. }) => true,
+            Some(Op::Unary(_, x) | Op::Cast(x) | Op::ExpandDims(x, _) | Op::Broadcast(x)) => {
+                self.recomputable(*x)
+            }
+            Some(Op::Binary(_, x, y)) => self.recomputable(*x) && self.recomputable(*y),
+            Some(Op::Where(c, x, y)) => {
+                self.recomputable(*c) && self.recomputable(*x) && self.recomputable(*y)
+            }
+            _ => false,
+        }
+    }
+
+    /// A C expression for value `v` where a reader needs it.
+    fn access(&self, v: ValueId, at: &At) -> R<String> {
+        let i = v.0 as usize;
+        let t = self.k.ty(v);
+        if t.is_scalar() {
+            return Ok(self.names[i].clone());
+        }
+        let dims = t.dims();
+        if let At::Slot { lay, s } = at {
+            if self.regs[i] && self.shape_layout.get(&dims) == Some(lay) {
+                return Ok(format!("{}[{s}]", self.names[i]));
+            }
+        }
+        let idx = match at {
+            At::Slot { lay, s } => self.idx_exprs(*lay, s),
+            At::Idx(x) => x.clone(),
+        };
+        if let Some(buf) = &self.staged[i] {
+            return Ok(format!("{buf}[{}]", linear(&dims, &idx)));
+        }
+        match &self.f.defs[i] {
+            Some(Op::Arange { start, .. }) => {
+                let st = start.as_lit().unwrap_or(0);
+                let j = strip(idx.last().unwrap());
+                Ok(if st == 0 { j } else { format!("({st} + {j})") })
+            }
+            Some(Op::ExpandDims(x, axis)) => {
+                if self.k.ty(*x).is_scalar() {
+                    return Ok(self.names[x.0 as usize].clone());
+                }
+                let mut sub = idx.clone();
+                sub.remove(*axis as usize);
+                self.access(*x, &At::Idx(sub))
+            }
+            Some(Op::Broadcast(x)) => {
+                let tx = self.k.ty(*x);
+                if tx.is_scalar() {
+                    return Ok(self.names[x.0 as usize].clone());
+                }
+                let sub: Vec<String> = tx
+                    .dims()
+                    .iter()
+                    .zip(&dims)
+                    .zip(&idx)
+                    .map(|((&dx, &dv), e)| {
+                        if dx == 1 && dv != 1 {
+                            "0".to_string()
+                        } else {
+                            e.clone()
+                        }
+                    })
+                    .collect();
+                self.access(*x, &At::Idx(sub))
+            }
+            Some(op @ (Op::Unary(..) | Op::Binary(..) | Op::Where(..) | Op::Cast(..))) => {
+                let at = match at {
+                    At::Slot { .. } => at.clone(),
+                    At::Idx(_) => At::Idx(idx),
+                };
+                self.op_expr(v, op, &at)
+            }
+            _ => Err(self.err(format!(
+                "internal: value %{} is not available in this layout",
+                v.0
+            ))),
+        }
+    }
+
+    /// The C expression of an elementwise op, operands read at `at`.
+    fn op_expr(&self, id: ValueId, op: &Op, at: &At) -> R<String> {
+        let ty = self.k.ty(id);
+        Ok(match op {
+            Op::Unary(u, x) => {
+                let d = num(self.k.ty(*x).elem);
+                unary_c(*u, d, &self.access(*x, at)?)
+            }
+            Op::Binary(b, x, y) => {
+                let (a, c) = (self.access(*x, at)?, self.access(*y, at)?);
+                match self.k.ty(*x).elem {
+                    Elem::Ptr(_) => {
+                        format!("({a} {} {c})", if *b == BinOp::Sub { "-" } else { "+" })
+                    }
+                    Elem::Num(d) => binary_c(*b, d, &a, &c),
+                }
+            }
+            Op::Where(c, x, y) => {
+                format!(
+                    "({} ? {} : {})",
+                    self.access(*c, at)?,
+                    self.access(*x, at)?,
+                    self.access(*y, at)?
+                )
+            }
+            Op::Cast(x) => cast_c(num(self.k.ty(*x).elem), num(ty.elem), &self.access(*x, at)?),
+            _ => return Err(self.err("internal: not an elementwise op")),
+        })
+    }
+
+    // ---- statements ----------------------------------------------------------------------
+
+    pub fn body(&mut self, body: &[Stmt]) -> R<()> {
+        for s in body {
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    fn note_src(&mut self, src: &Src) {
+        self.cur_src = src.clone();
+        if src.line != 0 && src.line != self.last_line {
+            let text = self
+                .f
+                .line_text
+                .get(&src.line)
+                .cloned()
+                .unwrap_or_else(|| src.text.clone());
+            self.pending_comment = Some((src.line, text));
+        }
+    }
+
+    fn section_of(&self, s: &Stmt) -> Option<Section> {
+        match s {
+            Stmt::Let { id, op, .. } => {
+                let is_load =
+                    |v: &ValueId| matches!(self.f.defs[v.0 as usize], Some(Op::Load { .. }));
+                match op {
+                    Op::Load { .. } => Some(Section::Load),
+                    Op::Cast(x) if is_load(x) => Some(Section::Load),
+                    _ if self.f.pure[id.0 as usize] => {
+                        if self.section.is_none() {
+                            Some(Section::Prologue)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => Some(Section::Math),
+                }
+            }
+            Stmt::DeclVar { .. } | Stmt::Assign { .. } => Some(Section::Math),
+            Stmt::Store { .. } | Stmt::Atomic { .. } => Some(Section::Epilogue),
+            Stmt::For { .. } | Stmt::If { .. } => None,
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> R<()> {
+        let src = match s {
+            Stmt::Let { src, .. }
+            | Stmt::DeclVar { src, .. }
+            | Stmt::Assign { src, .. }
+            | Stmt::Store { src, .. }
+            | Stmt::Atomic { src, .. }
+            | Stmt::For { src, .. }
+            | Stmt::If { src, .. } => src,
+        };
+        self.note_src(src);
+        if let Some(sec) = self.section_of(s) {
+            self.pending_section = Some(sec);
+        }
+        match s {
+            Stmt::Let { id, op, src } => self.let_(*id, op, src),
+            Stmt::DeclVar { var, init, .. } => {
+                let name = self.var_names[var.0 as usize].clone();
+                let ty = self.k.var_ty(*var).clone();
+                let cty = reg_ty(ty.elem);
+                if ty.is_scalar() {
+                    let e = self.access(*init, &At::Idx(vec![]))?;
+                    self.line(format!("{cty} {name} = {};", strip(&e)));
+                } else {
+                    let lay = self.layout_of(&ty.dims())?;
+                    self.line(format!("{cty} {name}[{}];", self.layouts[lay].slots()));
+                    self.fill(lay, &name, *init)?;
+                }
+                Ok(())
+            }
+            Stmt::Assign { var, value, .. } => {
+                let name = self.var_names[var.0 as usize].clone();
+                let ty = self.k.var_ty(*var).clone();
+                if ty.is_scalar() {
+                    let e = self.access(*value, &At::Idx(vec![]))?;
+                    self.line(format!("{name} = {};", strip(&e)));
+                } else {
+                    let lay = self.layout_of(&ty.dims())?;
+                    self.fill(lay, &name, *value)?;
+                }
+                Ok(())
+            }
+            Stmt::Store {
+                ptr, value, mask, ..
+            } => self.store(*ptr, *value, *mask, None),
+            Stmt::Atomic {
+                op,
+                ptr,
+                value,
+                mask,
+                ..
+            } => self.store(*ptr, *value, *mask, Some(*op)),
+            Stmt::For {
+                iv,
+                start,
+                end,
+                step,
+                body,
+                src,
+            } => {
+                let name = self.value_name(*iv, src);
+                let (a, b, c) = (
+                    self.access(*start, &At::Idx(vec![]))?,
+                    self.access(*end, &At::Idx(vec![]))?,
+                    self.access(*step, &At::Idx(vec![]))?,
+                );
+                self.open(format!(
+                    "for (int {name} = {}; {name} < {}; {name} += {}) {{",
+                    strip(&a),
+                    strip(&b),
+                    strip(&c)
+                ));
+                self.loop_depth += 1;
+                self.body(body)?;
+                self.loop_depth -= 1;
+                self.close("}");
+                Ok(())
+            }
+            Stmt::If {
+                cond, then, els, ..
+            } => {
+                let c = self.access(*cond, &At::Idx(vec![]))?;
+                self.open(format!("if ({}) {{", strip(&c)));
+                self.body(then)?;
+                if !els.is_empty() {
+                    self.indent -= 1;
+                    self.line("} else {");
+                    self.indent += 1;
+                    self.body(els)?;
+                }
+                self.close("}");
+                Ok(())
+            }
+        }
+    }
+
+    /// `dst[s] = value` over a layout's slots.
+    fn fill(&mut self, lay: usize, dst: &str, value: ValueId) -> R<()> {
+        let e = self.access(value, &At::Slot { lay, s: "s".into() })?;
+        self.open_slots(lay, "s");
+        self.line(format!("{dst}[s] = {};", strip(&e)));
+        self.close("}");
+        Ok(())
+    }
+
+    fn let_(&mut self, id: ValueId, op: &Op, src: &Src) -> R<()> {
+        let i = id.0 as usize;
+        let ty = self.k.ty(id).clone();
+        match op {
+            Op::Param(p) => {
+                self.names[i] = self.param_names[*p].clone();
+                Ok(())
+            }
+            Op::Lit(l) => {
+                let text = lit_c(*l, num(ty.elem));
+                if src.name.is_empty() {
+                    self.names[i] = text;
+                } else {
+                    let n = self.value_name(id, src);
+                    self.line(format!("{} = {text};", const_decl(ty.elem, &n)));
+                }
+                Ok(())
+            }
+            Op::Const(c) => match c.as_lit() {
+                Some(v) => self.let_(
+                    id,
+                    &Op::Lit(if num(ty.elem) == DType::Bool {
+                        Lit::Bool(v != 0)
+                    } else {
+                        Lit::Int(v)
+                    }),
+                    src,
+                ),
+                None => Err(self.err("the kernel is not specialised (unbound constexpr)")),
+            },
+            Op::ProgramId(a) | Op::NumPrograms(a) => {
+                let n = self.value_name(id, src);
+                let what = if matches!(op, Op::ProgramId(_)) {
+                    "pid"
+                } else {
+                    "npid"
+                };
+                self.line(format!("const int {n} = {what}{a};"));
+                Ok(())
+            }
+            Op::Load { ptr, mask, other } => self.load(id, *ptr, *mask, *other, src),
+            Op::Reduce { op, x, axis } => self.reduce(id, *op, *x, *axis as usize, src),
+            Op::ReadVar(var) => {
+                let n = self.value_name(id, src);
+                let vn = self.var_names[var.0 as usize].clone();
+                let cty = reg_ty(ty.elem);
+                if ty.is_scalar() {
+                    self.line(format!("{} = {vn};", const_decl(ty.elem, &n)));
+                } else {
+                    let lay = self.layout_of(&ty.dims())?;
+                    self.line(format!("{cty} {n}[{}];", self.layouts[lay].slots()));
+                    self.open_slots(lay, "s");
+                    self.line(format!("{n}[s] = {vn}[s];"));
+                    self.close("}");
+                    self.regs[i] = true;
+                }
+                Ok(())
+            }
+            Op::ExpandDims(x, _) | Op::Broadcast(x) => {
+                if ty.is_scalar() {
+                    // Broadcast of a scalar to a scalar (no-op).
+                    self.names[i] = self.names[x.0 as usize].clone();
+                    return Ok(());
+                }
+                self.view(id, *x, src)
+            }
+            Op::Cast(x)
+                if !ty.is_scalar() && exact_cast(self.k, id, *x) && self.regs[x.0 as usize] =>
+            {
+                // Same float registers: the cast is a new name for them, no code.
+                self.names[i] = self.names[x.0 as usize].clone();
+                self.regs[i] = true;
+                Ok(())
+            }
+            Op::Cast(x)
+                if ty.is_scalar() && matches!(self.f.defs[x.0 as usize], Some(Op::Lit(_))) =>
+            {
+                // A literal converted to another dtype is a literal of that dtype.
+                let Some(Op::Lit(l)) = self.f.defs[x.0 as usize] else {
+                    unreachable!()
+                };
+                let text = lit_c(l, num(ty.elem));
+                if src.name.is_empty() {
+                    self.names[i] = text;
+                } else {
+                    let n = self.value_name(id, src);
+                    self.line(format!("{} = {text};", const_decl(ty.elem, &n)));
+                }
+                Ok(())
+            }
+            Op::Arange { .. } | Op::Unary(..) | Op::Binary(..) | Op::Where(..) | Op::Cast(..) => {
+                if ty.is_scalar() {
+                    let e = self.op_expr(id, op, &At::Idx(vec![]))?;
+                    let n = self.value_name(id, src);
+                    self.line(format!("{} = {};", const_decl(ty.elem, &n), strip(&e)));
+                    return Ok(());
+                }
+                let lay = self.lay_of_value(id)?;
+                if !self.f.needs_regs[i] {
+                    return Ok(()); // recomputed by its readers
+                }
+                let n = self.value_name(id, src);
+                let e = match op {
+                    Op::Arange { .. } => self.access(id, &At::Slot { lay, s: "s".into() })?,
+                    _ => self.op_expr(id, op, &At::Slot { lay, s: "s".into() })?,
+                };
+                self.line(format!(
+                    "{} {n}[{}];",
+                    reg_ty(ty.elem),
+                    self.layouts[lay].slots()
+                ));
+                self.open_slots(lay, "s");
+                self.line(format!("{n}[s] = {};", strip(&e)));
+                self.close("}");
+                self.regs[i] = true;
+                Ok(())
+            }
+        }
+    }
+
+    /// A broadcast or expand_dims of a tile: recomputed, a register copy when every
+    /// thread already holds what it needs, or else staged through shared memory.
+    fn view(&mut self, id: ValueId, x: ValueId, src: &Src) -> R<()> {
+        if self.k.ty(x).is_scalar() || self.recomputable(x) {
+            return Ok(());
+        }
+        let (dl, sl) = (self.lay_of_value(id)?, self.lay_of_value(x)?);
+        let (vd, xd) = (self.k.ty(id).dims(), self.k.ty(x).dims());
+        let map = |i: usize, j: usize| -> (usize, usize) {
+            // Destination (row, col) to source (row, col); 1-D values use row 0.
+            let full: Vec<usize> = if vd.len() == 1 { vec![j] } else { vec![i, j] };
+            let src_idx: Vec<usize> = if xd.len() < vd.len() {
+                // expand_dims: drop the inserted axis (the one of size 1 the source lacks).
+                let ax = (0..vd.len())
+                    .find(|&a| vd[a] == 1 && (a >= xd.len() || xd[a] != 1))
+                    .unwrap_or(0);
+                full.iter()
+                    .enumerate()
+                    .filter(|(a, _)| *a != ax)
+                    .map(|(_, &v)| v)
+                    .collect()
+            } else {
+                full.iter()
+                    .zip(&xd)
+                    .map(|(&v, &d)| if d == 1 { 0 } else { v })
+                    .collect()
+            };
+            if src_idx.len() == 1 {
+                (0, src_idx[0])
+            } else {
+                (src_idx[0], src_idx[1])
+            }
+        };
+        // expand_dims: the inserted axis is known from the op; recompute the map from it.
+        let map: Box<dyn Fn(usize, usize) -> (usize, usize)> = match &self.f.defs[id.0 as usize] {
+            Some(Op::ExpandDims(_, ax)) => {
+                let ax = *ax as usize;
+                let vd = vd.clone();
+                Box::new(move |i, j| {
+                    let full: Vec<usize> = if vd.len() == 1 { vec![j] } else { vec![i, j] };
+                    let s: Vec<usize> = full
+                        .iter()
+                        .enumerate()
+                        .filter(|(a, _)| *a != ax)
+                        .map(|(_, &v)| v)
+                        .collect();
+                    if s.len() == 1 {
+                        (0, s[0])
+                    } else {
+                        (s[0], s[1])
+                    }
+                })
+            }
+            _ => Box::new(map),
+        };
+        let cty = reg_ty(self.k.ty(id).elem);
+        if self.used_by_view[id.0 as usize] {
+            // Another view follows (`x[None, :]` then a broadcast): stage the source once.
+            return self.stage(x);
+        }
+        if let Some(slots) = layout::register_view(&self.layouts[dl], &self.layouts[sl], &*map) {
+            let n = self.value_name(id, src);
+            let xn = self.names[x.0 as usize].clone();
+            self.line(format!(
+                "{cty} {n}[{}];  // same threads own these elements: a register copy",
+                slots.len()
+            ));
+            if slots
+                .iter()
+                .enumerate()
+                .all(|(s, m)| m.is_none_or(|m| m == s))
+                && slots.len() == self.layouts[sl].slots()
+            {
+                self.open_slots(dl, "s");
+                self.line(format!("{n}[s] = {xn}[s];"));
+                self.close("}");
+            } else {
+                for (s, m) in slots.iter().enumerate() {
+                    match m {
+                        Some(m) => self.line(format!("{n}[{s}] = {xn}[{m}];")),
+                        None => self.line(format!("{n}[{s}] = {};", zero_c(self.k.ty(id).elem))),
+                    }
+                }
+            }
+            self.regs[id.0 as usize] = true;
+            return Ok(());
+        }
+        self.stage(x)
+    }
+
+    /// Writes a register tile to shared memory at its logical indices, so that any thread
+    /// can read any element (after the barrier).
+    fn stage(&mut self, x: ValueId) -> R<()> {
+        let i = x.0 as usize;
+        if !self.regs[i] {
+            return Err(self.err(format!(
+                "internal: cannot stage %{}, it has no registers",
+                x.0
+            )));
+        }
+        let ty = self.k.ty(x).clone();
+        let dims = ty.dims();
+        let lay = self.lay_of_value(x)?;
+        let xn = self.names[i].clone();
+        let cty = reg_ty(ty.elem);
+        let buf = self.region(
+            &format!("{xn}_smem"),
+            &cty,
+            dims.iter().product(),
+            format!("`{xn}` ({ty}) for threads of another layout"),
+        )?;
+        self.line(format!(
+            "// `{xn}` is needed by threads that do not hold it: through shared memory"
+        ));
+        self.sync_before_reuse();
+        let idx = self.idx_exprs(lay, "s");
+        let ok = self.valid(lay, "s");
+        self.open_slots(lay, "s");
+        let st = format!("{buf}[{}] = {xn}[s];", strip(&linear(&dims, &idx)));
+        match ok {
+            Some(c) => self.line(format!("if ({c}) {st}")),
+            None => self.line(st),
+        }
+        self.close("}");
+        self.line("__syncthreads();");
+        self.staged[i] = Some(buf);
+        Ok(())
+    }
+
+    // ---- memory --------------------------------------------------------------------------
+
+    /// Bytes per vector access when `ptr`'s chunks are provably contiguous and aligned.
+    fn vector_bytes(&self, ptr: ValueId, lay: usize, d: DType) -> Option<usize> {
+        let a = self.f.aff[ptr.0 as usize];
+        if a.stride != Some(1) || d == DType::Bool {
+            return None;
+        }
+        let sz = d.size_bytes();
+        let vb = (self.layouts[lay].vec * sz).min(16);
+        if vb < 8 || (a.div as usize * sz) % vb != 0 {
+            return None;
+        }
+        Some(vb)
+    }
+
+    fn load(
+        &mut self,
+        id: ValueId,
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+        src: &Src,
+    ) -> R<()> {
+        let ty = self.k.ty(id).clone();
+        let d = num(ty.elem);
+        let cty = reg_ty(ty.elem);
+        if ty.is_scalar() {
+            let p = self.access(ptr, &At::Idx(vec![]))?;
+            let n = self.value_name(id, src);
+            let ld = load_c(d, &p);
+            let e = match mask {
+                Some(m) => {
+                    let o = match other {
+                        Some(o) => self.access(o, &At::Idx(vec![]))?,
+                        None => zero_c(ty.elem),
+                    };
+                    format!("{} ? {ld} : {o}", self.access(m, &At::Idx(vec![]))?)
+                }
+                None => ld,
+            };
+            self.line(format!("{} = {e};", const_decl(ty.elem, &n)));
+            return Ok(());
+        }
+        let lay = self.lay_of_value(id)?;
+        let n = self.value_name(id, src);
+        let k_slots = self.layouts[lay].slots();
+        let at = |s: &str| At::Slot {
+            lay,
+            s: s.to_string(),
+        };
+        // The scalar path: each slot loads when it is a real, unmasked element.
+        let cond = |me: &Self, s: &str| -> R<Option<String>> {
+            let mut c: Vec<String> = me.valid(lay, s).into_iter().collect();
+            if let Some(m) = mask {
+                c.push(me.access(m, &at(s))?);
+            }
+            Ok(if c.is_empty() {
+                None
+            } else {
+                Some(c.join(" && "))
+            })
+        };
+        let scalar_path = |me: &mut Self| -> R<()> {
+            let p = me.access(ptr, &at("s"))?;
+            let ld = load_c(d, &p);
+            let e = match cond(me, "s")? {
+                Some(c) => {
+                    let o = match other {
+                        Some(o) => me.access(o, &at("s"))?,
+                        None => zero_c(ty.elem),
+                    };
+                    format!("{c} ? {ld} : {}", strip(&o))
+                }
+                None => ld,
+            };
+            me.open_slots(lay, "s");
+            me.line(format!("{n}[s] = {e};"));
+            me.close("}");
+            Ok(())
+        };
+        self.line(format!("{cty} {n}[{k_slots}];"));
+        match self.vector_bytes(ptr, lay, d) {
+            Some(vb) => {
+                let epv = vb / d.size_bytes();
+                let vty = if vb == 16 { "uint4" } else { "uint2" };
+                let at_fn = match d {
+                    DType::BF16 => "tsr_bf16_at",
+                    DType::F16 => "tsr_f16_at",
+                    DType::F32 => "tsr_f32_at",
+                    _ => "tsr_i32_at",
+                };
+                self.open("{");
+                self.full_flag(lay, &cond(self, "s")?)?;
+                self.open(format!(
+                    "if (full) {{  // vector path: one load per {vb} bytes"
+                ));
+                let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+                self.line("#pragma unroll");
+                self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                self.line(format!("const {vty} raw = *(const {vty}*)({});", strip(&p)));
+                self.line("#pragma unroll");
+                self.line(format!(
+                    "for (int e = 0; e < {epv}; ++e) {n}[q * {epv} + e] = {at_fn}(raw, e);"
+                ));
+                self.close("}");
+                self.indent -= 1;
+                self.line("} else {  // some element is masked or padding: element by element");
+                self.indent += 1;
+                scalar_path(self)?;
+                self.close("}");
+                self.close("}");
+            }
+            None => scalar_path(self)?,
+        }
+        self.regs[id.0 as usize] = true;
+        Ok(())
+    }
+
+    /// `bool full`: every slot of this thread is a real element and unmasked.
+    fn full_flag(&mut self, lay: usize, cond: &Option<String>) -> R<()> {
+        match cond {
+            None => self.line("const bool full = true;"),
+            Some(c) => {
+                self.line("bool full = true;");
+                self.open_slots(lay, "s");
+                self.line(format!("full = full && {c};"));
+                self.close("}");
+            }
+        }
+        Ok(())
+    }
+
+    fn store(
+        &mut self,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        atomic: Option<AtomicOp>,
+    ) -> R<()> {
+        let pt = self.k.ty(ptr).clone();
+        let d = pt
+            .elem
+            .pointee()
+            .ok_or_else(|| self.err("store through a non-pointer"))?;
+        let write = |p: &str, v: &str| -> String {
+            match atomic {
+                None => store_c(d, p, v),
+                Some(op) => atomic_c(op, d, p, v),
+            }
+        };
+        if pt.is_scalar() {
+            // One thread writes: a scalar store (or atomic) happens once per program.
+            let p = self.access(ptr, &At::Idx(vec![]))?;
+            let v = self.access(value, &At::Idx(vec![]))?;
+            let c = match mask {
+                Some(m) => format!("tid == 0 && {}", self.access(m, &At::Idx(vec![]))?),
+                None => "tid == 0".into(),
+            };
+            self.line(format!("if ({c}) {}", write(strip(&p).as_str(), &v)));
+            return Ok(());
+        }
+        let lay = self.lay_of_value(ptr)?;
+        let at = |s: &str| At::Slot {
+            lay,
+            s: s.to_string(),
+        };
+        let cond = |me: &Self, s: &str| -> R<Option<String>> {
+            let mut c: Vec<String> = me.valid(lay, s).into_iter().collect();
+            if let Some(m) = mask {
+                c.push(me.access(m, &at(s))?);
+            }
+            Ok(if c.is_empty() {
+                None
+            } else {
+                Some(c.join(" && "))
+            })
+        };
+        let scalar_path = |me: &mut Self| -> R<()> {
+            let p = me.access(ptr, &at("s"))?;
+            let v = me.access(value, &at("s"))?;
+            let w = write(strip(&p).as_str(), &strip(&v));
+            me.open_slots(lay, "s");
+            match cond(me, "s")? {
+                Some(c) => me.line(format!("if ({c}) {w}")),
+                None => me.line(w),
+            }
+            me.close("}");
+            Ok(())
+        };
+        let vb = if atomic.is_none() {
+            self.vector_bytes(ptr, lay, d)
+        } else {
+            None
+        };
+        match vb {
+            Some(vb) => {
+                let sz = d.size_bytes();
+                let epv = vb / sz;
+                let vty = if vb == 16 { "uint4" } else { "uint2" };
+                let k_slots = self.layouts[lay].slots();
+                self.open("{");
+                self.full_flag(lay, &cond(self, "s")?)?;
+                self.open(format!(
+                    "if (full) {{  // vector path: one store per {vb} bytes"
+                ));
+                self.line("#pragma unroll");
+                self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                self.line(format!("{vty} raw;"));
+                let fields = ["x", "y", "z", "w"];
+                for w in 0..vb / 4 {
+                    let el = |e: usize| self.access(value, &at(&format!("q * {epv} + {e}")));
+                    let word = match d {
+                        DType::BF16 => format!("tsr_pack_bf16({}, {})", el(2 * w)?, el(2 * w + 1)?),
+                        DType::F16 => format!("tsr_pack_f16({}, {})", el(2 * w)?, el(2 * w + 1)?),
+                        DType::F32 => format!("__float_as_uint({})", el(w)?),
+                        _ => format!("(unsigned)({})", el(w)?),
+                    };
+                    self.line(format!("raw.{} = {word};", fields[w]));
+                }
+                let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+                self.line(format!("*({vty}*)({}) = raw;", strip(&p)));
+                self.close("}");
+                self.indent -= 1;
+                self.line("} else {  // some element is masked or padding: element by element");
+                self.indent += 1;
+                scalar_path(self)?;
+                self.close("}");
+                self.close("}");
+            }
+            None => scalar_path(self)?,
+        }
+        Ok(())
+    }
+
+    // ---- reductions ----------------------------------------------------------------------
+
+    fn reduce(&mut self, id: ValueId, op: ReduceOp, x: ValueId, axis: usize, src: &Src) -> R<()> {
+        let xt = self.k.ty(x).clone();
+        let d = num(xt.elem);
+        let lay = self.lay_of_value(x)?;
+        let l = self.layouts[lay].clone();
+        let out_t = self.k.ty(id).clone();
+        let n = self.value_name(id, src);
+        let arg = matches!(op, ReduceOp::Argmax | ReduceOp::Argmin);
+        let acc_t = if d.is_float() { "float" } else { "int" };
+        let out_cty = reg_ty(out_t.elem);
+        let (ident, ident_i) = identity(op, d);
+        let fin = |acc: &str, acc_i: &str| -> String {
+            if arg {
+                acc_i.to_string()
+            } else if op == ReduceOp::Sum {
+                round_c(d, acc)
+            } else {
+                acc.to_string()
+            }
+        };
+        let nw = self.warps;
+        let per_pass = l.chunks * l.vec;
+        let xs = self.access(x, &At::Slot { lay, s: "s".into() })?;
+        let ok = self.valid(lay, "s");
+        let what = format!("{}({n}) over axis {axis}", op.name());
+
+        // Declare the result (filled below), then one block for the reduction's temporaries.
+        let out_lay = if out_t.is_scalar() {
+            None
+        } else {
+            Some(self.layout_of(&out_t.dims())?)
+        };
+        match out_lay {
+            None => self.line(format!("{out_cty} {n};")),
+            Some(ol) => self.line(format!("{out_cty} {n}[{}];", self.layouts[ol].slots())),
+        }
+        self.line(format!(
+            "{{  // {what}: per-thread partials, warp shuffles, then shared memory"
+        ));
+        self.indent += 1;
+
+        if axis + 1 == xt.rank() {
+            // Along the row: a row's elements are held by the tpr threads of one row group.
+            let np = l.passes;
+            let pa: Option<&str> = if np == 1 { None } else { Some("a") };
+            let accn = |a: Option<&str>| a.map_or("acc".to_string(), |a| format!("acc[{a}]"));
+            let accin = |a: Option<&str>| a.map_or("acc_i".to_string(), |a| format!("acc_i[{a}]"));
+            let a_loop = if np == 1 {
+                String::new()
+            } else {
+                format!("for (int a = 0; a < {np}; ++a) ")
+            };
+            // Loops over a register array's index must unroll (or the array goes to local memory).
+            let unroll = |me: &mut Self| {
+                if np > 1 {
+                    me.line("#pragma unroll");
+                }
+            };
+            let arr = if np == 1 {
+                String::new()
+            } else {
+                format!("[{np}]")
+            };
+            if np == 1 {
+                self.line(format!("{acc_t} acc = {ident};"));
+                if arg {
+                    self.line(format!("int acc_i = {ident_i};"));
+                }
+            } else {
+                self.line(format!("{acc_t} acc{arr};"));
+                if arg {
+                    self.line(format!("int acc_i{arr};"));
+                    unroll(self);
+                    self.line(format!(
+                        "{a_loop}{{ {} = {ident}; {} = {ident_i}; }}",
+                        accn(pa),
+                        accin(pa)
+                    ));
+                } else {
+                    unroll(self);
+                    self.line(format!("{a_loop}{} = {ident};", accn(pa)));
+                }
+            }
+            let pass = format!("s / {per_pass}");
+            let ps = if np == 1 { None } else { Some(pass.as_str()) };
+            let step = step_c(
+                op,
+                &accn(ps),
+                &accin(ps),
+                &strip(&xs),
+                &format!("L{lay}_j(s)"),
+            );
+            self.open_slots(lay, "s");
+            match &ok {
+                Some(c) => self.line(format!("if ({c}) {step}")),
+                None => self.line(step),
+            }
+            self.close("}");
+            let span = l.tpr.min(32);
+            if span > 1 {
+                self.line(format!(
+                    "// combine the {span} lanes that share a row: butterfly shuffles"
+                ));
+                self.line("#pragma unroll");
+                self.open(format!(
+                    "for (int xor_off = {}; xor_off > 0; xor_off /= 2) {{",
+                    span / 2
+                ));
+                let shfl = |v: String| format!("__shfl_xor_sync(0xffffffffu, {v}, xor_off)");
+                let st = step_c(op, &accn(pa), &accin(pa), &shfl(accn(pa)), &shfl(accin(pa)));
+                unroll(self);
+                self.line(format!("{a_loop}{st}"));
+                self.close("}");
+            }
+            let rows = l.rows();
+            let row = match (l.rpp, pa) {
+                (1, None) => "0".to_string(),
+                (1, Some(a)) => a.to_string(),
+                (_, None) => format!("tid / {}", l.tpr),
+                (_, Some(a)) => format!("tid / {} + {a} * {}", l.tpr, l.rpp),
+            };
+            let row_ok = if l.passes * l.rpp == rows {
+                None
+            } else {
+                Some(format!("{row} < {rows}"))
+            };
+            let when = |first: Option<String>| -> String {
+                let c: Vec<String> = first.into_iter().chain(row_ok.clone()).collect();
+                if c.is_empty() {
+                    String::new()
+                } else {
+                    format!("if ({}) ", c.join(" && "))
+                }
+            };
+            if out_lay.is_none() && l.rpp == 1 && l.tpr <= 32 {
+                // One warp holds the whole row and every lane has the result.
+                self.line(format!("{n} = {};", fin("acc", "acc_i")));
+            } else if l.tpr <= 32 {
+                // Each row's result sits in its row group's lanes: one lane writes it.
+                let res = self.region(
+                    &format!("{n}_res"),
+                    if arg { "int" } else { acc_t },
+                    rows,
+                    format!("{what}: one result per row"),
+                )?;
+                self.sync_before_reuse();
+                let first = if l.tpr > 1 {
+                    Some(format!("tid % {} == 0", l.tpr))
+                } else {
+                    None
+                };
+                unroll(self);
+                self.line(format!(
+                    "{a_loop}{}{res}[{row}] = {};",
+                    when(first),
+                    fin(&accn(pa), &accin(pa))
+                ));
+                self.line("__syncthreads();");
+                self.finish_rows(&n, &res, out_lay, id)?;
+            } else {
+                // A row spans several warps: warp partials through shared memory.
+                let wpr = l.tpr / 32;
+                let part = self.region(
+                    &format!("{n}_part"),
+                    acc_t,
+                    rows * wpr,
+                    format!("{what}: one partial per warp and row"),
+                )?;
+                let part_i = if arg {
+                    Some(self.region(
+                        &format!("{n}_part_i"),
+                        "int",
+                        rows * wpr,
+                        format!("{what}: indices"),
+                    )?)
+                } else {
+                    None
+                };
+                self.sync_before_reuse();
+                let slot = if rows == 1 {
+                    format!("(tid % {}) / 32", l.tpr)
+                } else {
+                    format!("({row}) * {wpr} + (tid % {}) / 32", l.tpr)
+                };
+                let slot = slot.replace(&format!("(tid % {}) / 32", self.threads), "warp");
+                let mut st = format!("{part}[{slot}] = {};", accn(pa));
+                if let Some(pi) = &part_i {
+                    st = format!("{{ {st} {pi}[{slot}] = {}; }}", accin(pa));
+                }
+                unroll(self);
+                self.line(format!("{a_loop}{}{st}", when(Some("lane == 0".into()))));
+                self.line("__syncthreads();");
+                let fold = |o: &str, acc: &str, acc_i: &str| {
+                    let at = if rows == 1 {
+                        "w".to_string()
+                    } else {
+                        format!("{o} * {wpr} + w")
+                    };
+                    let xi = part_i
+                        .as_ref()
+                        .map(|pi| format!("{pi}[{at}]"))
+                        .unwrap_or_default();
+                    format!(
+                        "for (int w = 0; w < {wpr}; ++w) {}",
+                        step_c(op, acc, acc_i, &format!("{part}[{at}]"), &xi)
+                    )
+                };
+                if out_lay.is_none() {
+                    // Every thread folds the warp partials in the same order: same bits.
+                    self.line(format!("acc = {ident};"));
+                    if arg {
+                        self.line(format!("acc_i = {ident_i};"));
+                    }
+                    self.line(fold("0", "acc", "acc_i"));
+                    self.line(format!("{n} = {};", fin("acc", "acc_i")));
+                } else {
+                    let res = self.region(
+                        &format!("{n}_res"),
+                        if arg { "int" } else { acc_t },
+                        rows,
+                        format!("{what}: one result per row"),
+                    )?;
+                    self.open(format!(
+                        "for (int o = tid; o < {rows}; o += {}) {{",
+                        self.threads
+                    ));
+                    self.line(format!("{acc_t} r = {ident};"));
+                    if arg {
+                        self.line(format!("int r_i = {ident_i};"));
+                    }
+                    self.line(fold("o", "r", "r_i"));
+                    self.line(format!("{res}[o] = {};", fin("r", "r_i")));
+                    self.close("}");
+                    self.line("__syncthreads();");
+                    self.finish_rows(&n, &res, out_lay, id)?;
+                }
+            }
+        } else {
+            // Along the columns of a 2-D tile: one partial per owned column.
+            let cols = l.cols();
+            self.line(format!("{acc_t} acc[{per_pass}];"));
+            if arg {
+                self.line(format!("int acc_i[{per_pass}];"));
+            }
+            self.line("#pragma unroll");
+            self.line(format!(
+                "for (int c = 0; c < {per_pass}; ++c) {{ acc[c] = {ident};{} }}",
+                if arg {
+                    format!(" acc_i[c] = {ident_i};")
+                } else {
+                    String::new()
+                }
+            ));
+            let step = step_c(
+                op,
+                &format!("acc[s % {per_pass}]"),
+                &format!("acc_i[s % {per_pass}]"),
+                &strip(&xs),
+                &format!("L{lay}_i(s)"),
+            );
+            self.open_slots(lay, "s");
+            match &ok {
+                Some(c) => self.line(format!("if ({c}) {step}")),
+                None => self.line(step),
+            }
+            self.close("}");
+            let (groups, group, writer) = if l.tpr <= 32 {
+                if l.tpr < 32 {
+                    self.line("// combine the lanes of a warp that hold the same columns");
+                    self.line("#pragma unroll");
+                    self.open(format!(
+                        "for (int xor_off = {}; xor_off < 32; xor_off *= 2) {{",
+                        l.tpr
+                    ));
+                    let shfl = |v: &str| format!("__shfl_xor_sync(0xffffffffu, {v}, xor_off)");
+                    self.line("#pragma unroll");
+                    self.line(format!(
+                        "for (int c = 0; c < {per_pass}; ++c) {}",
+                        step_c(op, "acc[c]", "acc_i[c]", &shfl("acc[c]"), &shfl("acc_i[c]"))
+                    ));
+                    self.close("}");
+                }
+                (nw, "warp".to_string(), format!("lane < {}", l.tpr))
+            } else {
+                (l.rpp, format!("tid / {}", l.tpr), "true".to_string())
+            };
+            let part = self.region(
+                &format!("{n}_part"),
+                acc_t,
+                groups * cols,
+                format!("{what}: partials per thread group"),
+            )?;
+            let part_i = if arg {
+                Some(self.region(
+                    &format!("{n}_part_i"),
+                    "int",
+                    groups * cols,
+                    format!("{what}: indices"),
+                )?)
+            } else {
+                None
+            };
+            let res = self.region(
+                &format!("{n}_res"),
+                if arg { "int" } else { acc_t },
+                cols,
+                format!("{what}: one result per column"),
+            )?;
+            self.sync_before_reuse();
+            self.open(format!("if ({writer}) {{"));
+            self.line("#pragma unroll");
+            self.open(format!("for (int c = 0; c < {per_pass}; ++c) {{"));
+            self.line(format!("const int j = L{lay}_j(c);"));
+            let mut st = format!("{part}[({group}) * {cols} + j] = acc[c];");
+            if let Some(pi) = &part_i {
+                st = format!("{{ {st} {pi}[({group}) * {cols} + j] = acc_i[c]; }}");
+            }
+            self.line(format!("if (j < {cols}) {st}"));
+            self.close("}");
+            self.close("}");
+            self.line("__syncthreads();");
+            self.open(format!(
+                "for (int o = tid; o < {cols}; o += {}) {{",
+                self.threads
+            ));
+            self.line(format!("{acc_t} r = {part}[o];"));
+            if let Some(pi) = &part_i {
+                self.line(format!("int r_i = {pi}[o];"));
+            }
+            let oi = part_i
+                .as_ref()
+                .map(|pi| format!("{pi}[g * {cols} + o]"))
+                .unwrap_or_default();
+            self.line(format!(
+                "for (int g = 1; g < {groups}; ++g) {}",
+                step_c(op, "r", "r_i", &format!("{part}[g * {cols} + o]"), &oi)
+            ));
+            self.line(format!("{res}[o] = {};", fin("r", "r_i")));
+            self.close("}");
+            self.line("__syncthreads();");
+            self.finish_rows(&n, &res, out_lay, id)?;
+        }
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A reduction's tile result: stays readable in shared memory (for broadcasts) and is
+    /// copied into registers of its own layout.
+    fn finish_rows(&mut self, n: &str, res: &str, out_lay: Option<usize>, id: ValueId) -> R<()> {
+        match out_lay {
+            None => self.line(format!("{n} = {res}[0];")),
+            Some(ol) => {
+                let j = format!("L{ol}_j(s)");
+                let e = match self.valid(ol, "s") {
+                    Some(c) => format!("{c} ? {res}[{j}] : {}", zero_c(self.k.ty(id).elem)),
+                    None => format!("{res}[{j}]"),
+                };
+                self.open_slots(ol, "s");
+                self.line(format!("{n}[s] = {e};"));
+                self.close("}");
+                self.regs[id.0 as usize] = true;
+                self.staged[id.0 as usize] = Some(res.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    // ---- assembling the translation unit -------------------------------------------------
+
+    /// Declarations that precede the statements: thread coordinates, layout helpers and
+    /// shared-memory regions.
+    pub fn header(&self) -> String {
+        let mut h = String::new();
+        h.push_str("  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;\n");
+        h.push_str("  (void)lane; (void)warp; (void)pid0; (void)pid1; (void)pid2; (void)npid0; (void)npid1; (void)npid2;\n");
+        for (i, l) in self.layouts.iter().enumerate() {
+            h.push_str(&format!("  // layout L{i} = {}\n", l.describe()));
+            // Only the helpers the statements use (directly or through `_ok`).
+            let ok = l
+                .valid_expr(&format!("L{i}"), "s")
+                .filter(|_| self.out.contains(&format!("L{i}_ok(")));
+            let uses = |f: &str| {
+                self.out.contains(&format!("L{i}_{f}("))
+                    || ok
+                        .as_ref()
+                        .is_some_and(|c| c.contains(&format!("L{i}_{f}(")))
+            };
+            if uses("i") {
+                h.push_str(&format!(
+                    "  auto L{i}_i = [&](int s) {{ return {}; }};\n",
+                    strip(&l.row_expr("s"))
+                ));
+            }
+            if uses("j") {
+                h.push_str(&format!(
+                    "  auto L{i}_j = [&](int s) {{ return {}; }};\n",
+                    strip(&l.col_expr("s"))
+                ));
+            }
+            if let Some(c) = ok {
+                h.push_str(&format!(
+                    "  auto L{i}_ok = [&](int s) {{ return {c}; }};  // false for padding\n"
+                ));
+            }
+        }
+        if !self.regions.is_empty() {
+            h.push_str("  // shared memory\n");
+            for r in &self.regions {
+                h.push_str(&format!(
+                    "  {}* {} = ({}*)(smem + {});  // [{}] {}\n",
+                    r.cty, r.name, r.cty, r.offset, r.count, r.what
+                ));
+            }
+        }
+        h
+    }
+
+    pub fn statements(&self) -> &str {
+        &self.out
+    }
+
+    pub fn params_c(&self) -> Vec<(String, String)> {
+        self.k
+            .params
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let ty = match p.kind {
+                    ParamKind::Ptr(d) => format!("{}*", storage_c(d)),
+                    ParamKind::Scalar(d) => reg_ty(Elem::Num(d)),
+                    ParamKind::Constexpr(_) => return None,
+                };
+                Some((ty, self.param_names[i].clone()))
+            })
+            .collect()
+    }
+}
+
+// ---- C text for one op -------------------------------------------------------------------
+
+fn num(e: Elem) -> DType {
+    match e {
+        Elem::Num(d) => d,
+        Elem::Ptr(_) => DType::I32,
+    }
+}
+
+fn storage_c(d: DType) -> &'static str {
+    match d {
+        DType::Bool => "bool",
+        DType::I32 => "int",
+        DType::F32 => "float",
+        DType::BF16 => "bf16_t",
+        DType::F16 => "f16_t",
+    }
+}
+
+/// The register type of a value: bf16/f16 compute in float registers.
+fn reg_ty(e: Elem) -> String {
+    match e {
+        Elem::Num(DType::Bool) => "bool".into(),
+        Elem::Num(DType::I32) => "int".into(),
+        Elem::Num(_) => "float".into(),
+        Elem::Ptr(d) => format!("{}*", storage_c(d)),
+    }
+}
+
+/// A cast that changes nothing in registers: bf16/f16 to f32 (already exact floats).
+fn exact_cast(k: &Kernel, id: ValueId, x: ValueId) -> bool {
+    let (from, to) = (k.ty(x).elem, k.ty(id).elem);
+    from == to
+        || matches!(
+            (from, to),
+            (Elem::Num(DType::BF16 | DType::F16), Elem::Num(DType::F32))
+        )
+}
+
+/// `const T name` (for pointers, the pointer is const, not the pointee).
+fn const_decl(e: Elem, name: &str) -> String {
+    match e {
+        Elem::Ptr(_) => format!("{} const {name}", reg_ty(e)),
+        _ => format!("const {} {name}", reg_ty(e)),
+    }
+}
+
+fn zero_c(e: Elem) -> String {
+    match e {
+        Elem::Num(DType::Bool) => "false".into(),
+        Elem::Num(DType::I32) => "0".into(),
+        Elem::Num(_) => "0.0f".into(),
+        Elem::Ptr(_) => "nullptr".into(),
+    }
+}
+
+fn f32_c(x: f32) -> String {
+    if x.is_nan() {
+        "__uint_as_float(0x7fc00000u)".into()
+    } else if x.is_infinite() {
+        if x > 0.0 {
+            "__uint_as_float(0x7f800000u)"
+        } else {
+            "__uint_as_float(0xff800000u)"
+        }
+        .into()
+    } else if x < 0.0 || (x == 0.0 && x.is_sign_negative()) {
+        format!("({x:?}f)")
+    } else {
+        format!("{x:?}f")
+    }
+}
+
+fn lit_c(l: Lit, d: DType) -> String {
+    let f = match l {
+        Lit::Int(i) => i as f64,
+        Lit::Float(f) => f,
+        Lit::Bool(b) => b as i64 as f64,
+    };
+    match d {
+        DType::Bool => (f != 0.0).to_string(),
+        DType::I32 => {
+            let i = match l {
+                Lit::Int(i) => i as i32,
+                _ => f as i32,
+            };
+            if i == i32::MIN {
+                "(-2147483647 - 1)".into()
+            } else if i < 0 {
+                format!("({i})")
+            } else {
+                i.to_string()
+            }
+        }
+        DType::F32 => f32_c(f as f32),
+        DType::BF16 => f32_c(half::bf16::from_f64(f).to_f32()),
+        DType::F16 => f32_c(half::f16::from_f64(f).to_f32()),
+    }
+}
+
+/// Rounds a float expression to the dtype's precision (no-op for f32).
+/// The result keeps its parentheses: it may be an operand of a larger expression.
+fn round_c(d: DType, e: &str) -> String {
+    match d {
+        DType::BF16 => format!("tsr_rbf16({})", strip(e)),
+        DType::F16 => format!("tsr_rf16({})", strip(e)),
+        _ => e.to_string(),
+    }
+}
+
+fn unary_c(op: UnaryOp, d: DType, a: &str) -> String {
+    use UnaryOp::*;
+    let a0 = strip(a);
+    let f = |name: &str| round_c(d, &format!("{name}({a0})"));
+    match op {
+        Neg => format!("(-{a})"),
+        Not if d == DType::Bool => format!("(!{a})"),
+        Not => format!("(~{a})"),
+        Abs if d.is_float() => format!("fabsf({a0})"),
+        Abs => format!("({a} < 0 ? -{a} : {a})"),
+        Exp => f("expf"),
+        Exp2 => f("exp2f"),
+        Log => f("logf"),
+        Log2 => f("log2f"),
+        Sqrt => f("sqrtf"),
+        Rsqrt => f("rsqrtf"),
+        Sigmoid => f("tsr_sigmoid"),
+        Silu => f("tsr_silu"),
+        Sin => f("sinf"),
+        Cos => f("cosf"),
+        Tanh => f("tanhf"),
+    }
+}
+
+fn binary_c(op: BinOp, d: DType, a: &str, b: &str) -> String {
+    use BinOp::*;
+    let fl = d.is_float();
+    let bo = d == DType::Bool;
+    let (a0, b0) = (strip(a), strip(b));
+    match op {
+        Add => round_c(d, &format!("({a} + {b})")),
+        Sub => round_c(d, &format!("({a} - {b})")),
+        // __fmul_rn is never fused into an FMA: results stay bit-exact with the spec.
+        Mul if fl => round_c(d, &format!("__fmul_rn({a0}, {b0})")),
+        Mul => format!("({a} * {b})"),
+        Div => round_c(d, &format!("({a} / {b})")),
+        Rem if fl => round_c(d, &format!("fmodf({a0}, {b0})")),
+        Rem => format!("({a} % {b})"),
+        Min if fl => format!("fminf({a0}, {b0})"),
+        Max if fl => format!("fmaxf({a0}, {b0})"),
+        Min => format!("({a} < {b} ? {a} : {b})"),
+        Max => format!("({a} > {b} ? {a} : {b})"),
+        Lt => format!("({a} < {b})"),
+        Le => format!("({a} <= {b})"),
+        Gt => format!("({a} > {b})"),
+        Ge => format!("({a} >= {b})"),
+        Eq => format!("({a} == {b})"),
+        Ne => format!("({a} != {b})"),
+        And if bo => format!("({a} && {b})"),
+        Or if bo => format!("({a} || {b})"),
+        Xor if bo => format!("({a} != {b})"),
+        And => format!("({a} & {b})"),
+        Or => format!("({a} | {b})"),
+        Xor => format!("({a} ^ {b})"),
+        // Shift amounts wrap like Rust's wrapping_shl/shr (C leaves >= 32 undefined).
+        Shl => format!("({a} << ({b} & 31))"),
+        Shr => format!("({a} >> ({b} & 31))"),
+    }
+}
+
+fn cast_c(from: DType, to: DType, a: &str) -> String {
+    use DType::*;
+    if from == to {
+        return a.to_string();
+    }
+    let a0 = strip(a);
+    match (from, to) {
+        (Bool, I32) => format!("((int){a})"),
+        (Bool, _) => format!("({a} ? 1.0f : 0.0f)"),
+        (I32, Bool) => format!("({a} != 0)"),
+        (_, Bool) => format!("({a} != 0.0f)"),
+        (I32, F32) => format!("((float){a})"),
+        (I32, d) => round_c(d, &format!("((float){a})")),
+        (_, I32) => format!("tsr_f2i({a0})"),
+        (_, F32) => a.to_string(),
+        (_, d) => round_c(d, a),
+    }
+}
+
+fn load_c(d: DType, p: &str) -> String {
+    let p = strip(p);
+    match d {
+        DType::BF16 => format!("tsr_bf16_to_f32(*({p}))"),
+        DType::F16 => format!("tsr_f16_to_f32(*({p}))"),
+        _ => format!("*({p})"),
+    }
+}
+
+fn store_c(d: DType, p: &str, v: &str) -> String {
+    let v = strip(v);
+    match d {
+        DType::BF16 => format!("*({p}) = tsr_f32_to_bf16({v});"),
+        DType::F16 => format!("*({p}) = tsr_f32_to_f16({v});"),
+        _ => format!("*({p}) = {v};"),
+    }
+}
+
+fn atomic_c(op: AtomicOp, d: DType, p: &str, v: &str) -> String {
+    let v = strip(v);
+    match (op, d) {
+        (AtomicOp::Add, _) => format!("atomicAdd({p}, {v});"),
+        (AtomicOp::Max, DType::F32) => format!("tsr_atomic_max_f32({p}, {v});"),
+        (AtomicOp::Max, _) => format!("atomicMax({p}, {v});"),
+        (AtomicOp::Min, _) => format!("atomicMin({p}, {v});"),
+    }
+}
+
+/// The identity of a reduction (value, index): NaN for float max/min, since fmaxf/fminf
+/// ignore it (a row of NaNs stays NaN).
+fn identity(op: ReduceOp, d: DType) -> (String, String) {
+    let nan = "__uint_as_float(0x7fc00000u)".to_string();
+    let big = "2147483647".to_string();
+    let small = "(-2147483647 - 1)".to_string();
+    let v = match (op, d.is_float()) {
+        (ReduceOp::Sum, true) => "0.0f".to_string(),
+        (ReduceOp::Sum, false) => "0".to_string(),
+        (_, true) => nan,
+        (ReduceOp::Max | ReduceOp::Argmax, false) => small,
+        (ReduceOp::Min | ReduceOp::Argmin, false) => big.clone(),
+    };
+    (v, big)
+}
+
+/// One reduction step: fold `(x, xi)` into `(acc, acc_i)`.
+fn step_c(op: ReduceOp, acc: &str, acc_i: &str, x: &str, xi: &str) -> String {
+    match op {
+        ReduceOp::Sum => format!("{acc} += {x};"),
+        // fmaxf/fminf return the number when one side is NaN: NaN is ignored.
+        ReduceOp::Max => format!("{acc} = fmaxf({acc}, {x});"),
+        ReduceOp::Min => format!("{acc} = fminf({acc}, {x});"),
+        ReduceOp::Argmax => format!("tsr_argmax_step({acc}, {acc_i}, {x}, {xi});"),
+        ReduceOp::Argmin => format!("tsr_argmin_step({acc}, {acc_i}, {x}, {xi});"),
+    }
+}
+
+/// Row-major linear index of a logical index (C expressions) in a tile of `dims`.
+fn linear(dims: &[usize], idx: &[String]) -> String {
+    match dims {
+        [_] => strip(&idx[0]),
+        [1, _] => strip(&idx[1]),
+        [_, 1] => strip(&idx[0]),
+        [_, n] => format!("({}) * {n} + {}", strip(&idx[0]), strip(&idx[1])),
+        _ => "0".into(),
+    }
+}
+
+/// Removes one pair of parentheses around a whole expression.
+pub(crate) fn strip(e: &str) -> String {
+    let b = e.as_bytes();
+    if b.len() >= 2 && b[0] == b'(' && b[b.len() - 1] == b')' {
+        let mut depth = 0;
+        for (i, &c) in b.iter().enumerate() {
+            match c {
+                b'(' => depth += 1,
+                b')' => {
+                    depth -= 1;
+                    if depth == 0 && i != b.len() - 1 {
+                        return e.to_string();
+                    }
+                }
+                _ => {}
+            }
+        }
+        return e[1..e.len() - 1].to_string();
+    }
+    e.to_string()
+}

@@ -1,0 +1,378 @@
+//! How a tile's elements are spread over the threads of a program (CTA).
+//!
+//! One rule covers 1-D and 2-D tiles ("rows over warps, columns over lanes"): a tile
+//! `[M, N]` (a 1-D tile `[N]` is `[1, N]`) is cut into column chunks of `vec` contiguous
+//! elements; `tpr` threads share a row, so `rpp = threads / tpr` rows are covered per
+//! pass. Thread `t` is at row `r = t / tpr`, column group `c = t % tpr`, and owns
+//!
+//! ```text
+//!   rows    i = r + a * rpp               for a in 0..passes
+//!   columns j = (c + b * tpr) * vec + v   for b in 0..chunks, v in 0..vec
+//!   slot    s = (a * chunks + b) * vec + v   (index into the thread's register array)
+//! ```
+//!
+//! Elements with `i >= M` or `j >= N` are padding: they exist in registers (so every
+//! thread runs the same unrolled code) but never load, store or enter a reduction.
+//! Consecutive threads own consecutive `vec`-element chunks of a row, so a warp's load
+//! of one chunk each is coalesced, and a 16-byte chunk is one vector load.
+
+/// The distribution of one tile shape over the threads of a program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The tile's shape: `[N]` or `[M, N]`.
+    pub dims: Vec<usize>,
+    /// Threads per program.
+    pub threads: usize,
+    /// Contiguous elements per chunk.
+    pub vec: usize,
+    /// Threads per row (a power of two dividing `threads`).
+    pub tpr: usize,
+    /// Rows per pass: `threads / tpr`.
+    pub rpp: usize,
+    /// Passes over the rows: `ceil(M / rpp)`.
+    pub passes: usize,
+    /// Column chunks per thread: `ceil(N / (tpr * vec))`.
+    pub chunks: usize,
+}
+
+impl Layout {
+    /// The layout of a tile of shape `dims` (rank 1 or 2) for `threads` threads (a power of
+    /// two) and a preferred chunk of `vec` elements (a power of two).
+    pub fn new(dims: &[usize], threads: usize, vec: usize) -> Layout {
+        assert!(
+            matches!(dims.len(), 1 | 2),
+            "layouts are for tiles of rank 1 or 2"
+        );
+        assert!(threads.is_power_of_two() && vec.is_power_of_two());
+        let (m, n) = if dims.len() == 1 {
+            (1, dims[0])
+        } else {
+            (dims[0], dims[1])
+        };
+        // A short row does not need a full vector: one chunk never exceeds the row.
+        let vec = vec.min(n.next_power_of_two());
+        let tpr = threads.min(n.div_ceil(vec).next_power_of_two());
+        let rpp = threads / tpr;
+        Layout {
+            dims: dims.to_vec(),
+            threads,
+            vec,
+            tpr,
+            rpp,
+            passes: m.div_ceil(rpp),
+            chunks: n.div_ceil(tpr * vec),
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+    pub fn rows(&self) -> usize {
+        if self.rank() == 1 {
+            1
+        } else {
+            self.dims[0]
+        }
+    }
+    pub fn cols(&self) -> usize {
+        *self.dims.last().unwrap()
+    }
+    /// Register slots per thread.
+    pub fn slots(&self) -> usize {
+        self.passes * self.chunks * self.vec
+    }
+    /// The logical (row, column) of slot `s` of thread `t` (row is 0 for 1-D tiles).
+    pub fn index(&self, t: usize, s: usize) -> (usize, usize) {
+        let (r, c) = (t / self.tpr, t % self.tpr);
+        let v = s % self.vec;
+        let b = (s / self.vec) % self.chunks;
+        let a = s / (self.vec * self.chunks);
+        (r + a * self.rpp, (c + b * self.tpr) * self.vec + v)
+    }
+    pub fn valid(&self, t: usize, s: usize) -> bool {
+        let (i, j) = self.index(t, s);
+        i < self.rows() && j < self.cols()
+    }
+    /// The (thread, slot) owning logical element (i, j).
+    pub fn owner(&self, i: usize, j: usize) -> (usize, usize) {
+        let (r, a) = (i % self.rpp, i / self.rpp);
+        let (jj, v) = (j / self.vec, j % self.vec);
+        let (c, b) = (jj % self.tpr, jj / self.tpr);
+        (r * self.tpr + c, (a * self.chunks + b) * self.vec + v)
+    }
+    /// Every valid (thread, slot, row, col), for tests and compile-time checks.
+    pub fn owned(&self) -> Vec<(usize, usize, usize, usize)> {
+        let mut out = vec![];
+        for t in 0..self.threads {
+            for s in 0..self.slots() {
+                if self.valid(t, s) {
+                    let (i, j) = self.index(t, s);
+                    out.push((t, s, i, j));
+                }
+            }
+        }
+        out
+    }
+
+    /// A one-line description for the generated source.
+    pub fn describe(&self) -> String {
+        let shape: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
+        if self.rank() == 1 && self.rpp == 1 {
+            format!(
+                "[{}]: thread t owns elements (t + {}*b)*{} + v, b < {}, v < {}",
+                shape.join(", "),
+                self.tpr,
+                self.vec,
+                self.chunks,
+                self.vec
+            )
+        } else {
+            format!(
+                "[{}]: {} threads per row, {} rows per pass; thread t owns rows t/{} + {}*a (a < {}), \
+                 columns (t%{} + {}*b)*{} + v (b < {}, v < {})",
+                shape.join(", "),
+                self.tpr,
+                self.rpp,
+                self.tpr,
+                self.rpp,
+                self.passes,
+                self.tpr,
+                self.tpr,
+                self.vec,
+                self.chunks,
+                self.vec
+            )
+        }
+    }
+
+    /// C expressions for the row and column of slot `s` (a C expression) of thread `tid`.
+    /// Constant after unrolling, so they cost nothing at run time.
+    pub fn row_expr(&self, s: &str) -> String {
+        let r = if self.rpp == 1 {
+            None
+        } else {
+            Some(format!("tid / {}", self.tpr))
+        };
+        let per_pass = self.vec * self.chunks;
+        let a = if self.passes == 1 {
+            None
+        } else {
+            Some(format!("({s} / {per_pass}) * {}", self.rpp))
+        };
+        match (r, a) {
+            (None, None) => "0".into(),
+            (Some(r), None) => format!("({r})"),
+            (None, Some(a)) => format!("({a})"),
+            (Some(r), Some(a)) => format!("({r} + {a})"),
+        }
+    }
+    pub fn col_expr(&self, s: &str) -> String {
+        let c = if self.tpr == 1 {
+            None
+        } else if self.tpr == self.threads {
+            Some("tid".to_string())
+        } else {
+            Some(format!("tid % {}", self.tpr))
+        };
+        let b = if self.chunks == 1 {
+            None
+        } else if self.vec == 1 {
+            Some(format!("({s} % {}) * {}", self.chunks, self.tpr))
+        } else {
+            Some(format!(
+                "({s} / {} % {}) * {}",
+                self.vec, self.chunks, self.tpr
+            ))
+        };
+        let chunk = match (c, b) {
+            (None, None) => None,
+            (Some(c), None) => Some(c),
+            (None, Some(b)) => Some(b),
+            (Some(c), Some(b)) => Some(format!("{c} + {b}")),
+        };
+        match (chunk, self.vec) {
+            (None, 1) => "0".into(),
+            (None, v) => format!("({s} % {v})"),
+            (Some(c), 1) => format!("({c})"),
+            (Some(c), v) => format!("(({c}) * {v} + {s} % {v})"),
+        }
+    }
+    /// Whether the slot is a real element (not padding), as a C expression; `None` when
+    /// every slot of every thread is real.
+    pub fn valid_expr(&self, name: &str, s: &str) -> Option<String> {
+        let mut conds = vec![];
+        if self.passes * self.rpp != self.rows() {
+            conds.push(format!("{name}_i({s}) < {}", self.rows()));
+        }
+        if self.chunks * self.tpr * self.vec != self.cols() {
+            conds.push(format!("{name}_j({s}) < {}", self.cols()));
+        }
+        if conds.is_empty() {
+            None
+        } else {
+            Some(conds.join(" && "))
+        }
+    }
+}
+
+/// When a value of layout `src` is viewed in layout `dst` (a broadcast or expand_dims)
+/// and every thread already holds the source elements its destination slots need, the
+/// view is a register copy: returns, per destination slot, the source slot (the same
+/// for every thread; `None` for a slot that is padding in every thread). `map` takes a
+/// destination (row, col) to the source (row, col). Too large to check: `None`.
+pub fn register_view(
+    dst: &Layout,
+    src: &Layout,
+    map: &dyn Fn(usize, usize) -> (usize, usize),
+) -> Option<Vec<Option<usize>>> {
+    if dst.threads != src.threads || dst.threads * dst.slots() > 1 << 16 {
+        return None;
+    }
+    let mut out: Vec<Option<usize>> = vec![None; dst.slots()];
+    for t in 0..dst.threads {
+        for (s, slot) in out.iter_mut().enumerate() {
+            if !dst.valid(t, s) {
+                continue;
+            }
+            let (i, j) = dst.index(t, s);
+            let (si, sj) = map(i, j);
+            let (st, ss) = src.owner(si, sj);
+            if st != t || slot.is_some_and(|x| x != ss) {
+                return None;
+            }
+            *slot = Some(ss);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_cover(l: &Layout) {
+        let (m, n) = (l.rows(), l.cols());
+        let mut seen = vec![0u32; m * n];
+        for (t, s, i, j) in l.owned() {
+            assert!(i < m && j < n);
+            seen[i * n + j] += 1;
+            assert_eq!(l.owner(i, j), (t, s), "owner() inverts index() for {l:?}");
+        }
+        assert!(
+            seen.iter().all(|&c| c == 1),
+            "each element exactly once: {l:?}"
+        );
+    }
+
+    #[test]
+    fn layouts_cover_each_element_once() {
+        for &t in &[32, 64, 128, 256] {
+            for &v in &[1, 2, 4, 8] {
+                for &n in &[1, 2, 7, 31, 32, 100, 1000, 1024, 4099] {
+                    check_cover(&Layout::new(&[n], t, v));
+                    for &m in &[1, 3, 16, 33] {
+                        check_cover(&Layout::new(&[m, n], t, v));
+                        check_cover(&Layout::new(&[n, m], t, v));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rows_over_warps_columns_over_lanes() {
+        // GEMV tile: bf16 [16, 256], 4 warps: one warp per row, 8 elements per lane.
+        let l = Layout::new(&[16, 256], 128, 8);
+        assert_eq!((l.tpr, l.rpp, l.passes, l.chunks, l.vec), (32, 4, 4, 1, 8));
+        assert_eq!(l.index(33, 0), (1, 8));
+        assert_eq!(l.index(33, 9), (5, 9));
+        // Padding: BLOCK=1000 over 128 threads x 8: threads 125.. own nothing.
+        let l = Layout::new(&[1000], 128, 8);
+        assert_eq!(l.slots(), 8);
+        assert!(l.valid(124, 7) && !l.valid(125, 0));
+        assert_eq!(l.owned().len(), 1000);
+    }
+
+    #[test]
+    fn c_index_expressions_match_index() {
+        // Evaluate the generated C by hand for a few layouts: the formulas must agree.
+        for l in [
+            Layout::new(&[4099], 128, 8),
+            Layout::new(&[16, 256], 128, 8),
+            Layout::new(&[33, 7], 64, 4),
+        ] {
+            for t in [0usize, 5, 63] {
+                for s in 0..l.slots() {
+                    let (i, j) = l.index(t, s);
+                    let ci = eval_c(&l.row_expr("s"), t, s);
+                    let cj = eval_c(&l.col_expr("s"), t, s);
+                    assert_eq!((ci, cj), (i as i64, j as i64), "{l:?} t={t} s={s}");
+                }
+            }
+        }
+    }
+
+    /// A tiny evaluator for the expressions above (integers, + * / %, parentheses).
+    fn eval_c(e: &str, tid: usize, s: usize) -> i64 {
+        let toks: Vec<String> = e
+            .replace('(', " ( ")
+            .replace(')', " ) ")
+            .replace('+', " + ")
+            .replace('*', " * ")
+            .replace('/', " / ")
+            .replace('%', " % ")
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        fn expr(t: &[String], p: &mut usize, tid: usize, s: usize) -> i64 {
+            let mut v = term(t, p, tid, s);
+            while *p < t.len() && t[*p] == "+" {
+                *p += 1;
+                v += term(t, p, tid, s);
+            }
+            v
+        }
+        fn term(t: &[String], p: &mut usize, tid: usize, s: usize) -> i64 {
+            let mut v = atom(t, p, tid, s);
+            while *p < t.len() && matches!(t[*p].as_str(), "*" | "/" | "%") {
+                let op = t[*p].clone();
+                *p += 1;
+                let r = atom(t, p, tid, s);
+                v = match op.as_str() {
+                    "*" => v * r,
+                    "/" => v / r,
+                    _ => v % r,
+                };
+            }
+            v
+        }
+        fn atom(t: &[String], p: &mut usize, tid: usize, s: usize) -> i64 {
+            let tok = t[*p].clone();
+            *p += 1;
+            match tok.as_str() {
+                "(" => {
+                    let v = expr(t, p, tid, s);
+                    *p += 1;
+                    v
+                }
+                "tid" => tid as i64,
+                "s" => s as i64,
+                n => n.parse().unwrap(),
+            }
+        }
+        let mut p = 0;
+        expr(&toks, &mut p, tid, s)
+    }
+
+    #[test]
+    fn expand_dims_of_a_row_is_a_register_copy() {
+        let src = Layout::new(&[1000], 128, 8);
+        let dst = Layout::new(&[1, 1000], 128, 8);
+        let m = register_view(&dst, &src, &|_, j| (0, j)).expect("same owners");
+        assert!(m.iter().enumerate().all(|(s, x)| *x == Some(s)));
+        // A row broadcast over 16 rows needs other threads' elements.
+        let dst = Layout::new(&[16, 256], 128, 8);
+        let src = Layout::new(&[256], 128, 8);
+        assert!(register_view(&dst, &src, &|_, j| (0, j)).is_none());
+    }
+}

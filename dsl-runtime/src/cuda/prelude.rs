@@ -1,0 +1,78 @@
+//! The few C helpers every generated kernel uses, defined here so the source needs no
+//! headers (NVRTC then compiles it with no include paths). Guarded, so a megakernel can
+//! paste several kernel bodies into one translation unit.
+
+pub const PRELUDE: &str = r#"#ifndef TESSERA_PRELUDE
+#define TESSERA_PRELUDE
+// ---- tessera prelude: storage types and exact conversions (sm_80+) ----
+// bf16/f16 live in memory as 16-bit patterns; in registers every value is a float that
+// is exactly representable in its dtype (rounded to nearest even after every op).
+typedef unsigned short bf16_t;
+typedef unsigned short f16_t;
+
+__device__ __forceinline__ float tsr_bf16_to_f32(bf16_t h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ bf16_t tsr_f32_to_bf16(float f) {
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ float tsr_f16_to_f32(f16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ f16_t tsr_f32_to_f16(float f) {
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+// Round a float to the nearest bf16 / f16 value (kept in a float register).
+__device__ __forceinline__ float tsr_rbf16(float f) { return tsr_bf16_to_f32(tsr_f32_to_bf16(f)); }
+__device__ __forceinline__ float tsr_rf16(float f) { return tsr_f16_to_f32(tsr_f32_to_f16(f)); }
+
+// Float -> int as Rust's `as`: truncate toward zero, saturate, NaN -> 0.
+__device__ __forceinline__ int tsr_f2i(float f) { return f != f ? 0 : __float2int_rz(f); }
+
+__device__ __forceinline__ float tsr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float tsr_silu(float x) { return __fmul_rn(x, 1.0f / (1.0f + expf(-x))); }
+
+// Reduction steps for argmax/argmin: ties go to the lower index; NaN never wins over a
+// number (two NaNs: the lower index).
+template <typename T> __device__ __forceinline__ void tsr_argmax_step(T& v, int& i, T ov, int oi) {
+  const bool o_nan = ov != ov, v_nan = v != v;
+  if (o_nan ? (v_nan && oi < i) : (v_nan || ov > v || (ov == v && oi < i))) { v = ov; i = oi; }
+}
+template <typename T> __device__ __forceinline__ void tsr_argmin_step(T& v, int& i, T ov, int oi) {
+  const bool o_nan = ov != ov, v_nan = v != v;
+  if (o_nan ? (v_nan && oi < i) : (v_nan || ov < v || (ov == v && oi < i))) { v = ov; i = oi; }
+}
+
+// atomic max on f32 through the integer order of IEEE bit patterns; NaN is ignored.
+__device__ __forceinline__ void tsr_atomic_max_f32(float* p, float v) {
+  if (v != v) return;
+  if (__float_as_int(v) >= 0) atomicMax((int*)p, __float_as_int(v));  // sign bit clear
+  else atomicMin((unsigned*)p, __float_as_uint(v));
+}
+
+// Element e of a 16-byte vector read as bf16 / f16 / 32-bit lanes (e is a constant after
+// unrolling, so these are a shift or a move).
+__device__ __forceinline__ unsigned tsr_word(uint4 r, int w) { return w == 0 ? r.x : w == 1 ? r.y : w == 2 ? r.z : r.w; }
+__device__ __forceinline__ unsigned tsr_word(uint2 r, int w) { return w == 0 ? r.x : r.y; }
+template <typename V> __device__ __forceinline__ float tsr_bf16_at(V r, int e) {
+  const unsigned w = tsr_word(r, e / 2);
+  return __uint_as_float(e % 2 ? (w & 0xffff0000u) : (w << 16));
+}
+template <typename V> __device__ __forceinline__ float tsr_f16_at(V r, int e) {
+  const unsigned w = tsr_word(r, e / 2);
+  return tsr_f16_to_f32((f16_t)(e % 2 ? (w >> 16) : (w & 0xffffu)));
+}
+template <typename V> __device__ __forceinline__ float tsr_f32_at(V r, int e) { return __uint_as_float(tsr_word(r, e)); }
+template <typename V> __device__ __forceinline__ int tsr_i32_at(V r, int e) { return (int)tsr_word(r, e); }
+__device__ __forceinline__ unsigned tsr_pack_bf16(float lo, float hi) {
+  return (unsigned)tsr_f32_to_bf16(lo) | ((unsigned)tsr_f32_to_bf16(hi) << 16);
+}
+__device__ __forceinline__ unsigned tsr_pack_f16(float lo, float hi) {
+  return (unsigned)tsr_f32_to_f16(lo) | ((unsigned)tsr_f32_to_f16(hi) << 16);
+}
+#endif // TESSERA_PRELUDE
+"#;
