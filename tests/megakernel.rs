@@ -224,3 +224,32 @@ fn megakernel_misuse_is_a_clear_error() {
         .to_string()
         .contains("no sync 99"));
 }
+
+#[test]
+fn toy_megakernel_cuda_compiles_with_nvrtc() {
+    if let Err(e) = tessera::runtime::device::probe_nvrtc() {
+        panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
+    }
+    for (d, f, warps) in [(256, 512, 4), (256, 512, 2)] {
+        let src = toy_mlp::MEGAKERNEL
+            .cuda_source(&consts(d, f), &MegaOptions::default().warps(warps))
+            .unwrap();
+        assert_eq!(src.entry, "toy_mlp_mega");
+        // One persistent loop over layers; every stage's programs grid-stride over the CTAs;
+        // the waits and prefetches the schedule asked for.
+        for needle in [
+            "for (long long layer = 0LL; layer < (long long)n_layers; ++layer)",
+            "for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine)",
+            "if (!tsr_wait(tsr_sync, 10, tsr_done_4, 1u, tsr_timeout_ns, (int)layer, &tsr_abort)) return;",
+            "gemv_BM8_BK64_body(",
+            "tsr_prefetch_l2(w_gate + ((layer * 512LL) * 256LL)",
+        ] {
+            assert!(src.code.contains(needle), "missing `{needle}` in:\n{}", src.code);
+        }
+        for arch in ["sm_80", "sm_90"] {
+            if let Err(e) = tessera::runtime::nvrtc::compile(&src.code, arch, false) {
+                panic!("D={d} F={f} warps={warps} {arch}:\n{e}");
+            }
+        }
+    }
+}

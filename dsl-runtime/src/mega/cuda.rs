@@ -40,9 +40,9 @@ impl SyncWords {
 /// One stage body as the emitter gives it.
 #[derive(Clone, Debug)]
 pub struct BodyCode {
-    /// The stage name the body was emitted for (`Stage::name`).
-    pub stage_name: String,
-    /// The C function: `<stage_name>_body`.
+    /// The stages (by index) that call it.
+    pub stages: Vec<usize>,
+    /// The C function: `<name>_body`.
     pub fn_name: String,
     pub code: String,
     pub smem_bytes: usize,
@@ -290,14 +290,14 @@ pub fn generate(
 ) -> Result<MegaSource, String> {
     let threads = 32 * opts.num_warps;
     let entry = entry_name(r);
-    let body_of = |name: &str| {
+    let body_of = |s: usize| {
         bodies
             .iter()
-            .find(|b| b.stage_name == name)
-            .ok_or_else(|| format!("no CUDA body for stage `{name}`"))
+            .find(|b| b.stages.contains(&s))
+            .ok_or_else(|| format!("no CUDA body for {}", r.stages[s].label()))
     };
     for s in &r.stages {
-        body_of(&s.name)?;
+        body_of(s.index)?;
     }
     let smem = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
     let mut c = String::new();
@@ -316,12 +316,9 @@ pub fn generate(
     c.push('\n');
     c.push_str(MEGA_PRELUDE);
     c.push('\n');
-    let mut seen = std::collections::BTreeSet::new();
-    for s in &r.stages {
-        if seen.insert(s.name.clone()) {
-            c.push_str(&body_of(&s.name)?.code);
-            c.push('\n');
-        }
+    for b in bodies {
+        c.push_str(&b.code);
+        c.push('\n');
     }
     let mut params: Vec<String> = vec![];
     for (_, p) in r.program.runtime_params() {
@@ -357,10 +354,16 @@ pub fn generate(
             let _ = writeln!(c, "  unsigned tsr_done_{} = 0;  // {}", s.index, s.label());
         }
     }
+    let fns: Vec<String> = r
+        .stages
+        .iter()
+        .map(|s| body_of(s.index).map(|b| b.fn_name.clone()))
+        .collect::<Result<_, _>>()?;
     let mut g = Gen {
         r,
         sched,
         opts,
+        fns,
         smem: if smem > 0 { "smem" } else { "nullptr" },
         out: c,
         loops: vec![],
@@ -381,6 +384,8 @@ struct Gen<'a> {
     r: &'a Resolved,
     sched: &'a Schedule,
     opts: &'a GenOptions,
+    /// Per stage: its body function.
+    fns: Vec<String>,
     smem: &'static str,
     out: String,
     /// Enclosing loop variables (C names), innermost last.
@@ -489,8 +494,8 @@ impl Gen<'_> {
         let _ = writeln!(o, "{pad}    for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {{");
         let _ = writeln!(
             o,
-            "{pad}      {}_body(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
-            st.name,
+            "{pad}      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
+            self.fns[s],
             args.join(", "),
             if args.is_empty() { "" } else { ", " },
             self.smem

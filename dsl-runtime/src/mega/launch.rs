@@ -1,7 +1,8 @@
 //! What `#[megakernel]` emits a handle to: [`MegaDef`]. Binds constexprs, schedules,
 //! explains, generates CUDA C, and launches: through the interpreter (sequential or
 //! adversarial) or as one cooperative launch sized by the occupancy API.
-use super::cuda::{self, BodyCode, GenOptions, MegaSource, SyncWords};
+use super::bodies::{stage_bodies, MegaFacts};
+use super::cuda::{self, GenOptions, MegaSource, SyncWords};
 use super::interp::{self, HostArg, InterpMode};
 use super::program::{Program, Val};
 use super::resolve::{resolve, Resolved};
@@ -160,7 +161,9 @@ impl MegaDef {
     /// The persistent kernel's CUDA C (no GPU needed).
     pub fn cuda_source(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<MegaSource> {
         let p = self.plan(constexprs, opts)?;
-        let (prelude, bodies) = stage_bodies(&p.resolved, opts.num_warps)?;
+        let (prelude, bodies) =
+            stage_bodies(&p.resolved, opts.num_warps, &MegaFacts::all(&p.resolved))
+                .map_err(Error::Lower)?;
         cuda::generate(
             &p.resolved,
             &p.schedule,
@@ -308,7 +311,17 @@ impl MegaDef {
     ) -> Result<()> {
         let cuda_dev = dev.cuda_dev().expect("checked by the caller");
         let r = &plan.resolved;
-        let (prelude, bodies) = stage_bodies(r, opts.num_warps)?;
+        // Lowering facts from the actual arguments (part of the generated source, so of the
+        // compile cache's key): aligned base pointers, i32 values divisible by 16.
+        let mut facts = MegaFacts(vec![false; r.params().len()]);
+        for ((i, _), a) in r.program.runtime_params().zip(args) {
+            facts.0[i] = match a {
+                Arg::Ptr(p) => p.device_addr().is_some_and(|x| x % 16 == 0),
+                Arg::I32(v) => v % 16 == 0,
+                Arg::F32(_) => false,
+            };
+        }
+        let (prelude, bodies) = stage_bodies(r, opts.num_warps, &facts).map_err(Error::Lower)?;
         let src = cuda::generate(
             r,
             &plan.schedule,
@@ -423,14 +436,6 @@ pub fn timeout_message(r: &Resolved, s: &Schedule, w: &[u32], timeout_ms: u64) -
         w[SyncWords::SEEN],
         w[SyncWords::TARGET],
     )
-}
-
-/// The emitter's prelude and one body per distinct stage.
-pub fn stage_bodies(r: &Resolved, num_warps: u32) -> Result<(String, Vec<BodyCode>)> {
-    let _ = (r, num_warps);
-    Err(Error::Lower(
-        "the CUDA emitter has no `emit_body` yet: megakernel CUDA C needs it".into(),
-    ))
 }
 
 fn overlap(a: &PtrArg, b: &PtrArg) -> bool {

@@ -6,6 +6,7 @@
 //! [`schedule::schedule`] (hazards → counter waits and grid barriers, L2 prefetch) →
 //! [`interp::run`] (the CPU oracle, sequential or adversarial) or [`cuda::generate`] →
 //! NVRTC → [`MegaDef::launch`] (cooperative, occupancy-sized, watchdog).
+pub mod bodies;
 pub mod cuda;
 pub mod interp;
 pub mod launch;
