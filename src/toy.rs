@@ -9,7 +9,7 @@
 //! x = W_down[l] · a                           gemv BM=4     (x feeds the next layer's add)
 //! ```
 //! [`toy_sequential`] launches the same kernels one by one: the megakernel must equal it.
-use crate::kernels::{add_rmsnorm::add_rmsnorm, gemv::gemv};
+use crate::kernels::{add_rmsnorm::add_rmsnorm, gemv::gemv, vector_add::vector_add};
 use crate::runtime::prelude::*;
 use crate::runtime::{Error, Launch};
 
@@ -253,4 +253,67 @@ pub fn toy_sequential(
         )?;
     }
     Ok(())
+}
+
+/// A chain of dependent elementwise stages, x → y → x → …, each reading what the previous
+/// one wrote: one counter wait per stage. (`y = x + x`, then `x = y + y`.)
+#[megakernel]
+pub fn chain_counter(
+    x: Ptr<f32>,
+    y: Ptr<f32>,
+    steps: i32,
+    #[constexpr] N: usize,
+    #[constexpr] BLOCK: usize,
+) {
+    for s in 0..steps {
+        vector_add(grid(cdiv(N, BLOCK)), x, x, y, N, BLOCK);
+        vector_add(grid(cdiv(N, BLOCK)), y, y, x, N, BLOCK);
+    }
+}
+
+/// The same chain with a grid barrier before every stage (`#[barrier]`).
+#[megakernel]
+pub fn chain_barrier(
+    x: Ptr<f32>,
+    y: Ptr<f32>,
+    steps: i32,
+    #[constexpr] N: usize,
+    #[constexpr] BLOCK: usize,
+) {
+    for s in 0..steps {
+        #[barrier]
+        vector_add(grid(cdiv(N, BLOCK)), x, x, y, N, BLOCK);
+        #[barrier]
+        vector_add(grid(cdiv(N, BLOCK)), y, y, x, N, BLOCK);
+    }
+}
+
+/// The same amount of work with no dependency: every stage writes its own window of `y`
+/// (the scheduler proves the windows disjoint, across iterations too): no sync at all.
+#[megakernel]
+pub fn chain_free(
+    x: Ptr<f32>,
+    y: Ptr<f32>,
+    steps: i32,
+    #[constexpr] N: usize,
+    #[constexpr] BLOCK: usize,
+) {
+    for s in 0..steps {
+        vector_add(
+            grid(cdiv(N, BLOCK)),
+            x,
+            x,
+            &y[2 * s * N..(2 * s + 1) * N],
+            N,
+            BLOCK,
+        );
+        vector_add(
+            grid(cdiv(N, BLOCK)),
+            x,
+            x,
+            &y[(2 * s + 1) * N..(2 * s + 2) * N],
+            N,
+            BLOCK,
+        );
+    }
 }

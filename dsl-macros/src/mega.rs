@@ -122,7 +122,7 @@ impl Cx<'_> {
                     self.scope.push((pi.ident.to_string(), v));
                 }
                 Stmt::Expr(Expr::ForLoop(fl), _) => items.push(self.for_loop(fl)?),
-                Stmt::Expr(Expr::Call(c), _) => items.push(self.call(c, &[])?),
+                Stmt::Expr(Expr::Call(c), _) => items.push(self.call(c, &c.attrs)?),
                 Stmt::Expr(e, _) => {
                     // `#[barrier] f(...);` parses as an expression with attributes.
                     if let Expr::Call(c) = e {

@@ -315,37 +315,46 @@ pub fn run(
     loop {
         // Settle every CTA: take every non-blocking step (arrivals, satisfied waits, runs in
         // which it has no program) until it must run a program, blocks, or ends.
-        let mut enabled = vec![];
-        let mut blocked = vec![];
-        for c in 0..ctas as usize {
-            loop {
-                let (i, k, arrived) = at[c];
-                let Some(run) = runs.get(i) else { break };
-                let has = mine(run, c as u64);
-                if k == 0 {
-                    let ok = match &run.sync {
-                        None => true,
-                        Some(SyncRun::Counter { waits, .. }) => {
-                            has == 0 || waits.iter().all(|&(s, t)| counters[s] >= t)
-                        }
-                        Some(SyncRun::Barrier { number, broken, .. }) => {
-                            if !arrived {
-                                arrivals += 1;
-                                at[c].2 = true;
+        // A CTA blocked early in a pass may be freed by arrivals later in it: repeat until
+        // nothing moves.
+        let (mut enabled, mut blocked) = (vec![], vec![]);
+        loop {
+            let before = (at.clone(), arrivals);
+            enabled.clear();
+            blocked.clear();
+            for c in 0..ctas as usize {
+                loop {
+                    let (i, k, arrived) = at[c];
+                    let Some(run) = runs.get(i) else { break };
+                    let has = mine(run, c as u64);
+                    if k == 0 {
+                        let ok = match &run.sync {
+                            None => true,
+                            Some(SyncRun::Counter { waits, .. }) => {
+                                has == 0 || waits.iter().all(|&(s, t)| counters[s] >= t)
                             }
-                            arrivals >= number * g + if *broken { BREAK_OFFSET } else { 0 }
+                            Some(SyncRun::Barrier { number, broken, .. }) => {
+                                if !arrived {
+                                    arrivals += 1;
+                                    at[c].2 = true;
+                                }
+                                arrivals >= number * g + if *broken { BREAK_OFFSET } else { 0 }
+                            }
+                        };
+                        if !ok {
+                            blocked.push(c);
+                            break;
                         }
-                    };
-                    if !ok {
-                        blocked.push(c);
+                    }
+                    if k < has {
+                        enabled.push(c);
                         break;
                     }
+                    at[c] = (i + 1, 0, false);
                 }
-                if k < has {
-                    enabled.push(c);
-                    break;
-                }
-                at[c] = (i + 1, 0, false);
+            }
+            if !enabled.is_empty() || (at.clone(), arrivals) == before {
+                break;
             }
         }
         if enabled.is_empty() {

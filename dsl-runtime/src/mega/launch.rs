@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::interp::HostMem;
 use crate::kernel_def::{Arg, Binding};
 use crate::nvrtc;
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use dsl_ir::{ConstVal, DType, ParamKind};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -70,7 +70,36 @@ pub struct MegaDef {
     build: fn() -> Program,
     program: OnceLock<Program>,
     plans: OnceLock<Mutex<HashMap<PlanKey, Arc<(Resolved, Schedule)>>>>,
-    functions: OnceLock<Mutex<HashMap<(String, usize), CudaFunction>>>,
+    functions: OnceLock<Mutex<HashMap<FnKey, Arc<Compiled>>>>,
+    /// Sync words per (stream, length): zeroed before each launch, reused across launches.
+    sync_bufs: OnceLock<Mutex<HashMap<(usize, usize), CudaSlice<u32>>>>,
+}
+
+/// Everything the generated source depends on, and the context it was loaded into.
+type FnKey = (PlanKey, u32, Vec<bool>, Vec<usize>, Option<usize>, usize);
+
+/// A loaded persistent kernel.
+struct Compiled {
+    f: CudaFunction,
+    block_threads: u32,
+    smem_bytes: usize,
+    sync_words: usize,
+}
+
+/// A plan as a launch uses it: the cached one, or a copy with syncs left out.
+struct Planned {
+    arc: Arc<(Resolved, Schedule)>,
+    modified: Option<Schedule>,
+    key: PlanKey,
+}
+
+impl Planned {
+    fn r(&self) -> &Resolved {
+        &self.arc.0
+    }
+    fn s(&self) -> &Schedule {
+        self.modified.as_ref().unwrap_or(&self.arc.1)
+    }
 }
 
 type PlanKey = (Vec<(String, ConstVal)>, usize);
@@ -88,6 +117,7 @@ impl MegaDef {
             program: OnceLock::new(),
             plans: OnceLock::new(),
             functions: OnceLock::new(),
+            sync_bufs: OnceLock::new(),
         }
     }
 
@@ -106,11 +136,7 @@ impl MegaDef {
         }
     }
 
-    fn plan_arc(
-        &self,
-        constexprs: &[Binding],
-        opts: &MegaOptions,
-    ) -> Result<Arc<(Resolved, Schedule)>> {
+    fn planned(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<Planned> {
         let mut key: Vec<(String, ConstVal)> = constexprs
             .iter()
             .map(|(n, v)| (n.to_string(), *v))
@@ -118,55 +144,58 @@ impl MegaDef {
         key.sort_by(|a, b| a.0.cmp(&b.0));
         let key = (key, opts.prefetch_depth);
         let map = self.plans.get_or_init(Default::default);
-        if let Some(p) = lock_map(map).get(&key) {
-            return Ok(p.clone());
+        let cached = lock_map(map).get(&key).cloned();
+        let arc = match cached {
+            Some(p) => p,
+            None => {
+                let r = resolve(self.program(), constexprs).map_err(Error::Lower)?;
+                let s = schedule(&r, opts.prefetch_depth);
+                let p = Arc::new((r, s));
+                lock_map(map).insert(key.clone(), p.clone());
+                p
+            }
+        };
+        let mut modified: Option<Schedule> = None;
+        for &d in &opts.drop_syncs {
+            if !arc.1.syncs.iter().any(|s| s.id == d) {
+                return Err(self.err(format!(
+                    "there is no sync {d} to drop (the schedule has {})",
+                    arc.1.syncs.len()
+                )));
+            }
+            modified = Some(modified.as_ref().unwrap_or(&arc.1).without_sync(d));
         }
-        let r = resolve(self.program(), constexprs).map_err(Error::Lower)?;
-        let s = schedule(&r, opts.prefetch_depth);
-        let p = Arc::new((r, s));
-        lock_map(map).insert(key, p.clone());
-        Ok(p)
+        if let Some(b) = opts.break_sync {
+            if !arc.1.syncs.iter().any(|s| s.id == b) {
+                return Err(self.err(format!("there is no sync {b} to break")));
+            }
+        }
+        Ok(Planned { arc, modified, key })
     }
 
     /// The bound program and its schedule (with `opts.drop_syncs` left out).
     pub fn plan(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<Plan> {
-        let p = self.plan_arc(constexprs, opts)?;
-        let mut schedule = p.1.clone();
-        for &d in &opts.drop_syncs {
-            if !schedule.syncs.iter().any(|s| s.id == d) {
-                return Err(self.err(format!(
-                    "there is no sync {d} to drop (the schedule has {})",
-                    p.1.syncs.len()
-                )));
-            }
-            schedule = schedule.without_sync(d);
-        }
-        if let Some(b) = opts.break_sync {
-            if !schedule.syncs.iter().any(|s| s.id == b) {
-                return Err(self.err(format!("there is no sync {b} to break")));
-            }
-        }
+        let p = self.planned(constexprs, opts)?;
         Ok(Plan {
-            resolved: p.0.clone(),
-            schedule,
+            resolved: p.r().clone(),
+            schedule: p.s().clone(),
         })
     }
 
     /// The schedule, for humans (`tessera explain`, `--explain`).
     pub fn explain(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<String> {
-        let p = self.plan(constexprs, opts)?;
-        Ok(super::schedule::explain(&p.resolved, &p.schedule))
+        let p = self.planned(constexprs, opts)?;
+        Ok(super::schedule::explain(p.r(), p.s()))
     }
 
     /// The persistent kernel's CUDA C (no GPU needed).
     pub fn cuda_source(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<MegaSource> {
-        let p = self.plan(constexprs, opts)?;
+        let p = self.planned(constexprs, opts)?;
         let (prelude, bodies) =
-            stage_bodies(&p.resolved, opts.num_warps, &MegaFacts::all(&p.resolved))
-                .map_err(Error::Lower)?;
+            stage_bodies(p.r(), opts.num_warps, &MegaFacts::all(p.r())).map_err(Error::Lower)?;
         cuda::generate(
-            &p.resolved,
-            &p.schedule,
+            p.r(),
+            p.s(),
             &prelude,
             &bodies,
             &GenOptions {
@@ -188,11 +217,11 @@ impl MegaDef {
         if !(1..=32).contains(&opts.num_warps) {
             return Err(self.err(format!("num_warps must be 1..=32, got {}", opts.num_warps)));
         }
-        let plan = self.plan(constexprs, opts)?;
-        self.check_args(&plan.resolved, args)?;
+        let plan = self.planned(constexprs, opts)?;
+        self.check_args(plan.r(), args)?;
         match &*dev.0 {
             Kind::Interpreter { .. } => self.interpret(&plan, opts, args),
-            Kind::Cuda(_) => self.launch_cuda(dev, &plan, opts, args, constexprs),
+            Kind::Cuda(_) => self.launch_cuda(dev, &plan, opts, args),
         }
     }
 
@@ -248,8 +277,8 @@ impl MegaDef {
         Ok(())
     }
 
-    fn interpret(&self, plan: &Plan, opts: &MegaOptions, args: &[Arg<'_>]) -> Result<()> {
-        let r = &plan.resolved;
+    fn interpret(&self, plan: &Planned, opts: &MegaOptions, args: &[Arg<'_>]) -> Result<()> {
+        let r = plan.r();
         let mut owners: Vec<&Arc<Mutex<HostMem>>> = vec![];
         let mut host = vec![HostArg::Val(Val::Int(0)); r.params().len()];
         for ((i, _), a) in r.program.runtime_params().zip(args) {
@@ -287,14 +316,7 @@ impl MegaDef {
                 )
             })
             .collect();
-        let res = interp::run(
-            r,
-            &plan.schedule,
-            &host,
-            &mut mem,
-            opts.interp,
-            opts.break_sync,
-        );
+        let res = interp::run(r, plan.s(), &host, &mut mem, opts.interp, opts.break_sync);
         for (o, m) in owners.iter().zip(mem) {
             *lock(o) = m;
         }
@@ -304,15 +326,14 @@ impl MegaDef {
     fn launch_cuda(
         &self,
         dev: &Device,
-        plan: &Plan,
+        plan: &Planned,
         opts: &MegaOptions,
         args: &[Arg<'_>],
-        constexprs: &[Binding],
     ) -> Result<()> {
         let cuda_dev = dev.cuda_dev().expect("checked by the caller");
-        let r = &plan.resolved;
-        // Lowering facts from the actual arguments (part of the generated source, so of the
-        // compile cache's key): aligned base pointers, i32 values divisible by 16.
+        let r = plan.r();
+        // Lowering facts from the actual arguments (they change the generated source, so
+        // they are part of the cache key): aligned base pointers, i32 values divisible by 16.
         let mut facts = MegaFacts(vec![false; r.params().len()]);
         for ((i, _), a) in r.program.runtime_params().zip(args) {
             facts.0[i] = match a {
@@ -321,32 +342,54 @@ impl MegaDef {
                 Arg::F32(_) => false,
             };
         }
-        let (prelude, bodies) = stage_bodies(r, opts.num_warps, &facts).map_err(Error::Lower)?;
-        let src = cuda::generate(
-            r,
-            &plan.schedule,
-            &prelude,
-            &bodies,
-            &GenOptions {
-                num_warps: opts.num_warps,
-                break_sync: opts.break_sync,
-            },
-        )
-        .map_err(Error::Lower)?;
-        let _ = constexprs;
-        let f = self.function(dev, &src)?;
+        let key: FnKey = (
+            plan.key.clone(),
+            opts.num_warps,
+            facts.0.clone(),
+            opts.drop_syncs.clone(),
+            opts.break_sync,
+            Arc::as_ptr(&cuda_dev.ctx) as usize,
+        );
+        let fmap = self.functions.get_or_init(Default::default);
+        let cached = lock_map(fmap).get(&key).cloned();
+        let k = match cached {
+            Some(k) => k,
+            None => {
+                let (prelude, bodies) =
+                    stage_bodies(r, opts.num_warps, &facts).map_err(Error::Lower)?;
+                let gen = GenOptions {
+                    num_warps: opts.num_warps,
+                    break_sync: opts.break_sync,
+                };
+                let src =
+                    cuda::generate(r, plan.s(), &prelude, &bodies, &gen).map_err(Error::Lower)?;
+                let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
+                let module = cuda_dev
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
+                let f = module.load_function(&src.entry)?;
+                let k = Arc::new(Compiled {
+                    f,
+                    block_threads: src.block_threads,
+                    smem_bytes: src.smem_bytes,
+                    sync_words: src.sync_words,
+                });
+                lock_map(fmap).insert(key, k.clone());
+                k
+            }
+        };
         // Co-residency is checked, not hoped for: a persistent grid larger than what fits
         // would wait forever on CTAs that never start.
         let per_sm =
-            f.occupancy_max_active_blocks_per_multiprocessor(src.block_threads, 0, None)?;
+            k.f.occupancy_max_active_blocks_per_multiprocessor(k.block_threads, 0, None)?;
         if per_sm == 0 {
             return Err(self.err(format!(
                 "a CTA of {} threads with {} B of shared memory does not fit on an SM",
-                src.block_threads, src.smem_bytes
+                k.block_threads, k.smem_bytes
             )));
         }
         let max = per_sm * cuda_dev.sms;
-        let ctas = opts.ctas.unwrap_or(cuda_dev.sms).min(u32::MAX);
+        let ctas = opts.ctas.unwrap_or(cuda_dev.sms);
         if ctas == 0 || ctas > max {
             return Err(self.err(format!(
                 "{ctas} CTAs cannot be co-resident: at most {per_sm} per SM × {} SMs = {max}",
@@ -354,7 +397,6 @@ impl MegaDef {
             )));
         }
         let stream = &cuda_dev.stream;
-        let sync = stream.alloc_zeros::<u32>(src.sync_words)?;
         let mut words: Vec<u64> = vec![];
         for a in args {
             words.push(match a {
@@ -367,18 +409,27 @@ impl MegaDef {
         }
         let small: Vec<u32> = words.iter().map(|&w| w as u32).collect();
         let timeout_ns: u64 = opts.timeout_ms.saturating_mul(1_000_000);
-        let mut b = stream.launch_builder(&f);
+        let bufs = self.sync_bufs.get_or_init(Default::default);
+        let mut bufs = lock_map(bufs);
+        let bkey = (Arc::as_ptr(stream) as usize, k.sync_words);
+        if !bufs.contains_key(&bkey) {
+            bufs.insert(bkey, stream.alloc_zeros::<u32>(k.sync_words)?);
+        }
+        let sync = bufs.get_mut(&bkey).expect("inserted above");
+        // Counters only grow during a launch: each launch starts from zero.
+        stream.memset_zeros(sync)?;
+        let mut b = stream.launch_builder(&k.f);
         for (n, a) in args.iter().enumerate() {
             match a {
                 Arg::Ptr(_) => b.arg(&words[n]),
                 Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
             };
         }
-        b.arg(&sync);
+        b.arg(&*sync);
         b.arg(&timeout_ns);
         let cfg = LaunchConfig {
             grid_dim: (ctas, 1, 1),
-            block_dim: (src.block_threads, 1, 1),
+            block_dim: (k.block_threads, 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: arguments were checked against the megakernel's signature; pointers come
@@ -386,33 +437,12 @@ impl MegaDef {
         // the cooperative launch refuses otherwise).
         unsafe { b.launch_cooperative(cfg) }?;
         if opts.check {
-            let w = stream.clone_dtoh(&sync)?;
+            let w = stream.clone_dtoh(&*sync)?;
             if w[SyncWords::ERROR] != 0 {
-                return Err(self.err(timeout_message(
-                    &plan.resolved,
-                    &plan.schedule,
-                    &w,
-                    opts.timeout_ms,
-                )));
+                return Err(self.err(timeout_message(r, plan.s(), &w, opts.timeout_ms)));
             }
         }
         Ok(())
-    }
-
-    fn function(&self, dev: &Device, src: &MegaSource) -> Result<CudaFunction> {
-        let cuda_dev = dev.cuda_dev().expect("checked by the caller");
-        let key = (src.code.clone(), Arc::as_ptr(&cuda_dev.ctx) as usize);
-        let map = self.functions.get_or_init(Default::default);
-        if let Some(f) = lock_map(map).get(&key) {
-            return Ok(f.clone());
-        }
-        let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
-        let module = cuda_dev
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
-        let f = module.load_function(&src.entry)?;
-        lock_map(map).insert(key, f.clone());
-        Ok(f)
     }
 }
 

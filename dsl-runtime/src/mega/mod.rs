@@ -8,6 +8,7 @@
 //! NVRTC → [`MegaDef::launch`] (cooperative, occupancy-sized, watchdog).
 pub mod bodies;
 pub mod cuda;
+pub mod graph;
 pub mod interp;
 pub mod launch;
 pub mod program;
