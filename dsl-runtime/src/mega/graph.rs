@@ -48,3 +48,8 @@ pub fn capture(dev: &Device, f: impl FnOnce() -> Result<()>) -> Result<Graph> {
     g.map(Graph)
         .ok_or_else(|| Error::Driver("the capture recorded nothing".into()))
 }
+
+/// The GPU's SM count (None for the interpreter): a persistent grid's natural size.
+pub fn sm_count(dev: &Device) -> Option<u32> {
+    dev.cuda_dev().map(|c| c.sms)
+}
