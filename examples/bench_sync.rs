@@ -17,7 +17,12 @@ const BLOCK: usize = 256;
 
 /// Mean wall time of `f` over `reps` runs after `warm` runs, in ms (the device is drained
 /// before and after).
-fn time(dev: &Device, warm: usize, reps: usize, mut f: impl FnMut() -> Result<(), Error>) -> Result<f64, Error> {
+fn time(
+    dev: &Device,
+    warm: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Result<(), Error>,
+) -> Result<f64, Error> {
     for _ in 0..warm {
         f()?;
     }
@@ -35,7 +40,10 @@ fn main() -> Result<(), Error> {
     let dev = graph::capturable(&base)?;
     let sms = graph::sm_count(&dev).expect("a GPU");
     let n = sms as usize * BLOCK; // one program per CTA
-    let steps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let steps: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
     let stages = 2 * steps;
     let x0: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 1e-3).collect();
     let x = dev.upload(&x0)?;
@@ -44,9 +52,15 @@ fn main() -> Result<(), Error> {
     opts.ctas = Some(sms);
     opts.check = false;
     let s = steps as i32;
-    let free = time(&dev, 2, 10, || chain_free::launch(&dev, &opts, &x, &y, s, n, BLOCK))?;
-    let counter = time(&dev, 2, 10, || chain_counter::launch(&dev, &opts, &x, &y, s, n, BLOCK))?;
-    let barrier = time(&dev, 2, 10, || chain_barrier::launch(&dev, &opts, &x, &y, s, n, BLOCK))?;
+    let free = time(&dev, 2, 10, || {
+        chain_free::launch(&dev, &opts, &x, &y, s, n, BLOCK)
+    })?;
+    let counter = time(&dev, 2, 10, || {
+        chain_counter::launch(&dev, &opts, &x, &y, s, n, BLOCK)
+    })?;
+    let barrier = time(&dev, 2, 10, || {
+        chain_barrier::launch(&dev, &opts, &x, &y, s, n, BLOCK)
+    })?;
     // The check is off above: run each once with it on, so a timeout cannot hide.
     let mut checked = opts.clone();
     checked.check = true;

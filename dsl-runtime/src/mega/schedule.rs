@@ -24,8 +24,8 @@
 //! stay pending at the loop head, so hazards carried across iterations count.
 //!
 //! A counter counts every run of its stage, so a wait for "all programs so far" is exact
-//! only if run e+1 of the stage cannot finish programs before run e has: a counted stage
-//! whose previous run may still be pending also waits on itself ("reuse").
+//! only if no program of a later run can bump it first: a stage whose counter some wait
+//! has read since its previous run, that run still pending, waits for itself ("reuse").
 use super::program::Expr;
 use super::program::Val;
 use super::resolve::{Access, Node, Resolved};
@@ -328,16 +328,32 @@ impl Key {
     }
 }
 
-/// Pending runs → the runs each is known to imply (finished before it could finish).
-type State = BTreeMap<Key, BTreeSet<Key>>;
+/// What is known of a pending run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Info {
+    /// Runs known to have finished before this one could finish.
+    implies: BTreeSet<Key>,
+    /// Some wait has read this stage's counter since the run: a later run of the stage
+    /// must not bump the counter before this one is done (see "reuse").
+    read: bool,
+}
+
+/// Pending runs and what is known of each.
+type State = BTreeMap<Key, Info>;
+
+/// Knowledge that holds on both paths: pending on either, implied on both, read on either.
+fn merge(x: &mut Info, y: &Info) {
+    x.implies = x.implies.intersection(&y.implies).cloned().collect();
+    x.read |= y.read;
+}
 
 fn join(a: &State, b: &State) -> State {
     let mut out = a.clone();
-    for (k, imp) in b {
+    for (k, info) in b {
         match out.get_mut(k) {
-            Some(x) => *x = x.intersection(imp).cloned().collect(),
+            Some(x) => merge(x, info),
             None => {
-                out.insert(k.clone(), imp.clone());
+                out.insert(k.clone(), info.clone());
             }
         }
     }
@@ -345,9 +361,20 @@ fn join(a: &State, b: &State) -> State {
 }
 
 fn map_state(s: &State, f: &dyn Fn(usize, Frame) -> Frame) -> State {
-    s.iter()
-        .map(|(k, imp)| (k.map(f), imp.iter().map(|i| i.map(f)).collect()))
-        .collect()
+    let mut out = State::new();
+    for (k, info) in s {
+        let info = Info {
+            implies: info.implies.iter().map(|i| i.map(f)).collect(),
+            read: info.read,
+        };
+        match out.get_mut(&k.map(f)) {
+            Some(x) => merge(x, &info),
+            None => {
+                out.insert(k.map(f), info);
+            }
+        }
+    }
+    out
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -358,7 +385,6 @@ struct Decision {
 
 struct Pass<'a> {
     r: &'a Resolved,
-    counted: &'a BTreeSet<usize>,
     decisions: Vec<Decision>,
     hazards: Vec<BTreeSet<Hazard>>,
 }
@@ -402,7 +428,7 @@ impl Pass<'_> {
                     }
                 }
             }
-            if k.stage == s && self.counted.contains(&s) {
+            if k.stage == s && state[k].read {
                 found.push((k.clone(), HazardKind::Reuse, None));
             }
         }
@@ -416,7 +442,7 @@ impl Pass<'_> {
             }
             state
                 .iter()
-                .find(|(g, imp)| waits.contains(&g.stage) && imp.contains(k))
+                .find(|(g, info)| waits.contains(&g.stage) && info.implies.contains(k))
                 .map(|(g, _)| g.stage)
         };
         if !d.barrier {
@@ -472,18 +498,24 @@ impl Pass<'_> {
             BTreeSet::new()
         } else {
             let mut imp = BTreeSet::new();
-            for (g, gi) in state.iter() {
+            for (g, gi) in state.iter_mut() {
                 if d.waits.contains(&g.stage) {
                     imp.insert(g.clone());
-                    imp.extend(gi.iter().cloned());
+                    imp.extend(gi.implies.iter().cloned());
+                    // This wait reads the counter of every pending run of `g.stage`.
+                    gi.read = true;
                 }
             }
             imp
         };
+        let info = Info {
+            implies,
+            read: false,
+        };
         match state.get_mut(&key) {
-            Some(x) => *x = x.intersection(&implies).cloned().collect(),
+            Some(x) => merge(x, &info),
             None => {
-                state.insert(key, implies);
+                state.insert(key, info);
             }
         }
     }
@@ -525,31 +557,13 @@ impl Pass<'_> {
 /// idle CTAs prefetch during a stage (0: none).
 pub fn schedule(r: &Resolved, prefetch_depth: usize) -> Schedule {
     let n = r.stages.len();
-    let mut counted = BTreeSet::new();
-    let pass = loop {
-        let mut p = Pass {
-            r,
-            counted: &counted,
-            decisions: vec![Decision::default(); n],
-            hazards: vec![BTreeSet::new(); n],
-        };
-        p.nodes(&r.body, &mut State::new());
-        let now: BTreeSet<usize> = counted
-            .iter()
-            .copied()
-            .chain(
-                p.decisions
-                    .iter()
-                    .filter(|d| !d.barrier)
-                    .flat_map(|d| d.waits.iter().copied()),
-            )
-            .collect();
-        if now == counted {
-            break (p.decisions, p.hazards);
-        }
-        counted = now;
+    let mut p = Pass {
+        r,
+        decisions: vec![Decision::default(); n],
+        hazards: vec![BTreeSet::new(); n],
     };
-    let (decisions, hazards) = pass;
+    p.nodes(&r.body, &mut State::new());
+    let (decisions, hazards) = (p.decisions, p.hazards);
     let mut syncs = vec![];
     let mut sync_before = vec![None; n];
     for s in 0..n {
