@@ -240,7 +240,7 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
         for needle in [
             "for (long long layer = 0LL; layer < (long long)n_layers; ++layer)",
             "for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine)",
-            "if (!tsr_wait(tsr_sync, 10, tsr_done_4, 1u, tsr_timeout_ns, (int)layer, &tsr_abort)) return;",
+            "if (!tsr_wait(tsr_sync, 6, tsr_done_4, 1u, tsr_step, tsr_timeout_ns, (int)layer, tsr_rec, &tsr_abort)) return;",
             "gemv_BM8_BK64_body(",
             "tsr_prefetch_l2(w_gate + ((layer * 512LL) * 256LL)",
         ] {

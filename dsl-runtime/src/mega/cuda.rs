@@ -19,21 +19,21 @@ use std::fmt::Write;
 pub struct SyncWords;
 
 impl SyncWords {
-    /// 0 while all is well; else 1 + the id of the sync that timed out first.
+    /// 0 while all is well; 1 once a wait has given up (every other wait then gives up too).
     pub const ERROR: usize = 0;
-    /// The CTA that timed out.
-    pub const CTA: usize = 1;
-    /// The value it last saw, and the target it waited for.
-    pub const SEEN: usize = 2;
-    pub const TARGET: usize = 3;
-    /// The innermost loop variable at the time (or -1).
-    pub const WHERE: usize = 4;
     /// Barrier arrivals (monotonic).
-    pub const BARRIER: usize = 5;
+    pub const BARRIER: usize = 1;
     /// Counter of stage s: word `COUNTERS + s`.
-    pub const COUNTERS: usize = 6;
-    pub fn len(stages: usize) -> usize {
+    pub const COUNTERS: usize = 2;
+    /// Per CTA, after the counters: the wait it gave up in, if any, as
+    /// [step + 1 (0: none), 1 + sync id, value seen, target, innermost loop variable].
+    /// The host reports the earliest step: later waits only wait on it.
+    pub const RECORD: usize = 5;
+    pub fn records(stages: usize) -> usize {
         Self::COUNTERS + stages
+    }
+    pub fn len(stages: usize, ctas: usize) -> usize {
+        Self::records(stages) + Self::RECORD * ctas
     }
 }
 
@@ -62,7 +62,8 @@ pub struct MegaSource {
     pub code: String,
     pub block_threads: u32,
     pub smem_bytes: usize,
-    /// u32 words of sync state the launch allocates and zeroes.
+    /// u32 words of sync state before the per-CTA records: the launch allocates
+    /// `SyncWords::len(stages, ctas)` and zeroes them.
     pub sync_words: usize,
 }
 
@@ -90,27 +91,30 @@ __device__ __forceinline__ long long tsr_max(long long a, long long b) { return 
 __device__ __forceinline__ void tsr_arrive(unsigned* sync, int w, unsigned count) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    tsr_fence();
-    atomicAdd(sync + w, count);
+    // A release add: orders everything the CTA wrote (bar.sync above) before the count.
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(sync + w), "r"(count) : "memory");
   }
 }
 
 // Every thread calls it; thread 0 spins until word `w` reaches `target` (wrap-safe), at
-// most `timeout_ns`. Returns false if the CTA must leave: this wait timed out (its sync
-// is recorded in the error words, first one wins) or another CTA's did.
-__device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, unsigned code,
-                                      unsigned long long timeout_ns, int where, volatile int* abort_flag) {
+// most `timeout_ns`. Returns false if the CTA must leave: this wait timed out, or another
+// CTA's did. Either way the CTA records where it gave up in its record `rec` (the host
+// reports the earliest step: the wait every other stuck one depends on).
+__device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
+                                      unsigned long long timeout_ns, int where, unsigned* rec,
+                                      volatile int* abort_flag) {
   if (threadIdx.x == 0) {
     const unsigned long long t0 = tsr_now();
     unsigned v;
     for (unsigned spin = 0; (int)((v = tsr_ld_acquire(sync + w)) - target) < 0; ++spin) {
       if ((spin & 255u) == 255u) {
-        if (*(volatile unsigned*)(sync + 0) != 0u) { *abort_flag = 1; break; }
-        if (tsr_now() - t0 > timeout_ns) {
-          if (atomicCAS(sync + 0, 0u, code) == 0u) {
-            sync[1] = blockIdx.x; sync[2] = v; sync[3] = target; sync[4] = (unsigned)where;
-            tsr_fence();
-          }
+        const bool other = *(volatile unsigned*)(sync + 0) != 0u;
+        if (other || tsr_now() - t0 > timeout_ns) {
+          rec[1] = code; rec[2] = v; rec[3] = target; rec[4] = (unsigned)where;
+          tsr_fence();
+          rec[0] = step + 1u;
+          tsr_fence();
+          atomicExch(sync + 0, 1u);
           *abort_flag = 1;
           break;
         }
@@ -348,7 +352,11 @@ pub fn generate(
         c,
         "  // Barriers passed and, per counted stage, programs run so far: the same in every CTA."
     );
-    let _ = writeln!(c, "  unsigned tsr_bars = 0;");
+    let _ = writeln!(
+        c,
+        "  unsigned tsr_bars = 0, tsr_step = 0;  // tsr_step: stage runs so far"
+    );
+    let _ = writeln!(c, "  unsigned* tsr_rec = tsr_sync + {} + {} * blockIdx.x;  // where this CTA gave up, if it does", SyncWords::records(r.stages.len()), SyncWords::RECORD);
     for s in &r.stages {
         if sched.counted[s.index] {
             let _ = writeln!(c, "  unsigned tsr_done_{} = 0;  // {}", s.index, s.label());
@@ -376,7 +384,7 @@ pub fn generate(
         code: c,
         block_threads: threads,
         smem_bytes: smem,
-        sync_words: SyncWords::len(r.stages.len()),
+        sync_words: SyncWords::records(r.stages.len()),
     })
 }
 
@@ -442,6 +450,7 @@ impl Gen<'_> {
             g[0], g[1], g[2]
         );
         let _ = writeln!(o, "{pad}  const unsigned tsr_n = tsr_g0 * tsr_g1 * tsr_g2;");
+        let _ = writeln!(o, "{pad}  ++tsr_step;");
         let sync = sched.sync_for(s);
         let brk = |id: usize| {
             if self.opts.break_sync == Some(id) {
@@ -466,7 +475,7 @@ impl Gen<'_> {
                 );
                 let _ = writeln!(
                     o,
-                    "{pad}  if (!tsr_wait(tsr_sync, {}, (++tsr_bars) * gridDim.x{}, {}u, tsr_timeout_ns, {where_}, &tsr_abort)) return;",
+                    "{pad}  if (!tsr_wait(tsr_sync, {}, (++tsr_bars) * gridDim.x{}, {}u, tsr_step, tsr_timeout_ns, {where_}, tsr_rec, &tsr_abort)) return;",
                     SyncWords::BARRIER,
                     brk(sy.id),
                     sy.id + 1
@@ -482,7 +491,7 @@ impl Gen<'_> {
             for &w in &sy.waits {
                 let _ = writeln!(
                     o,
-                    "{pad}    if (!tsr_wait(tsr_sync, {}, tsr_done_{w}{}, {}u, tsr_timeout_ns, {where_}, &tsr_abort)) return;",
+                    "{pad}    if (!tsr_wait(tsr_sync, {}, tsr_done_{w}{}, {}u, tsr_step, tsr_timeout_ns, {where_}, tsr_rec, &tsr_abort)) return;",
                     SyncWords::COUNTERS + w,
                     brk(sy.id),
                     sy.id + 1

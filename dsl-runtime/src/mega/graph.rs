@@ -15,6 +15,12 @@ pub fn capturable(dev: &Device) -> Result<Device> {
         .cuda_dev()
         .ok_or_else(|| Error::Unavailable("CUDA graphs need a GPU".into()))?;
     let stream = c.ctx.new_stream()?;
+    // cudarc makes a stream wait on events recorded by earlier uses of a buffer; a capture
+    // may not wait on an event recorded outside it. One stream needs no such tracking: off
+    // for buffers made from now on (make the captured launches' buffers through this).
+    // SAFETY: only changes how later buffers synchronise across streams; this device
+    // launches on a single stream.
+    unsafe { c.ctx.disable_event_tracking() };
     Ok(Device(Arc::new(Kind::Cuda(CudaDev {
         ctx: c.ctx.clone(),
         stream,

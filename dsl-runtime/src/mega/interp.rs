@@ -358,7 +358,8 @@ pub fn run(
             }
         }
         if enabled.is_empty() {
-            let Some(&c) = blocked.first() else {
+            // The earliest blocked CTA in program order: the later ones wait on it.
+            let Some(&c) = blocked.iter().min_by_key(|&&c| (at[c].0, c)) else {
                 return Ok(());
             };
             let run = &runs[at[c].0];

@@ -411,9 +411,10 @@ impl MegaDef {
         let timeout_ns: u64 = opts.timeout_ms.saturating_mul(1_000_000);
         let bufs = self.sync_bufs.get_or_init(Default::default);
         let mut bufs = lock_map(bufs);
-        let bkey = (Arc::as_ptr(stream) as usize, k.sync_words);
+        let words_len = k.sync_words + SyncWords::RECORD * ctas as usize;
+        let bkey = (Arc::as_ptr(stream) as usize, words_len);
         if !bufs.contains_key(&bkey) {
-            bufs.insert(bkey, stream.alloc_zeros::<u32>(k.sync_words)?);
+            bufs.insert(bkey, stream.alloc_zeros::<u32>(words_len)?);
         }
         let sync = bufs.get_mut(&bkey).expect("inserted above");
         // Counters only grow during a launch: each launch starts from zero.
@@ -446,25 +447,34 @@ impl MegaDef {
     }
 }
 
-/// The error the host reports when the watchdog fired: which sync, before which stage,
-/// which CTA, where in the loop, and what it saw.
+/// The error the host reports when the watchdog fired: the earliest wait (in program
+/// order) that some CTA gave up in (the later ones only wait on it), before which stage,
+/// in which CTA, where in the loop, and what it saw.
 pub fn timeout_message(r: &Resolved, s: &Schedule, w: &[u32], timeout_ms: u64) -> String {
-    let id = w[SyncWords::ERROR] as usize - 1;
+    let base = SyncWords::records(r.stages.len());
+    let root = w[base..]
+        .chunks_exact(SyncWords::RECORD)
+        .enumerate()
+        .filter(|(_, rec)| rec[0] != 0)
+        .min_by_key(|(cta, rec)| (rec[0], *cta));
+    let Some((cta, rec)) = root else {
+        return "a wait gave up but recorded nothing (the sync words were overwritten?)".into();
+    };
+    let id = rec[1] as usize - 1;
     let Some(sy) = s.syncs.iter().find(|x| x.id == id) else {
         return format!("a wait timed out (sync {id}, unknown to this schedule)");
     };
     let st = &r.stages[sy.stage];
     let at = match st.loops.last() {
-        Some(&l) => format!(" at {} = {}", r.vars[l], w[SyncWords::WHERE] as i32),
+        Some(&l) => format!(" at {} = {}", r.vars[l], rec[4] as i32),
         None => String::new(),
     };
     format!(
-        "sync {id} ({} before {}) timed out after {timeout_ms} ms: CTA {} waited{at}, saw {} of {}; the schedule or a kernel is wrong (no CTA can make progress)",
+        "sync {id} ({} before {}) timed out after {timeout_ms} ms: CTA {cta} waited{at}, saw {} of {}; the schedule or a kernel is wrong (no CTA can make progress)",
         sync_text(r, sy),
         st.label(),
-        w[SyncWords::CTA],
-        w[SyncWords::SEEN],
-        w[SyncWords::TARGET],
+        rec[2],
+        rec[3],
     )
 }
 
