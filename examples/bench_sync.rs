@@ -7,11 +7,14 @@
 //!    grid barrier before every stage (`chain_barrier`). Per-sync cost = the difference / 2·S.
 //! 2. The dependent chain of 2·S stages three ways: one megakernel (counter waits), 2·S
 //!    separate launches, and a CUDA graph of those 2·S launches.
+//! 3. The toy MLP (28 layers, D=1024, F=3072: 5 kernels per layer, narrow norm stages whose
+//!    idle CTAs prefetch the next weights) the same three ways.
 use std::time::Instant;
+use tessera::check::Rng;
 use tessera::kernels::vector_add::vector_add;
 use tessera::runtime::mega::{graph, MegaOptions};
 use tessera::runtime::{Device, Error, Launch};
-use tessera::toy::{chain_barrier, chain_counter, chain_free};
+use tessera::toy::{chain_barrier, chain_counter, chain_free, toy_sequential, ToyBuffers};
 
 const BLOCK: usize = 256;
 
@@ -78,6 +81,45 @@ fn main() -> Result<(), Error> {
     let separate = time(&dev, 1, 5, || launches(steps))?;
     let cg = graph::capture(&dev, || launches(steps))?;
     let graphed = time(&dev, 2, 10, || cg.launch())?;
+    // The toy: a realistic mix of narrow and wide stages.
+    let (layers, d, f) = (28usize, 1024usize, 3072usize);
+    let toy = ToyBuffers::random(&dev, &mut Rng::new(1), layers, d, f)?;
+    let mut topts = MegaOptions::default();
+    topts.check = false;
+    let toy_mega = time(&dev, 2, 10, || {
+        toy.megakernel(&dev, &topts, layers, d, f, 1e-6)
+    })?;
+    let mut no_prefetch = topts.clone();
+    no_prefetch.prefetch_depth = 0;
+    let toy_mega_np = time(&dev, 2, 10, || {
+        toy.megakernel(&dev, &no_prefetch, layers, d, f, 1e-6)
+    })?;
+    // The persistent grid's size and block size, swept.
+    let mut sweep = vec![];
+    for warps in [4u32, 8] {
+        for per_sm in [1u32, 2, 4, 8, 0] {
+            let mut o = topts.clone().warps(warps);
+            o.ctas = if per_sm == 0 {
+                None
+            } else {
+                Some(per_sm * sms)
+            };
+            let label = format!(
+                "warps={warps} ctas={}",
+                o.ctas.map_or("max".to_string(), |c| c.to_string())
+            );
+            match time(&dev, 1, 5, || toy.megakernel(&dev, &o, layers, d, f, 1e-6)) {
+                Ok(ms) => sweep.push(serde_json::json!({"config": label, "ms": ms})),
+                Err(e) => sweep.push(serde_json::json!({"config": label, "error": e.to_string()})),
+            }
+        }
+    }
+    let toy_launches = time(&dev, 1, 5, || {
+        toy_sequential(&dev, &toy, layers, d, f, 1e-6)
+    })?;
+    let tg = graph::capture(&dev, || toy_sequential(&dev, &toy, layers, d, f, 1e-6))?;
+    let toy_graph = time(&dev, 2, 10, || tg.launch())?;
+    let weight_mb = (layers * (d + 3 * d * f) * 2) as f64 / 1e6;
     let us = |ms: f64| ms * 1e3;
     println!(
         "{}",
@@ -96,6 +138,14 @@ fn main() -> Result<(), Error> {
                 "megakernel_grid_barriers": barrier,
                 "separate_launches": separate,
                 "cuda_graph": graphed,
+            },
+            "toy_mlp": {
+                "layers": layers, "d": d, "f": f, "weights_mb": weight_mb,
+                "megakernel_ms": toy_mega,
+                "megakernel_sweep": sweep,
+                "megakernel_no_prefetch_ms": toy_mega_np,
+                "separate_launches_ms": toy_launches,
+                "cuda_graph_ms": toy_graph,
             },
             "per_stage_us": {
                 "megakernel_counter_waits": us(counter) / stages as f64,

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub struct MegaOptions {
     /// Warps per CTA: every stage is lowered for this block size.
     pub num_warps: u32,
-    /// GPU: CTAs in the persistent grid. Default: one per SM (fewer atomics per barrier than
-    /// filling every slot); never more than the occupancy API says can be co-resident.
+    /// GPU: CTAs in the persistent grid. Default: as many as the occupancy API says can be
+    /// co-resident (memory-bound stages need the warps in flight); never more.
     pub ctas: Option<u32>,
     /// GPU: a wait that lasts longer than this aborts the launch with an error naming it.
     pub timeout_ms: u64,
@@ -389,7 +389,7 @@ impl MegaDef {
             )));
         }
         let max = per_sm * cuda_dev.sms;
-        let ctas = opts.ctas.unwrap_or(cuda_dev.sms);
+        let ctas = opts.ctas.unwrap_or(max);
         if ctas == 0 || ctas > max {
             return Err(self.err(format!(
                 "{ctas} CTAs cannot be co-resident: at most {per_sm} per SM × {} SMs = {max}",
