@@ -1,4 +1,4 @@
-//! Every shipped kernel's CUDA C compiles with NVRTC for sm_80 and sm_90, at the default
+//! Every shipped kernel's CUDA C (the library's and the Qwen3 decoder's) compiles with NVRTC for sm_80 and sm_90, at the default
 //! constexprs and at odd ones. Needs libnvrtc (./scripts/test.sh installs it), not a GPU.
 use tessera::runtime::{nvrtc, ConstVal};
 
@@ -7,7 +7,9 @@ fn every_shipped_kernel_compiles_with_nvrtc() {
     if let Err(e) = tessera::runtime::device::probe_nvrtc() {
         panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
     }
-    for k in tessera::kernels::shipped() {
+    let mut all = tessera::kernels::shipped();
+    all.extend(tessera::model::kernels::shipped());
+    for k in all {
         let mut variants = vec![(k.constexprs.clone(), k.num_warps)];
         // The same kernel with every integer constexpr made odd (a tile that is not a power
         // of two) and with one warp.

@@ -135,6 +135,15 @@ pub struct Tune {
     pub grid: Grid,
 }
 
+/// A kernel a crate ships for `tessera explain`: its handle, the constexprs and warps
+/// `explain` uses by default, and one line on what it does.
+pub struct Shipped {
+    pub kernel: &'static KernelDef,
+    pub constexprs: Vec<Binding>,
+    pub num_warps: u32,
+    pub about: &'static str,
+}
+
 /// What the macro emits for each kernel.
 pub struct KernelDef {
     name: &'static str,
@@ -148,6 +157,8 @@ pub struct KernelDef {
 struct Spec {
     kernel: Kernel,
     functions: Mutex<HashMap<(u32, Vec<bool>, usize), CudaFunction>>,
+    /// Launch shapes (grid, i32 arguments, buffer lengths) already bounds-checked.
+    checked: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl KernelDef {
@@ -172,7 +183,7 @@ impl KernelDef {
             return Ok(s.clone());
         }
         let kernel = self.ir()?.specialize(constexprs).map_err(Error::Lower)?;
-        let spec = Arc::new(Spec { kernel, functions: Mutex::new(HashMap::new()) });
+        let spec = Arc::new(Spec { kernel, functions: Mutex::new(HashMap::new()), checked: Mutex::new(Default::default()) });
         lock_map(map).insert(key, spec.clone());
         Ok(spec)
     }
@@ -201,9 +212,34 @@ impl KernelDef {
             return Err(self.err(format!("num_warps must be 1..=32, got {}", launch.num_warps)));
         }
         match &*dev.0 {
+            // The interpreter checks every access exactly as it runs.
             Kind::Interpreter { .. } => self.interpret(&spec.kernel, grid, args),
-            Kind::Cuda(_) => self.launch_cuda(dev, &spec, grid, launch.num_warps, args),
+            Kind::Cuda(_) => {
+                self.check_bounds(&spec, grid, args)?;
+                self.launch_cuda(dev, &spec, grid, launch.num_warps, args)
+            }
         }
+    }
+
+    /// Rejects a GPU launch whose accesses provably leave a buffer (see [`crate::bounds`]);
+    /// each distinct launch shape is analysed once.
+    fn check_bounds(&self, spec: &Spec, grid: [u32; 3], args: &[Arg<'_>]) -> Result<()> {
+        let n = spec.kernel.params.len();
+        let (mut ints, mut lens) = (vec![None; n], vec![None; n]);
+        for ((i, _), a) in spec.kernel.runtime_params().zip(args) {
+            match a {
+                Arg::I32(v) => ints[i] = Some(*v as i64),
+                Arg::Ptr(p) => lens[i] = Some(p.len),
+                Arg::F32(_) => {}
+            }
+        }
+        let key = crate::nvrtc::fnv1a(&[format!("{grid:?}{ints:?}{lens:?}").as_bytes()]);
+        if lock_map(&spec.checked).contains(&key) {
+            return Ok(());
+        }
+        crate::bounds::check(&spec.kernel, grid, &ints, &lens).map_err(|m| self.err(m))?;
+        lock_map(&spec.checked).insert(key);
+        Ok(())
     }
 
     /// Launches with the fastest of `tune.configs` for `tune.key`, measuring each on the

@@ -4,6 +4,7 @@
 //! Data flows one way: the macro's IR → [`ir::Kernel::specialize`] → [`interp`] (the spec)
 //! or [`cuda::emit`] → [`nvrtc`] → launch ([`KernelDef::launch`]).
 pub mod autotune;
+pub mod bounds;
 pub mod cuda;
 pub mod device;
 pub mod element;
@@ -18,9 +19,7 @@ pub use dsl_ir as ir;
 pub use dsl_ir::ConstVal;
 pub use element::{bf16, f16, Element};
 pub use error::{Error, Result};
-pub use kernel_def::{
-    cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Tune,
-};
+pub use kernel_def::{cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune};
 
 /// A kernel parameter type: a pointer to elements of `T` in device memory. Only the
 /// `#[kernel]` macro reads it; it never exists at run time.

@@ -1,5 +1,7 @@
 //! `tessera generate`: arguments and the command itself.
 use crate::checkpoint::Checkpoint;
+use crate::config::Config;
+use crate::dsl_engine::{KernelEngine, KernelOptions, Output};
 use crate::embedded;
 use crate::engine::Engine;
 use crate::error::ModelError;
@@ -7,6 +9,7 @@ use crate::generate::{check_prompt, generate, StopReason};
 use crate::reference::Reference;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::weights::Weights;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +23,10 @@ pub enum Device {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineKind {
+    /// The plain-Rust reference decoder (cpu).
     Reference,
+    /// The decoder's `#[kernel]`s, one launch per op (GPU, or the interpreter on the cpu).
+    Kernels,
     Megakernel,
 }
 
@@ -104,7 +110,8 @@ fn check_sampling(a: &GenerateArgs) -> Result<SamplingParams, ModelError> {
 
 /// The model, its tokenizer and the prompt ids the arguments ask for.
 struct Prepared {
-    engine: Reference,
+    cfg: Config,
+    weights: Weights,
     tokenizer: Option<Tokenizer>,
     eos: Vec<u32>,
     prompt: Vec<u32>,
@@ -133,7 +140,8 @@ fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
         };
         return Ok(Prepared {
             eos: cfg.eos_token_ids.clone(),
-            engine: Reference::new(cfg, Arc::new(weights)),
+            cfg,
+            weights,
             tokenizer: Some(tok),
             prompt,
         });
@@ -171,10 +179,38 @@ fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
     };
     Ok(Prepared {
         eos: ck.config.eos_token_ids.clone(),
-        engine: Reference::new(ck.config, Arc::new(ck.weights)),
+        cfg: ck.config,
+        weights: ck.weights,
         tokenizer: ck.tokenizer,
         prompt,
     })
+}
+
+/// The engine `--engine` / `--device` ask for.
+fn build_engine(
+    a: &GenerateArgs,
+    cfg: Config,
+    weights: Weights,
+    greedy: bool,
+) -> Result<Box<dyn Engine>, ModelError> {
+    match a.engine {
+        EngineKind::Reference => Ok(Box::new(Reference::new(cfg, Arc::new(weights)))),
+        EngineKind::Kernels => {
+            let dev = match a.device {
+                Device::Cpu => dsl_runtime::Device::interpreter(),
+                Device::Cuda => dsl_runtime::Device::cuda(0).map_err(|e| ModelError::Usage(format!("--device cuda: {e}")))?,
+                Device::Auto => dsl_runtime::Device::auto(),
+            };
+            if !dev.is_cuda() {
+                eprintln!("note: kernels run on {}", dev.describe());
+            }
+            // Greedy reads back one int (the fused argmax); sampling needs the logits.
+            let output = if greedy { Output::Token } else { Output::Logits };
+            let opts = KernelOptions { output, ..Default::default() };
+            Ok(Box::new(KernelEngine::new(cfg, &weights, dev, opts)?))
+        }
+        EngineKind::Megakernel => Err(ModelError::Usage("--engine megakernel is not built yet (a later issue); use --engine reference or kernels".into())),
+    }
 }
 
 fn no_prompt() -> ModelError {
@@ -191,23 +227,24 @@ fn write_out(s: &str) -> Result<(), ModelError> {
 pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
     if a.engine == EngineKind::Megakernel {
         return Err(ModelError::Usage(
-            "--engine megakernel is not built yet (a later issue); use --engine reference".into(),
+            "--engine megakernel is not built yet (a later issue); use --engine reference or kernels".into(),
         ));
     }
-    if a.device == Device::Cuda {
+    if a.device == Device::Cuda && a.engine == EngineKind::Reference {
         return Err(ModelError::Usage(
-            "--device cuda: the reference engine runs on the cpu only, and the GPU engine (megakernel) is not built yet"
-                .into(),
+            "--device cuda: the reference engine runs on the cpu only; use --engine kernels for the GPU".into(),
         ));
     }
     let params = check_sampling(&a)?;
     let Prepared {
-        mut engine,
+        cfg,
+        weights,
         tokenizer,
         eos,
         prompt,
     } = prepare(&a)?;
-    check_prompt(&engine, &prompt)?;
+    let mut engine = build_engine(&a, cfg, weights, params.is_greedy())?;
+    check_prompt(engine.as_ref(), &prompt)?;
 
     let mut sampler = Sampler::new(params);
     let mut stream = StreamDecoder::new();
@@ -227,7 +264,7 @@ pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
         }
     };
     let g = generate(
-        &mut engine,
+        engine.as_mut(),
         &prompt,
         a.max_new_tokens,
         &mut sampler,

@@ -46,7 +46,7 @@ pub struct Reference {
 }
 
 /// y = W x for W `[out, in]` row-major bf16; each row is widened to f32 once.
-fn matvec(w: &Tensor, x: &[f32]) -> Vec<f32> {
+pub fn matvec(w: &Tensor, x: &[f32]) -> Vec<f32> {
     let cols = w.shape[1];
     debug_assert_eq!(cols, x.len());
     let mut row = vec![0f32; cols];
@@ -59,7 +59,7 @@ fn matvec(w: &Tensor, x: &[f32]) -> Vec<f32> {
 }
 
 /// RMSNorm: x / sqrt(mean(x²) + eps) * weight.
-fn rms_norm(x: &[f32], weight: &Tensor, eps: f64) -> Vec<f32> {
+pub fn rms_norm(x: &[f32], weight: &Tensor, eps: f64) -> Vec<f32> {
     let mean_sq = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
     let inv = 1.0 / (mean_sq + eps as f32).sqrt();
     x.iter()
@@ -68,11 +68,11 @@ fn rms_norm(x: &[f32], weight: &Tensor, eps: f64) -> Vec<f32> {
         .collect()
 }
 
-fn silu(x: f32) -> f32 {
+pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-fn softmax_in_place(x: &mut [f32]) {
+pub fn softmax_in_place(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0;
     for v in x.iter_mut() {
@@ -82,12 +82,30 @@ fn softmax_in_place(x: &mut [f32]) {
     x.iter_mut().for_each(|v| *v /= sum);
 }
 
+/// 1 / theta^(2i / head_dim) for i < head_dim / 2: computed in f64, kept in f32.
+pub fn rope_inv_freq(cfg: &Config) -> Vec<f32> {
+    let hd = cfg.head_dim;
+    (0..hd / 2)
+        .map(|i| (1.0 / cfg.rope_theta.powf((2 * i) as f64 / hd as f64)) as f32)
+        .collect()
+}
+
+/// Rotate-half rope on one head: (x1, x2) → (x1 cos − x2 sin, x2 cos + x1 sin),
+/// with x1/x2 the first/second halves and angle pos · inv_freq[i] (an f32 product).
+pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f32]) {
+    let half = head.len() / 2;
+    for i in 0..half {
+        let angle = pos as f32 * inv_freq[i];
+        let (sin, cos) = angle.sin_cos();
+        let (x1, x2) = (head[i], head[i + half]);
+        head[i] = x1 * cos - x2 * sin;
+        head[i + half] = x2 * cos + x1 * sin;
+    }
+}
+
 impl Reference {
     pub fn new(cfg: Config, weights: Arc<Weights>) -> Reference {
-        let hd = cfg.head_dim;
-        let inv_freq = (0..hd / 2)
-            .map(|i| (1.0 / cfg.rope_theta.powf((2 * i) as f64 / hd as f64)) as f32)
-            .collect();
+        let inv_freq = rope_inv_freq(&cfg);
         let cache = vec![KvCache::default(); cfg.num_hidden_layers];
         Reference {
             cfg,
@@ -106,17 +124,9 @@ impl Reference {
         self.cache.first().map_or(0, |c| c.k.len())
     }
 
-    /// Rotate-half rope on one head: (x1, x2) → (x1 cos − x2 sin, x2 cos + x1 sin),
-    /// with x1/x2 the first/second halves and angle pos · inv_freq[i].
+    /// [`rope`] with this model's frequencies.
     fn rope(&self, head: &mut [f32], pos: usize) {
-        let half = head.len() / 2;
-        for i in 0..half {
-            let angle = pos as f32 * self.inv_freq[i];
-            let (sin, cos) = angle.sin_cos();
-            let (x1, x2) = (head[i], head[i + half]);
-            head[i] = x1 * cos - x2 * sin;
-            head[i + half] = x2 * cos + x1 * sin;
-        }
+        rope(head, pos, &self.inv_freq);
     }
 
     /// Logits for `token` at `pos`, plus per-op values of the first `trace_layers` layers.

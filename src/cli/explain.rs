@@ -1,6 +1,5 @@
 //! `tessera explain`: the generated CUDA C (or tile IR) of a kernel the library ships.
-use crate::kernels::shipped;
-use crate::runtime::{ConstVal, Device};
+use crate::runtime::{ConstVal, Device, Shipped};
 
 #[derive(clap::Args, Debug)]
 pub struct ExplainArgs {
@@ -21,17 +20,21 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> Result<(), String> {
-    let all = shipped();
+    // The library's kernels, then the Qwen3 decoder's as `qwen3::NAME` (constexprs at
+    // Qwen3-0.6B's dims).
+    let named = |prefix: &str, v: Vec<Shipped>| v.into_iter().map(|k| (format!("{prefix}{}", k.kernel.name()), k)).collect::<Vec<_>>();
+    let mut all = named("", crate::kernels::shipped());
+    all.extend(named("qwen3::", model::kernels::shipped()));
     if args.list || args.kernel.is_none() {
-        for k in &all {
+        for (n, k) in &all {
             let cx: Vec<String> = k.constexprs.iter().map(|(n, v)| format!("{n}={}", show(v))).collect();
-            println!("{:<14} {:<58} [{} num_warps={}]", k.kernel.name(), k.about, cx.join(" "), k.num_warps);
+            println!("{n:<28} {}  [{} num_warps={}]", k.about, cx.join(" "), k.num_warps);
         }
         return Ok(());
     }
     let name = args.kernel.unwrap_or_default();
-    let k = all.iter().find(|k| k.kernel.name() == name).ok_or_else(|| {
-        let names: Vec<&str> = all.iter().map(|k| k.kernel.name()).collect();
+    let k = all.iter().find(|(n, _)| *n == name).map(|(_, k)| k).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
         format!("no kernel `{name}`; the kernels are: {}", names.join(", "))
     })?;
     let mut cx = k.constexprs.clone();

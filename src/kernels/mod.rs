@@ -7,16 +7,7 @@ pub mod rmsnorm;
 pub mod softmax;
 pub mod vector_add;
 
-use crate::runtime::{Binding, ConstVal, KernelDef};
-
-/// A shipped kernel: its handle, the constexprs and warps `explain` uses by default, and
-/// one line on what it does.
-pub struct Shipped {
-    pub kernel: &'static KernelDef,
-    pub constexprs: Vec<Binding>,
-    pub num_warps: u32,
-    pub about: &'static str,
-}
+use crate::runtime::{ConstVal, Shipped};
 
 /// Every kernel the library ships, for `tessera explain --list`.
 pub fn shipped() -> Vec<Shipped> {

@@ -1,0 +1,90 @@
+//! Attention of one query token over the KV cache (decode), split along the sequence.
+//!
+//! Phase 1, `attn_split`, grid (n_heads, SPLITS): program (h, s) takes query head h, its
+//! KV head h / group (GQA: `group` query heads share a KV head; each query head still
+//! gets its own programs, because at decode attention is starved for parallelism, not for
+//! bandwidth: seed 000 measured KV sharing slower), and the s-th chunk of the positions
+//! 0..=pos. It streams that chunk in [BLOCK_N, head_dim] tiles of K and V with an online
+//! softmax: a running max m, a running sum l of exp(score - m) and an unnormalised
+//! accumulator acc, rescaled by exp(m_old - m_new) whenever the max grows. It writes its
+//! partial (m, l, acc) in f32.
+//!
+//! Phase 2, `attn_merge`, grid n_heads: merges the SPLITS partials of a head with the same
+//! correction, exp(m_s - max m), and divides by the total sum once, at the end.
+//!
+//! The split count is fixed (a constexpr), and each split's chunk is computed in-kernel
+//! from the position read from the device buffer, so the grid never depends on the
+//! step: a later split may be empty (it writes m = -3e38, l = 0, which merges to nothing).
+//! Scores are q·k * (1/sqrt(head_dim)), in f32, as in the reference.
+use dsl_runtime::prelude::*;
+
+#[kernel]
+pub fn attn_split(
+    q: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    group: i32,
+    max_seq: i32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    let head = program_id(0);
+    let split = program_id(1);
+    let len = load(pos) + 1; // positions 0..=pos, the new token's included
+                             // Chunks are whole tiles, so only the last tile of the last busy split is ragged.
+    let chunk = cdiv(cdiv(len, SPLITS), BLOCK_N) * BLOCK_N;
+    let lo = split * chunk;
+    let hi = minimum(lo + chunk, len);
+    let d = arange(0, D);
+    let qv = load(q + head * D + d).to(f32).expand_dims(0);
+    let base = (head / group) * max_seq * D;
+    let mut m = -3.0e38;
+    let mut l = 0.0;
+    let mut acc = zeros([D], f32);
+    for start in (lo..hi).step_by(BLOCK_N) {
+        let n = start + arange(0, BLOCK_N);
+        let valid = n < hi;
+        let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
+        let kt = load(k_cache + offs, valid.expand_dims(1), 0.0).to(f32);
+        let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
+        let m_new = maximum(m, max(s, 0));
+        let alpha = exp(m - m_new); // rescales what was summed against the old max
+        let pr = where_(valid, exp(s - m_new), 0.0);
+        let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
+        l = l * alpha + sum(pr, 0);
+        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
+        m = m_new;
+    }
+    let slot = head * SPLITS + split;
+    store(part_m + slot, m);
+    store(part_l + slot, l);
+    store(part_acc + slot * D + d, acc);
+}
+
+#[kernel]
+pub fn attn_merge(
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    out: Ptr<bf16>,
+    #[constexpr] D: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    let head = program_id(0);
+    let s = head * SPLITS + arange(0, SPLITS);
+    let d = arange(0, D);
+    let m = load(part_m + s);
+    let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
+    let l = sum(load(part_l + s) * w, 0);
+    let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
+    store(
+        out + head * D + d,
+        (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
+    );
+}

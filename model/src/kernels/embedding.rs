@@ -1,0 +1,20 @@
+//! Embedding gather: x = embed_tokens[token], the first op of a decode step.
+//!
+//! The token id is read from a device buffer, not passed as a scalar, so a step (and later
+//! the megakernel, whose launch arguments never change) needs no host value baked into
+//! its launch. One program copies BLOCK consecutive elements of the row.
+use dsl_runtime::prelude::*;
+
+#[kernel]
+pub fn embedding(
+    table: Ptr<bf16>,
+    token: Ptr<i32>,
+    x: Ptr<bf16>,
+    hidden: i32,
+    #[constexpr] BLOCK: usize,
+) {
+    let tok = load(token); // a scalar load: the same id for every lane
+    let cols = program_id(0) * BLOCK + arange(0, BLOCK);
+    let mask = cols < hidden;
+    store(x + cols, load(table + tok * hidden + cols, mask, 0.0), mask);
+}

@@ -1,0 +1,78 @@
+//! The output head with greedy decoding fused in: final RMSNorm (redundant prologue, as in
+//! `gemv.rs`), logits = W · h, and a two-phase argmax, so a greedy step reads back ONE int.
+//!
+//! Phase 1, `lm_head_argmax`: the GEMV over vocab / BM programs (the widest grid of the
+//! step: 150k rows); each program also stores its rows' logits (f32, for sampling or
+//! checks; 4 bytes per row against 2·hidden of weights read) and its block's (max, argmax).
+//! Phase 2, `argmax_merge`: one program reduces the per-block pairs in BLOCK-wide tiles.
+//! Ties go to the lowest id, as torch.argmax and the reference's sampler.
+use dsl_runtime::prelude::*;
+
+#[kernel]
+pub fn lm_head_argmax(
+    x: Ptr<bf16>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    logits: Ptr<f32>,
+    part_max: Ptr<f32>,
+    part_idx: Ptr<i32>,
+    vocab: i32,
+    k: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+) {
+    let mut sumsq = zeros([BK], f32);
+    for k0 in (0..k).step_by(BK) {
+        let cols = k0 + arange(0, BK);
+        let xv = load(x + cols, cols < k, 0.0).to(f32);
+        sumsq += xv * xv;
+    }
+    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
+
+    let pid = program_id(0);
+    let rows = pid * BM + arange(0, BM);
+    let row_mask = rows < vocab;
+    let mut acc = zeros([BM, BK], f32);
+    for k0 in (0..k).step_by(BK) {
+        let cols = k0 + arange(0, BK);
+        let col_mask = cols < k;
+        let h = load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32);
+        let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
+        let wv = load(
+            w + rows.expand_dims(1) * k + cols.expand_dims(0),
+            tile_mask,
+            0.0,
+        )
+        .to(f32);
+        acc += wv * h.expand_dims(0);
+    }
+    let z = sum(acc, 1);
+    store(logits + rows, z, row_mask);
+    // Epilogue: this block's best row. Rows past the vocab never win.
+    let zm = where_(row_mask, z, -3.0e38);
+    store(part_max + pid, max(zm, 0));
+    store(part_idx + pid, pid * BM + argmax(zm, 0));
+}
+
+#[kernel]
+pub fn argmax_merge(
+    part_max: Ptr<f32>,
+    part_idx: Ptr<i32>,
+    token: Ptr<i32>,
+    n: i32,
+    #[constexpr] BLOCK: usize,
+) {
+    let mut best = -3.4e38;
+    let mut best_idx = 0;
+    for c0 in (0..n).step_by(BLOCK) {
+        let offs = c0 + arange(0, BLOCK);
+        let v = load(part_max + offs, offs < n, -3.4e38);
+        let cand = load(part_idx + c0 + argmax(v, 0));
+        // Strictly greater: an earlier block keeps a tie.
+        let better = max(v, 0) > best;
+        best_idx = where_(better, cand, best_idx);
+        best = where_(better, max(v, 0), best);
+    }
+    store(token, best_idx);
+}

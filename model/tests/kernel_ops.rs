@@ -1,0 +1,573 @@
+//! Each decoder op, run by the interpreter, against the plain-Rust math of the reference
+//! decoder (`model::reference`), on random inputs at the tiny checkpoints' dims and at
+//! Qwen3-0.6B's (hidden 1024, head_dim 128, 16 / 8 heads).
+//!
+//! Errors are max |Δ| / max |want|. Kernels store bf16, the reference keeps f32: one
+//! rounding costs ≤ 2^-9 relative (2e-3), so TOL = 1e-2 passes right answers with room
+//! for f32 summation order, and fails a wrong index, mask or formula by far.
+use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
+use model::kernels::{attention, embedding, gemv, lm_head, mlp, norm, rope, Gemv, NUM_WARPS};
+use model::reference::{matvec, rms_norm, rope as rope_ref, silu, softmax_in_place};
+use model::sampling::SplitMix64;
+use model::Tensor;
+
+const TOL: f32 = 1e-2;
+
+fn dev() -> Device {
+    Device::interpreter()
+}
+
+fn grid(n: usize) -> Launch {
+    Launch::grid(n as u32).warps(NUM_WARPS)
+}
+
+/// Uniform in [-scale, scale), rounded to bf16.
+fn rand_bf16(rng: &mut SplitMix64, n: usize, scale: f32) -> Vec<bf16> {
+    (0..n)
+        .map(|_| bf16::from_f32((rng.next_f64() as f32 * 2.0 - 1.0) * scale))
+        .collect()
+}
+
+fn f32s(v: &[bf16]) -> Vec<f32> {
+    v.iter().map(|x| x.to_f32()).collect()
+}
+
+fn tensor(data: Vec<bf16>, shape: &[usize]) -> Tensor {
+    Tensor {
+        name: "test".into(),
+        shape: shape.to_vec(),
+        data,
+    }
+}
+
+fn up<T: Element>(v: &[T]) -> Buffer<T> {
+    dev().upload(v).unwrap()
+}
+
+fn down<T: Element>(b: &Buffer<T>) -> Vec<T> {
+    b.to_vec().unwrap()
+}
+
+fn rel_err(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "lengths");
+    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+    got.iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
+        / max_ref
+}
+
+fn check(what: &str, got: &[f32], want: &[f32]) {
+    let e = rel_err(got, want);
+    eprintln!("{what}: rel err {e:.2e}");
+    assert!(e < TOL, "{what}: relative error {e} ≥ {TOL}");
+}
+
+#[test]
+fn embedding_gathers_the_row_of_the_device_token() {
+    let mut rng = SplitMix64::new(1);
+    for (vocab, h, block) in [(1000, 64, 64), (300, 1024, 1024), (50, 100, 32)] {
+        let table = rand_bf16(&mut rng, vocab * h, 1.0);
+        let (tb, x) = (up(&table), dev().zeros::<bf16>(h).unwrap());
+        for tok in [0, vocab - 1, vocab / 3] {
+            embedding::embedding::launch(
+                &dev(),
+                &grid(h.div_ceil(block)),
+                &tb,
+                &up(&[tok as i32]),
+                &x,
+                h as i32,
+                block,
+            )
+            .unwrap();
+            assert_eq!(
+                down(&x),
+                table[tok * h..(tok + 1) * h],
+                "vocab {vocab}, hidden {h}, token {tok}"
+            );
+        }
+    }
+}
+
+#[test]
+fn rmsnorm_matches_reference() {
+    let mut rng = SplitMix64::new(2);
+    for (h, block) in [(64, 64), (1024, 256), (100, 32)] {
+        let (x, w) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
+        let y = dev().zeros::<bf16>(h).unwrap();
+        norm::rmsnorm::launch(
+            &dev(),
+            &grid(1),
+            &up(&x),
+            &up(&w),
+            &y,
+            h as i32,
+            1e-6,
+            block,
+        )
+        .unwrap();
+        let want = rms_norm(&f32s(&x), &tensor(w, &[h]), 1e-6);
+        check(&format!("rmsnorm h={h}"), &f32s(&down(&y)), &want);
+    }
+}
+
+/// (m, k, tiles): tiny QKV (4·24 + 2·4·24 rows), 0.6B QKV / o_proj / down, ragged edges.
+type Shape = (usize, usize, Option<(usize, usize)>);
+const GEMV_SHAPES: [Shape; 5] = [
+    (288, 64, None),
+    (4096, 1024, None),
+    (1024, 2048, None),
+    (1024, 3072, None),
+    (37, 100, Some((8, 32))),
+];
+
+fn tiles(m: usize, k: usize, t: Option<(usize, usize)>) -> Gemv {
+    t.map_or(Gemv::for_shape(m, k), |(bm, bk)| Gemv { bm, bk })
+}
+
+#[test]
+fn rmsnorm_gemv_matches_norm_then_matvec() {
+    let mut rng = SplitMix64::new(3);
+    for (m, k, t) in GEMV_SHAPES {
+        let g = tiles(m, k, t);
+        let (x, nw, w) = (
+            rand_bf16(&mut rng, k, 2.0),
+            rand_bf16(&mut rng, k, 1.5),
+            rand_bf16(&mut rng, m * k, 0.1),
+        );
+        let y = dev().zeros::<bf16>(m).unwrap();
+        gemv::rmsnorm_gemv::launch(
+            &dev(),
+            &grid(g.programs(m)),
+            &up(&x),
+            &up(&nw),
+            &up(&w),
+            &y,
+            m as i32,
+            k as i32,
+            1e-6,
+            g.bm,
+            g.bk,
+        )
+        .unwrap();
+        let h = rms_norm(&f32s(&x), &tensor(nw, &[k]), 1e-6);
+        check(
+            &format!("rmsnorm_gemv {m}x{k} {g:?}"),
+            &f32s(&down(&y)),
+            &matvec(&tensor(w, &[m, k]), &h),
+        );
+    }
+}
+
+#[test]
+fn gemv_residual_adds_the_projection_in_place() {
+    let mut rng = SplitMix64::new(4);
+    for (m, k, t) in GEMV_SHAPES {
+        let g = tiles(m, k, t);
+        let (x, res, w) = (
+            rand_bf16(&mut rng, k, 1.0),
+            rand_bf16(&mut rng, m, 1.0),
+            rand_bf16(&mut rng, m * k, 0.1),
+        );
+        let rb = up(&res);
+        gemv::gemv_residual::launch(
+            &dev(),
+            &grid(g.programs(m)),
+            &up(&w),
+            &up(&x),
+            &rb,
+            m as i32,
+            k as i32,
+            g.bm,
+            g.bk,
+        )
+        .unwrap();
+        let want: Vec<f32> = matvec(&tensor(w, &[m, k]), &f32s(&x))
+            .iter()
+            .zip(&res)
+            .map(|(a, r)| a + r.to_f32())
+            .collect();
+        check(
+            &format!("gemv_residual {m}x{k} {g:?}"),
+            &f32s(&down(&rb)),
+            &want,
+        );
+    }
+}
+
+#[test]
+fn gate_up_silu_matches_the_reference_mlp_half() {
+    let mut rng = SplitMix64::new(5);
+    for (inter, h, t) in [
+        (128, 64, None),
+        (160, 64, None),
+        (3072, 1024, None),
+        (37, 100, Some((4, 48))),
+    ] {
+        let g = tiles(inter, h, t);
+        let (x, nw) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
+        let (gate, upw) = (
+            rand_bf16(&mut rng, inter * h, 0.1),
+            rand_bf16(&mut rng, inter * h, 0.1),
+        );
+        let fused: Vec<bf16> = gate.iter().chain(&upw).copied().collect(); // rows [gate; up]
+        let act = dev().zeros::<bf16>(inter).unwrap();
+        mlp::rmsnorm_gate_up_silu::launch(
+            &dev(),
+            &grid(g.programs(inter)),
+            &up(&x),
+            &up(&nw),
+            &up(&fused),
+            &act,
+            inter as i32,
+            h as i32,
+            1e-6,
+            g.bm,
+            g.bk,
+        )
+        .unwrap();
+        let hn = rms_norm(&f32s(&x), &tensor(nw, &[h]), 1e-6);
+        let (gv, uv) = (
+            matvec(&tensor(gate, &[inter, h]), &hn),
+            matvec(&tensor(upw, &[inter, h]), &hn),
+        );
+        let want: Vec<f32> = gv.iter().zip(&uv).map(|(g, u)| silu(*g) * u).collect();
+        check(
+            &format!("gate_up_silu {inter}x{h} {g:?}"),
+            &f32s(&down(&act)),
+            &want,
+        );
+    }
+}
+
+#[test]
+fn qk_norm_rope_writes_roped_q_and_the_cache_slot() {
+    let mut rng = SplitMix64::new(6);
+    // (heads, kv_heads, head_dim, max_seq, pos, theta)
+    for (nh, nkv, hd, max_seq, pos, theta) in [
+        (4, 2, 32, 16, 5, 1e6),
+        (8, 2, 16, 40, 39, 1e4),
+        (4, 4, 24, 8, 0, 1e6),
+        (16, 8, 128, 64, 37, 1e6),
+    ] {
+        let rows = (nh + 2 * nkv) * hd;
+        let qkv = rand_bf16(&mut rng, rows, 3.0);
+        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
+        let inv_freq: Vec<f32> = (0..hd / 2)
+            .map(|i| (1.0 / f64::powf(theta, (2 * i) as f64 / hd as f64)) as f32)
+            .collect();
+        let q = dev().zeros::<bf16>(nh * hd).unwrap();
+        let (kc, vc) = (
+            dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+            dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+        );
+        rope::qk_norm_rope::launch(
+            &dev(),
+            &grid(nh + nkv),
+            &up(&qkv),
+            &up(&qn),
+            &up(&kn),
+            &up(&inv_freq),
+            &up(&[pos as i32]),
+            &q,
+            &kc,
+            &vc,
+            nh as i32,
+            nkv as i32,
+            max_seq as i32,
+            1e-6,
+            hd,
+        )
+        .unwrap();
+        let x = f32s(&qkv);
+        let normed_roped = |head: &[f32], w: &[bf16]| {
+            let mut v = rms_norm(head, &tensor(w.to_vec(), &[hd]), 1e-6);
+            rope_ref(&mut v, pos, &inv_freq);
+            v
+        };
+        let want_q: Vec<f32> = x[..nh * hd]
+            .chunks(hd)
+            .flat_map(|h| normed_roped(h, &qn))
+            .collect();
+        check(&format!("q rope hd={hd}"), &f32s(&down(&q)), &want_q);
+        let (kcache, vcache) = (f32s(&down(&kc)), f32s(&down(&vc)));
+        for j in 0..nkv {
+            let slot = (j * max_seq + pos) * hd;
+            let kh = &x[(nh + j) * hd..(nh + j + 1) * hd];
+            check(
+                &format!("k rope hd={hd} kv head {j}"),
+                &kcache[slot..slot + hd],
+                &normed_roped(kh, &kn),
+            );
+            assert_eq!(
+                vcache[slot..slot + hd],
+                x[(nh + nkv + j) * hd..(nh + nkv + j + 1) * hd],
+                "v head {j}"
+            );
+        }
+        // Nothing else of the caches is touched.
+        let written = |i: usize| (i / hd) % max_seq == pos;
+        assert!(
+            kcache
+                .iter()
+                .enumerate()
+                .all(|(i, v)| written(i) || *v == 0.0),
+            "K cache written outside the slot"
+        );
+        assert!(
+            vcache
+                .iter()
+                .enumerate()
+                .all(|(i, v)| written(i) || *v == 0.0),
+            "V cache written outside the slot"
+        );
+    }
+}
+
+/// The reference's attention for one token: softmax(q·K/√d) · V per head, GQA.
+#[allow(clippy::too_many_arguments)]
+fn attention_ref(
+    q: &[f32],
+    kc: &[f32],
+    vc: &[f32],
+    nh: usize,
+    group: usize,
+    hd: usize,
+    max_seq: usize,
+    len: usize,
+) -> Vec<f32> {
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut out = vec![0f32; nh * hd];
+    for h in 0..nh {
+        let base = (h / group) * max_seq * hd;
+        let qh = &q[h * hd..(h + 1) * hd];
+        let mut s: Vec<f32> = (0..len)
+            .map(|p| {
+                qh.iter()
+                    .zip(&kc[base + p * hd..])
+                    .map(|(a, b)| a * b)
+                    .sum::<f32>()
+                    * scale
+            })
+            .collect();
+        softmax_in_place(&mut s);
+        for (p, w) in s.iter().enumerate() {
+            for d in 0..hd {
+                out[h * hd + d] += w * vc[base + p * hd + d];
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn split_kv_attention_matches_softmax_attention() {
+    let mut rng = SplitMix64::new(7);
+    // (heads, kv_heads, head_dim, max_seq, pos, BLOCK_N, SPLITS): GQA 2 and 4, MHA, one
+    // position, ragged tiles, more splits than tiles (empty splits), one split, 0.6B dims.
+    let cases = [
+        (4, 2, 32, 64, 40, 32, 16),
+        (8, 2, 16, 64, 0, 32, 4),
+        (4, 4, 24, 50, 49, 8, 3),
+        (16, 8, 128, 512, 300, 32, 16),
+        (2, 1, 16, 100, 70, 16, 1),
+    ];
+    for (nh, nkv, hd, max_seq, pos, block_n, splits) in cases {
+        let q = rand_bf16(&mut rng, nh * hd, 2.0);
+        let (kc, vc) = (
+            rand_bf16(&mut rng, nkv * max_seq * hd, 2.0),
+            rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
+        );
+        let parts = nh * splits;
+        let (pm, pl, pa) = (
+            dev().zeros::<f32>(parts).unwrap(),
+            dev().zeros::<f32>(parts).unwrap(),
+            dev().zeros::<f32>(parts * hd).unwrap(),
+        );
+        let out = dev().zeros::<bf16>(nh * hd).unwrap();
+        let (qb, kb, vb, pb) = (up(&q), up(&kc), up(&vc), up(&[pos as i32]));
+        let group = (nh / nkv) as i32;
+        let split = Launch::grid((nh as u32, splits as u32)).warps(NUM_WARPS);
+        let scale = 1.0 / (hd as f32).sqrt();
+        attention::attn_split::launch(
+            &dev(),
+            &split,
+            &qb,
+            &kb,
+            &vb,
+            &pb,
+            &pm,
+            &pl,
+            &pa,
+            group,
+            max_seq as i32,
+            scale,
+            hd,
+            block_n,
+            splits,
+        )
+        .unwrap();
+        attention::attn_merge::launch(&dev(), &grid(nh), &pm, &pl, &pa, &out, hd, splits).unwrap();
+        let want = attention_ref(
+            &f32s(&q),
+            &f32s(&kc),
+            &f32s(&vc),
+            nh,
+            nh / nkv,
+            hd,
+            max_seq,
+            pos + 1,
+        );
+        check(
+            &format!(
+                "attention heads {nh}/{nkv} hd {hd} len {} splits {splits}",
+                pos + 1
+            ),
+            &f32s(&down(&out)),
+            &want,
+        );
+    }
+}
+
+#[test]
+fn lm_head_argmax_finds_the_greedy_token_in_two_phases() {
+    let mut rng = SplitMix64::new(8);
+    for (vocab, h, t, block) in [
+        (1000, 64, None, None),
+        (997, 64, Some((4, 64)), Some(7)),
+        (20_000, 1024, None, None),
+    ] {
+        let g = tiles(vocab, h, t);
+        let blocks = g.programs(vocab);
+        let block = block.unwrap_or(blocks.min(1024));
+        let (x, nw, w) = (
+            rand_bf16(&mut rng, h, 2.0),
+            rand_bf16(&mut rng, h, 1.5),
+            rand_bf16(&mut rng, vocab * h, 0.1),
+        );
+        let (wb, xb, nb) = (up(&w), up(&x), up(&nw));
+        let logits = dev().zeros::<f32>(vocab).unwrap();
+        let (pmax, pidx, tok) = (
+            dev().zeros::<f32>(blocks).unwrap(),
+            dev().zeros::<i32>(blocks).unwrap(),
+            dev().zeros::<i32>(1).unwrap(),
+        );
+        let run = || {
+            lm_head::lm_head_argmax::launch(
+                &dev(),
+                &grid(blocks),
+                &xb,
+                &nb,
+                &wb,
+                &logits,
+                &pmax,
+                &pidx,
+                vocab as i32,
+                h as i32,
+                1e-6,
+                g.bm,
+                g.bk,
+            )
+            .unwrap();
+            lm_head::argmax_merge::launch(
+                &dev(),
+                &grid(1),
+                &pmax,
+                &pidx,
+                &tok,
+                blocks as i32,
+                block,
+            )
+            .unwrap();
+            (down(&logits), down(&tok)[0] as u32)
+        };
+        let (got, id) = run();
+        let hn = rms_norm(&f32s(&x), &tensor(nw.clone(), &[h]), 1e-6);
+        let want = matvec(&tensor(w.clone(), &[vocab, h]), &hn);
+        check(&format!("lm_head {vocab}x{h} {g:?}"), &got, &want);
+        assert_eq!(
+            id,
+            model::sampling::argmax(&got),
+            "fused argmax vs argmax of the kernel's logits"
+        );
+        assert_eq!(
+            id,
+            model::sampling::argmax(&want),
+            "fused argmax vs the reference's"
+        );
+    }
+}
+
+#[test]
+fn argmax_merge_keeps_the_lowest_id_on_ties() {
+    // Block maxima with a tie between blocks 2 and 5 (ids 20 and 50), and -inf-ish padding.
+    let pmax = [0.5f32, -1.0, 3.0, 2.0, -3.0e38, 3.0, 1.0];
+    let pidx = [1i32, 10, 20, 30, 40, 50, 60];
+    let tok = dev().zeros::<i32>(1).unwrap();
+    for block in [1, 2, 3, 7] {
+        lm_head::argmax_merge::launch(&dev(), &grid(1), &up(&pmax), &up(&pidx), &tok, 7, block)
+            .unwrap();
+        assert_eq!(down(&tok)[0], 20, "BLOCK {block}");
+    }
+}
+
+/// The tile rule from Qwen3-0.6B to 32B: every GEMV grid has ≥ 256 programs, tiles stay
+/// ≤ 8k elements, and the attention grid is ≥ 128 programs.
+#[test]
+fn tile_rule_fills_the_gpu_from_0_6b_to_32b() {
+    use model::kernels::{qwen3_0_6b, Tiles, GEMV_MIN_PROGRAMS};
+    // (hidden, intermediate, heads, kv heads): 0.6B, 1.7B, 4B, 8B, 14B, 32B.
+    let shapes = [
+        (1024, 3072, 16, 8),
+        (2048, 6144, 16, 8),
+        (2560, 9728, 32, 8),
+        (4096, 12288, 32, 8),
+        (5120, 17408, 40, 8),
+        (5120, 25600, 64, 8),
+    ];
+    for (h, i, nh, nkv) in shapes {
+        let cfg = model::Config {
+            hidden_size: h,
+            intermediate_size: i,
+            num_attention_heads: nh,
+            num_key_value_heads: nkv,
+            ..qwen3_0_6b()
+        };
+        let t = Tiles::for_config(&cfg);
+        let rows = [
+            (t.qkv, cfg.q_dim() + 2 * cfg.kv_dim()),
+            (t.o_proj, h),
+            (t.gate_up, i),
+            (t.down, h),
+            (t.lm_head, cfg.vocab_size),
+        ];
+        for (g, m) in rows {
+            assert!(
+                g.programs(m) >= GEMV_MIN_PROGRAMS,
+                "hidden {h}: {g:?} gives {} programs for {m} rows",
+                g.programs(m)
+            );
+            assert_eq!(g.bk, 512, "hidden {h}");
+            assert!(g.bm * g.bk <= 8192);
+        }
+        assert!(
+            nh * t.attn_splits >= 128,
+            "hidden {h}: {} attention programs",
+            nh * t.attn_splits
+        );
+        assert!(t.attn_block_n * cfg.head_dim <= 8192);
+    }
+}
+
+/// `shipped()` (what `tessera explain` lists): every kernel specialises at its defaults.
+#[test]
+fn shipped_kernels_specialise_at_their_defaults() {
+    let all = model::kernels::shipped();
+    assert_eq!(all.len(), 10);
+    for k in all {
+        k.kernel
+            .specialize(&k.constexprs)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.kernel.name()));
+        assert!(!k.about.is_empty());
+    }
+}
