@@ -64,13 +64,13 @@ fn toy_schedule_has_exactly_the_syncs_its_hazards_need() {
     );
     assert!(
         text.contains(
-            "RAW: reads `x` written by stage 5 gemv_BM4_BK64 (previous iteration of `layer`)"
+            "RAW: reads `x` written by stage 5 gemv_BM4_BK64 (the previous iteration of `layer`)"
         ),
         "{text}"
     );
     assert!(
         text.contains(
-            "WAR: writes `x` read by stage 1 add_rmsnorm [covered by waiting for stage 4 silu_mul]"
+            "WAR: writes `x` read by stage 1 add_rmsnorm (this iteration and the previous iteration of `layer`) [covered by waiting for stage 4 silu_mul]"
         ),
         "{text}"
     );

@@ -11,7 +11,7 @@
 //! error words and leaves; the others see the error word and leave too.
 use super::program::{ArgExpr, Expr, Op, Val};
 use super::resolve::{Node, Resolved};
-use super::schedule::{hazard_text, sync_text, Schedule, SyncKind};
+use super::schedule::{hazard_lines, sync_text, Schedule, SyncKind};
 use dsl_ir::{ConstKind, DType, ParamKind};
 use std::fmt::Write;
 
@@ -464,8 +464,8 @@ impl Gen<'_> {
         };
         if let Some(sy) = sync {
             let _ = writeln!(o, "{pad}  // sync {}: {}", sy.id, sync_text(r, sy));
-            for h in &sy.hazards {
-                let _ = writeln!(o, "{pad}  //   {}", hazard_text(r, s, h));
+            for l in hazard_lines(r, s, &sy.hazards) {
+                let _ = writeln!(o, "{pad}  //   {l}");
             }
             if sy.kind == SyncKind::Barrier {
                 let _ = writeln!(

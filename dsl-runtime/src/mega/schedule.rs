@@ -658,18 +658,46 @@ fn kind_text(k: HazardKind) -> &'static str {
 
 /// One line per hazard: "RAW: reads `h` written by stage 1 add_rmsnorm".
 pub fn hazard_text(r: &Resolved, stage: usize, h: &Hazard) -> String {
+    hazard_line(r, stage, h, &[h.carried])
+}
+
+/// One line per (kind, producer, parameter, cover), the runs it concerns merged:
+/// "RAW: reads `h` written by stage 1 add_rmsnorm (this and the previous iteration of `layer`)".
+pub fn hazard_lines(r: &Resolved, stage: usize, hazards: &[Hazard]) -> Vec<String> {
+    let mut groups: Vec<(&Hazard, Vec<Carried>)> = vec![];
+    for h in hazards {
+        let same = |g: &Hazard| {
+            g.kind == h.kind && g.producer == h.producer && g.param == h.param && g.via == h.via
+        };
+        match groups.iter_mut().find(|(g, _)| same(g)) {
+            Some((_, c)) => c.push(h.carried),
+            None => groups.push((h, vec![h.carried])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(h, c)| hazard_line(r, stage, h, c))
+        .collect()
+}
+
+fn hazard_line(r: &Resolved, stage: usize, h: &Hazard, carried: &[Carried]) -> String {
     let p = h
         .param
         .map(|p| r.params()[p].name.clone())
         .unwrap_or_default();
     let prod = r.stages[h.producer].label();
-    let when = match h.carried {
-        Carried::No => String::new(),
-        Carried::Iteration(l) if h.producer == stage => {
-            format!(" (its run in the previous iteration of `{}`)", r.vars[l])
-        }
-        Carried::Iteration(l) => format!(" (previous iteration of `{}`)", r.vars[l]),
-        Carried::EarlierLoop(l) => format!(" (an earlier run of loop `{}`)", r.vars[l]),
+    let parts: Vec<String> = carried
+        .iter()
+        .map(|c| match c {
+            Carried::No => "this iteration".to_string(),
+            Carried::Iteration(l) => format!("the previous iteration of `{}`", r.vars[*l]),
+            Carried::EarlierLoop(l) => format!("an earlier run of loop `{}`", r.vars[*l]),
+        })
+        .collect();
+    let when = match carried {
+        [Carried::No] => String::new(),
+        [Carried::Iteration(_)] if h.producer == stage => format!(" (its run in {})", parts[0]),
+        _ => format!(" ({})", parts.join(" and ")),
     };
     let what = match h.kind {
         HazardKind::Raw => format!("reads `{p}` written by {prod}{when}"),
@@ -775,8 +803,8 @@ pub fn explain(r: &Resolved, sched: &Schedule) -> String {
                                 sy.id,
                                 sync_text(r, sy)
                             );
-                            for h in &sy.hazards {
-                                let _ = writeln!(out, "{pad}    {}", hazard_text(r, *s, h));
+                            for l in hazard_lines(r, *s, &sy.hazards) {
+                                let _ = writeln!(out, "{pad}    {l}");
                             }
                         }
                     }
