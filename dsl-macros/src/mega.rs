@@ -250,15 +250,18 @@ impl Cx<'_> {
                         quote!(#rt::mega::ArgExpr::Ptr { param: #param, offset: #off, end: #end }),
                     );
                     let t = elem_type(dtype, rt);
-                    checks.push(quote_spanned!(span=> #rt::mega::typecheck::ptr::<#t>()));
+                    checks.push(respan(quote!(#rt::mega::typecheck::ptr::<#t>()), span));
                 }
                 V::Scalar(t, e) => {
                     built.push(quote!(#rt::mega::ArgExpr::Value(#e)));
-                    checks.push(match t {
-                        STy::Int => quote_spanned!(span=> #rt::mega::typecheck::int()),
-                        STy::Float => quote_spanned!(span=> 0f32),
-                        STy::Bool => quote_spanned!(span=> false),
-                    });
+                    checks.push(respan(
+                        match t {
+                            STy::Int => quote!(#rt::mega::typecheck::int()),
+                            STy::Float => quote!(0f32),
+                            STy::Bool => quote!(false),
+                        },
+                        span,
+                    ));
                 }
             }
         }
@@ -267,8 +270,9 @@ impl Cx<'_> {
         let pspan = path.span();
         let kernel = quote_spanned!(pspan=> #path::KERNEL);
         let launch = quote_spanned!(pspan=> #path::launch);
+        let ctx = respan(quote!(__dev, __launch), pspan);
         self.checks
-            .push(quote! { let _ = #launch(__dev, __launch, #(#checks),*); });
+            .push(quote! { let _ = #launch(#ctx, #(#checks),*); });
         Ok(quote! {
             #rt::mega::Item::Call(#rt::mega::Call {
                 kernel: &#kernel,
@@ -462,6 +466,24 @@ impl Cx<'_> {
             other => err(other, "not a megakernel argument: use parameters, loop variables, literals, `+ - * / %`, `cdiv`, `as`, `p + offset` and `&p[a..b]`"),
         }
     }
+}
+
+/// The same tokens, every one at `span`: rustc then reports a type error in a check at the
+/// user's argument, not at the attribute.
+fn respan(ts: TokenStream, span: Span) -> TokenStream {
+    ts.into_iter()
+        .map(|t| match t {
+            proc_macro2::TokenTree::Group(g) => {
+                let mut n = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                n.set_span(span);
+                proc_macro2::TokenTree::Group(n)
+            }
+            mut t => {
+                t.set_span(span);
+                t
+            }
+        })
+        .collect()
 }
 
 fn elem_type(d: DType, rt: &TokenStream) -> TokenStream {
