@@ -413,10 +413,12 @@ impl MegaDef {
         let mut bufs = lock_map(bufs);
         let words_len = k.sync_words + SyncWords::RECORD * ctas as usize;
         let bkey = (Arc::as_ptr(stream) as usize, words_len);
-        if !bufs.contains_key(&bkey) {
-            bufs.insert(bkey, stream.alloc_zeros::<u32>(words_len)?);
-        }
-        let sync = bufs.get_mut(&bkey).expect("inserted above");
+        let sync = match bufs.entry(bkey) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(stream.alloc_zeros::<u32>(words_len)?)
+            }
+        };
         // Counters only grow during a launch: each launch starts from zero.
         stream.memset_zeros(sync)?;
         let mut b = stream.launch_builder(&k.f);

@@ -116,6 +116,7 @@ impl Expr {
     pub fn bin(op: Op, a: Expr, b: Expr) -> Expr {
         Expr::Bin(op, Box::new(a), Box::new(b))
     }
+    #[allow(clippy::should_implement_trait)]
     pub fn neg(a: Expr) -> Expr {
         Expr::Neg(Box::new(a))
     }

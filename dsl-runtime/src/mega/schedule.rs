@@ -270,13 +270,13 @@ impl Polys<'_> {
 fn provably_nonneg(p: &Poly) -> bool {
     let mut at_one = 0i64;
     for (m, c) in p {
-        if m.is_empty() {
-            at_one = at_one.saturating_add(*c);
-        } else if m.iter().all(|s| matches!(s, Sym::Shift(_))) && *c >= 0 {
-            at_one = at_one.saturating_add(*c);
-        } else {
+        // A constant, or a product of shifts (each ≥ 1) with a non-negative coefficient:
+        // its least value is at all shifts = 1.
+        let shifts_only = m.iter().all(|s| matches!(s, Sym::Shift(_)));
+        if !(m.is_empty() || (shifts_only && *c >= 0)) {
             return false;
         }
+        at_one = at_one.saturating_add(*c);
     }
     at_one >= 0
 }
