@@ -18,13 +18,14 @@ if [[ $what == all || $what == tests ]]; then
   done
 fi
 if [[ $what == all || $what == examples ]]; then
-  for e in vector_add rmsnorm softmax gemv add_rmsnorm; do
+  for e in vector_add rmsnorm softmax gemv add_rmsnorm toy_megakernel; do
     echo "=== example $e" | tee -a "$OUT/examples.log"
     ".gpu/bin/$e" 2>&1 | tee -a "$OUT/examples.log" || status=1
   done
 fi
 if [[ $what == all || $what == bench ]]; then
   .gpu/bin/bench_ops > "$OUT/ours.json" 2> "$OUT/bench_ops.log" || { status=1; cat "$OUT/bench_ops.log"; }
+  .gpu/bin/bench_sync > "$OUT/mega_sync.json" 2> "$OUT/bench_sync.log" || { status=1; cat "$OUT/bench_sync.log"; }
   python3 scripts/bench_peers.py > "$OUT/peers.json" 2> "$OUT/peers.log" || { status=1; tail -20 "$OUT/peers.log"; }
   cat "$OUT/ours.json" "$OUT/peers.json"
 fi

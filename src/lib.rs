@@ -12,9 +12,10 @@ extern crate self as tessera;
 pub mod check;
 pub mod cli;
 pub mod kernels;
+pub mod toy;
 
 pub use dsl_ir as ir;
-pub use dsl_macros::kernel;
+pub use dsl_macros::{kernel, megakernel};
 pub use dsl_runtime as runtime;
 pub use model;
 

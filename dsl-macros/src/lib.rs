@@ -18,6 +18,7 @@
 //!   `where` is a Rust keyword (syn cannot parse `where(..)` as a call), hence `where_`.
 mod emit;
 mod lower;
+mod mega;
 mod parse;
 
 use proc_macro::TokenStream;
@@ -38,6 +39,29 @@ use quote::quote;
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(attr.into(), item.into())
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
+}
+
+/// Turns a fn whose body is a sequence of `#[kernel]` calls (with `for` loops and `let`s)
+/// into ONE persistent kernel: `name::MEGAKERNEL`, `name::launch(dev, opts, args..,
+/// constexprs..)`, `name::explain(opts, constexprs..)`. See `dsl_runtime::mega`.
+///
+/// ```ignore
+/// #[megakernel]
+/// pub fn mlp(x: Ptr<bf16>, res: Ptr<bf16>, nw: Ptr<bf16>, w: Ptr<bf16>, h: Ptr<bf16>,
+///            n_layers: i32, eps: f32, #[constexpr] D: usize) {
+///     for layer in 0..n_layers {
+///         add_rmsnorm(grid(1), x, res, &nw[layer * D..(layer + 1) * D], h, D, eps, D);
+///         gemv(grid(cdiv(D, 8)), &w[layer * D * D..(layer + 1) * D * D], h, x, D, D, 8, 256);
+///     }
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    runtime_path()
+        .map_err(|m| syn::Error::new(proc_macro2::Span::call_site(), m))
+        .and_then(|rt| mega::expand(attr.into(), item.into(), &rt))
         .unwrap_or_else(|e| e.to_compile_error())
         .into()
 }

@@ -11,6 +11,7 @@ pub mod element;
 pub mod error;
 pub mod interp;
 pub mod kernel_def;
+pub mod mega;
 pub mod nvrtc;
 
 pub use device::{AsPtr, Buffer, BufferView, Device, PtrArg, INTERPRET_ENV};
@@ -27,5 +28,5 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 /// What a file of kernels needs: `use dsl_runtime::prelude::*;`.
 pub mod prelude {
     pub use crate::{bf16, cdiv, f16, Buffer, Config, Device, Launch, Ptr, Tune};
-    pub use dsl_macros::kernel;
+    pub use dsl_macros::{kernel, megakernel};
 }

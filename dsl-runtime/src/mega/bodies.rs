@@ -1,0 +1,120 @@
+//! Each stage's body from the CUDA emitter, with the lowering facts the megakernel can
+//! prove: a pointer argument `p + offset` is 16-byte aligned when `p` is (checked at launch)
+//! and `offset × element size` is a multiple of 16 for every value of the loop variables;
+//! an i32 argument is divisible by 16 when its expression is. Facts allow vector loads;
+//! without them the emitter takes the scalar path (always correct).
+use super::cuda::BodyCode;
+use super::program::{ArgExpr, Expr, Op, Val};
+use super::resolve::Resolved;
+use crate::cuda::{self, EmitOptions};
+use dsl_ir::ParamKind;
+
+/// What is known of the megakernel's run-time arguments, per parameter (same indexing as
+/// `Program::params`): pointers 16-byte aligned, i32 scalars divisible by 16.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MegaFacts(pub Vec<bool>);
+
+impl MegaFacts {
+    /// Every pointer aligned and every i32 divisible by 16 (for showing CUDA C without a GPU,
+    /// as `KernelDef::cuda_source` does).
+    pub fn all(r: &Resolved) -> MegaFacts {
+        MegaFacts(vec![true; r.params().len()])
+    }
+}
+
+/// The largest power of two ≤ 16 known to divide every value of `e`.
+fn divisor(r: &Resolved, facts: &MegaFacts, e: &Expr) -> i64 {
+    let p2 = |v: i64| {
+        if v == 0 {
+            16
+        } else {
+            1i64 << v.unsigned_abs().trailing_zeros().min(4)
+        }
+    };
+    match e {
+        Expr::Int(v) => p2(*v),
+        Expr::Param(i) => match r.const_env[*i] {
+            Some(Val::Int(v)) => p2(v),
+            _ if matches!(r.params()[*i].kind, ParamKind::Scalar(dsl_ir::DType::I32))
+                && facts.0.get(*i).copied().unwrap_or(false) =>
+            {
+                16
+            }
+            _ => 1,
+        },
+        Expr::Neg(a) => divisor(r, facts, a),
+        Expr::Bin(Op::Add | Op::Sub, a, b) => divisor(r, facts, a).min(divisor(r, facts, b)),
+        Expr::Bin(Op::Mul, a, b) => (divisor(r, facts, a) * divisor(r, facts, b)).min(16),
+        _ => 1,
+    }
+}
+
+/// Per kernel parameter of stage `s`: the fact the emitter may assume.
+pub fn stage_facts(r: &Resolved, s: usize, facts: &MegaFacts) -> Vec<bool> {
+    let st = &r.stages[s];
+    let mut out = vec![false; st.kernel.params.len()];
+    for ((i, p), a) in st.kernel.runtime_params().zip(&st.args) {
+        out[i] = match (p.kind, a) {
+            (ParamKind::Ptr(d), ArgExpr::Ptr { param, offset, .. }) => {
+                facts.0.get(*param).copied().unwrap_or(false)
+                    && (divisor(r, facts, offset) * d.size_bytes() as i64) % 16 == 0
+            }
+            (ParamKind::Scalar(dsl_ir::DType::I32), ArgExpr::Value(e)) => {
+                divisor(r, facts, e) == 16
+            }
+            _ => false,
+        };
+    }
+    out
+}
+
+/// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
+/// one kernel binding with different facts get two bodies (`name_v2`).
+pub fn stage_bodies(
+    r: &Resolved,
+    num_warps: u32,
+    facts: &MegaFacts,
+) -> Result<(String, Vec<BodyCode>), String> {
+    let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
+    for s in &r.stages {
+        let f = stage_facts(r, s.index, facts);
+        match groups
+            .iter_mut()
+            .find(|(n, ff, _)| *n == s.name && *ff == f)
+        {
+            Some(g) => g.2.push(s.index),
+            None => groups.push((s.name.clone(), f, vec![s.index])),
+        }
+    }
+    let mut bodies = vec![];
+    for (k, (name, f, stages)) in groups.iter().enumerate() {
+        let variant = groups[..k].iter().filter(|(n, _, _)| n == name).count();
+        let mut kernel = r.stages[stages[0]].kernel.clone();
+        if variant > 0 {
+            kernel.name = format!("{name}_v{}", variant + 1);
+        }
+        let b = cuda::emit_body(
+            &kernel,
+            &EmitOptions {
+                num_warps,
+                divisible16: f.clone(),
+            },
+        )
+        .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;
+        if b.block_threads != 32 * num_warps {
+            return Err(format!(
+                "{}: the emitter lowered it for {} threads, the megakernel runs {}",
+                r.stages[stages[0]].label(),
+                b.block_threads,
+                32 * num_warps
+            ));
+        }
+        bodies.push(BodyCode {
+            stages: stages.clone(),
+            fn_name: b.name,
+            code: b.code,
+            smem_bytes: b.smem_bytes,
+        });
+    }
+    Ok((cuda::prelude::PRELUDE.to_string(), bodies))
+}

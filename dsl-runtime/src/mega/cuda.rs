@@ -1,0 +1,551 @@
+//! The persistent kernel's CUDA C: one `__global__` that walks the program (loops kept as
+//! loops), runs each stage's programs grid-stride over the resident CTAs by calling the
+//! stage's `<name>_body` (from the CUDA emitter), and synchronises as the schedule says.
+//!
+//! Sync state is one array of u32 words in device memory, zeroed by the host before each
+//! launch (see [`SyncWords`]). Counters and the barrier's arrival count only grow during a
+//! launch, so a wait is "value ≥ target" with a target each CTA computes the same way
+//! (no reset, no ABA). Release: `__syncthreads()`, then thread 0 fences (`fence.acq_rel.gpu`)
+//! and adds. Acquire: thread 0 spins with `ld.acquire.gpu`, fences, then `__syncthreads()`.
+//! Every spin is bounded by `%globaltimer`: past the timeout the CTA records the sync in the
+//! error words and leaves; the others see the error word and leave too.
+use super::program::{ArgExpr, Expr, Op, Val};
+use super::resolve::{Node, Resolved};
+use super::schedule::{hazard_lines, sync_text, Schedule, SyncKind};
+use dsl_ir::{ConstKind, DType, ParamKind};
+use std::fmt::Write;
+
+/// The layout of the sync words (u32 each).
+pub struct SyncWords;
+
+impl SyncWords {
+    /// 0 while all is well; 1 once a wait has given up (every other wait then gives up too).
+    pub const ERROR: usize = 0;
+    /// Barrier arrivals (monotonic).
+    pub const BARRIER: usize = 1;
+    /// Counter of stage s: word `COUNTERS + s`.
+    pub const COUNTERS: usize = 2;
+    /// Per CTA, after the counters: the wait it gave up in, if any, as
+    /// [step + 1 (0: none), 1 + sync id, value seen, target, innermost loop variable].
+    /// The host reports the earliest step: later waits only wait on it.
+    pub const RECORD: usize = 5;
+    pub fn records(stages: usize) -> usize {
+        Self::COUNTERS + stages
+    }
+    pub fn len(stages: usize, ctas: usize) -> usize {
+        Self::records(stages) + Self::RECORD * ctas
+    }
+}
+
+/// One stage body as the emitter gives it.
+#[derive(Clone, Debug)]
+pub struct BodyCode {
+    /// The stages (by index) that call it.
+    pub stages: Vec<usize>,
+    /// The C function: `<name>_body`.
+    pub fn_name: String,
+    pub code: String,
+    pub smem_bytes: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct GenOptions {
+    pub num_warps: u32,
+    /// Sync id whose wait is made unsatisfiable (the watchdog test).
+    pub break_sync: Option<usize>,
+}
+
+/// The generated persistent kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MegaSource {
+    pub entry: String,
+    pub code: String,
+    pub block_threads: u32,
+    pub smem_bytes: usize,
+    /// u32 words of sync state before the per-CTA records: the launch allocates
+    /// `SyncWords::len(stages, ctas)` and zeroes them.
+    pub sync_words: usize,
+}
+
+/// Mega-level helpers (after the emitter's prelude).
+pub const MEGA_PRELUDE: &str = r#"#ifndef TESSERA_MEGA_PRELUDE
+#define TESSERA_MEGA_PRELUDE
+// ---- tessera megakernel helpers: bounded waits, counters, L2 prefetch ----
+__device__ __forceinline__ unsigned long long tsr_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned tsr_ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void tsr_fence() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+__device__ __forceinline__ long long tsr_cdiv(long long a, long long b) { return (a + b - 1) / b; }
+__device__ __forceinline__ long long tsr_min(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long tsr_max(long long a, long long b) { return a > b ? a : b; }
+
+// Every thread of the CTA calls it after the CTA's programs: one add of `count` to
+// word `w`, released after everything the CTA wrote.
+__device__ __forceinline__ void tsr_arrive(unsigned* sync, int w, unsigned count) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // A release add: orders everything the CTA wrote (bar.sync above) before the count.
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(sync + w), "r"(count) : "memory");
+  }
+}
+
+// Every thread calls it; thread 0 spins until word `w` reaches `target` (wrap-safe), at
+// most `timeout_ns`. Returns false if the CTA must leave: this wait timed out, or another
+// CTA's did. Either way the CTA records where it gave up in its record `rec` (the host
+// reports the earliest step: the wait every other stuck one depends on).
+__device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
+                                      unsigned long long timeout_ns, int where, unsigned* rec,
+                                      volatile int* abort_flag) {
+  if (threadIdx.x == 0) {
+    const unsigned long long t0 = tsr_now();
+    unsigned v;
+    for (unsigned spin = 0; (int)((v = tsr_ld_acquire(sync + w)) - target) < 0; ++spin) {
+      if ((spin & 255u) == 255u) {
+        const bool other = *(volatile unsigned*)(sync + 0) != 0u;
+        if (other || tsr_now() - t0 > timeout_ns) {
+          rec[1] = code; rec[2] = v; rec[3] = target; rec[4] = (unsigned)where;
+          tsr_fence();
+          rec[0] = step + 1u;
+          tsr_fence();
+          atomicExch(sync + 0, 1u);
+          *abort_flag = 1;
+          break;
+        }
+      }
+    }
+    tsr_fence();
+  }
+  __syncthreads();
+  return *abort_flag == 0;
+}
+
+// Threads `part * blockDim.x + threadIdx.x`, stepping by `parts * blockDim.x`, each
+// prefetch 128-byte lines of [p, p + bytes) into L2.
+__device__ __forceinline__ void tsr_prefetch_l2(const void* p, long long bytes, long long part, long long parts) {
+  const char* c = (const char*)p;
+  const long long lines = (bytes + 127) / 128;
+  for (long long i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(c + i * 128));
+}
+#endif
+"#;
+
+const C_WORDS: &[&str] = &[
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "class",
+    "delete",
+    "new",
+    "template",
+    "this",
+    "true",
+    "false",
+    "typename",
+    "namespace",
+    "operator",
+    "private",
+    "public",
+    "protected",
+    "virtual",
+    "friend",
+    "smem",
+    "nullptr",
+    "bf16_t",
+    "f16_t",
+];
+
+/// A user name as a C identifier that cannot clash with C keywords or generated names.
+pub fn c_name(s: &str) -> String {
+    if C_WORDS.contains(&s) || s.starts_with("tsr_") {
+        format!("{s}_")
+    } else {
+        s.to_string()
+    }
+}
+
+fn c_ptr_type(d: DType) -> &'static str {
+    match d {
+        DType::BF16 => "bf16_t*",
+        DType::F16 => "f16_t*",
+        DType::F32 => "float*",
+        DType::I32 => "int*",
+        DType::Bool => "unsigned char*",
+    }
+}
+
+fn c_float(v: f32) -> String {
+    if v.is_finite() {
+        format!("{v:?}f")
+    } else {
+        format!("__int_as_float({:#x})", v.to_bits())
+    }
+}
+
+/// A scalar expression as C: integers in `long long`, floats in `float`, constexprs folded.
+pub fn c_expr(r: &Resolved, e: &Expr) -> String {
+    match e {
+        Expr::Int(v) => format!("{v}LL"),
+        Expr::Float(v) => c_float(*v as f32),
+        Expr::Bool(b) => (if *b { "1LL" } else { "0LL" }).into(),
+        Expr::Param(i) => match r.const_env[*i] {
+            Some(Val::Int(v)) => format!("{v}LL"),
+            Some(Val::Bool(b)) => (if b { "1LL" } else { "0LL" }).into(),
+            Some(Val::Float(f)) => c_float(f),
+            None => match r.params()[*i].kind {
+                ParamKind::Scalar(DType::F32) => c_name(&r.params()[*i].name),
+                _ => format!("(long long){}", c_name(&r.params()[*i].name)),
+            },
+        },
+        Expr::Var(id) => c_name(&r.vars[*id]),
+        Expr::Neg(a) => format!("(-{})", c_expr(r, a)),
+        Expr::ToF32(a) => format!("((float){})", c_expr(r, a)),
+        Expr::ToInt(a) => format!("((long long){})", c_expr(r, a)),
+        Expr::Bin(op, a, b) => {
+            let (x, y) = (c_expr(r, a), c_expr(r, b));
+            let float = e.ty(r.params()) == Ok(super::program::ETy::Float);
+            match op {
+                Op::Add => format!("({x} + {y})"),
+                Op::Sub => format!("({x} - {y})"),
+                Op::Mul => format!("({x} * {y})"),
+                Op::Div => format!("({x} / {y})"),
+                Op::Rem => format!("({x} % {y})"),
+                Op::Cdiv => format!("tsr_cdiv({x}, {y})"),
+                Op::Min if float => format!("fminf({x}, {y})"),
+                Op::Max if float => format!("fmaxf({x}, {y})"),
+                Op::Min => format!("tsr_min({x}, {y})"),
+                Op::Max => format!("tsr_max({x}, {y})"),
+            }
+        }
+    }
+}
+
+fn c_arg(r: &Resolved, a: &ArgExpr) -> String {
+    match a {
+        ArgExpr::Ptr {
+            param,
+            offset: Expr::Int(0),
+            ..
+        } => c_name(&r.params()[*param].name),
+        ArgExpr::Ptr { param, offset, .. } => format!(
+            "{} + {}",
+            c_name(&r.params()[*param].name),
+            c_expr(r, offset)
+        ),
+        ArgExpr::Value(e) => match e.ty(r.params()) {
+            Ok(super::program::ETy::Float) => format!("(float){}", c_expr(r, e)),
+            _ => format!("(int){}", c_expr(r, e)),
+        },
+    }
+}
+
+/// The name of the generated `__global__`.
+pub fn entry_name(r: &Resolved) -> String {
+    format!("{}_mega", c_name(&r.program.name))
+}
+
+/// Generates the persistent kernel. `prelude` is the emitter's (pasted once); `bodies` has
+/// one entry per distinct stage body (`Stage::name`).
+pub fn generate(
+    r: &Resolved,
+    sched: &Schedule,
+    prelude: &str,
+    bodies: &[BodyCode],
+    opts: &GenOptions,
+) -> Result<MegaSource, String> {
+    let threads = 32 * opts.num_warps;
+    let entry = entry_name(r);
+    let body_of = |s: usize| {
+        bodies
+            .iter()
+            .find(|b| b.stages.contains(&s))
+            .ok_or_else(|| format!("no CUDA body for {}", r.stages[s].label()))
+    };
+    for s in &r.stages {
+        body_of(s.index)?;
+    }
+    let smem = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
+    let mut c = String::new();
+    let _ = writeln!(
+        c,
+        "// megakernel `{}` ({}), generated by tessera: one persistent launch, {} stages.",
+        r.program.name,
+        r.program.file,
+        r.stages.len()
+    );
+    let _ = writeln!(c, "// The schedule (tessera explain):");
+    for l in super::schedule::explain(r, sched).lines() {
+        let _ = writeln!(c, "//   {l}");
+    }
+    c.push_str(prelude);
+    c.push('\n');
+    c.push_str(MEGA_PRELUDE);
+    c.push('\n');
+    for b in bodies {
+        c.push_str(&b.code);
+        c.push('\n');
+    }
+    let mut params: Vec<String> = vec![];
+    for (_, p) in r.program.runtime_params() {
+        params.push(match p.kind {
+            ParamKind::Ptr(d) => format!("{} {}", c_ptr_type(d), c_name(&p.name)),
+            ParamKind::Scalar(DType::F32) => format!("float {}", c_name(&p.name)),
+            ParamKind::Scalar(_) => format!("int {}", c_name(&p.name)),
+            ParamKind::Constexpr(ConstKind::Int | ConstKind::Bool) => {
+                unreachable!("run-time parameters only")
+            }
+        });
+    }
+    params.push("unsigned* tsr_sync".into());
+    params.push("unsigned long long tsr_timeout_ns".into());
+    let _ = writeln!(
+        c,
+        "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}({}) {{",
+        params.join(", ")
+    );
+    if smem > 0 {
+        let _ = writeln!(c, "  __shared__ __align__(16) unsigned char smem[{smem}];");
+    }
+    let _ = writeln!(c, "  __shared__ int tsr_abort;");
+    let _ = writeln!(c, "  if (threadIdx.x == 0) tsr_abort = 0;");
+    let _ = writeln!(c, "  __syncthreads();");
+    let _ = writeln!(
+        c,
+        "  // Barriers passed and, per counted stage, programs run so far: the same in every CTA."
+    );
+    let _ = writeln!(
+        c,
+        "  unsigned tsr_bars = 0, tsr_step = 0;  // tsr_step: stage runs so far"
+    );
+    let _ = writeln!(c, "  unsigned* tsr_rec = tsr_sync + {} + {} * blockIdx.x;  // where this CTA gave up, if it does", SyncWords::records(r.stages.len()), SyncWords::RECORD);
+    for s in &r.stages {
+        if sched.counted[s.index] {
+            let _ = writeln!(c, "  unsigned tsr_done_{} = 0;  // {}", s.index, s.label());
+        }
+    }
+    let fns: Vec<String> = r
+        .stages
+        .iter()
+        .map(|s| body_of(s.index).map(|b| b.fn_name.clone()))
+        .collect::<Result<_, _>>()?;
+    let mut g = Gen {
+        r,
+        sched,
+        opts,
+        fns,
+        smem: if smem > 0 { "smem" } else { "nullptr" },
+        out: c,
+        loops: vec![],
+    };
+    g.nodes(&r.body, 1);
+    let mut c = g.out;
+    c.push_str("}\n");
+    Ok(MegaSource {
+        entry,
+        code: c,
+        block_threads: threads,
+        smem_bytes: smem,
+        sync_words: SyncWords::records(r.stages.len()),
+    })
+}
+
+struct Gen<'a> {
+    r: &'a Resolved,
+    sched: &'a Schedule,
+    opts: &'a GenOptions,
+    /// Per stage: its body function.
+    fns: Vec<String>,
+    smem: &'static str,
+    out: String,
+    /// Enclosing loop variables (C names), innermost last.
+    loops: Vec<String>,
+}
+
+impl Gen<'_> {
+    fn nodes(&mut self, nodes: &[Node], ind: usize) {
+        for n in nodes {
+            match n {
+                Node::Loop {
+                    var,
+                    start,
+                    end,
+                    body,
+                    ..
+                } => {
+                    let (pad, v) = ("  ".repeat(ind), c_name(var));
+                    let _ = writeln!(
+                        self.out,
+                        "{pad}for (long long {v} = {}; {v} < {}; ++{v}) {{",
+                        c_expr(self.r, start),
+                        c_expr(self.r, end)
+                    );
+                    self.loops.push(v);
+                    self.nodes(body, ind + 1);
+                    self.loops.pop();
+                    let _ = writeln!(self.out, "{pad}}}");
+                }
+                Node::Stage(s) => self.stage(*s, ind),
+            }
+        }
+    }
+
+    fn stage(&mut self, s: usize, ind: usize) {
+        let (r, sched) = (self.r, self.sched);
+        let st = &r.stages[s];
+        let pad = "  ".repeat(ind);
+        let o = &mut self.out;
+        let where_ = self
+            .loops
+            .last()
+            .map_or("-1".to_string(), |v| format!("(int){v}"));
+        let _ = writeln!(o, "{pad}// ---- {} (line {}) ----", st.label(), st.line);
+        let _ = writeln!(o, "{pad}{{");
+        let g: Vec<String> = st
+            .grid
+            .iter()
+            .map(|e| format!("(unsigned){}", c_expr(r, e)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{pad}  const unsigned tsr_g0 = {}, tsr_g1 = {}, tsr_g2 = {};",
+            g[0], g[1], g[2]
+        );
+        let _ = writeln!(o, "{pad}  const unsigned tsr_n = tsr_g0 * tsr_g1 * tsr_g2;");
+        let _ = writeln!(o, "{pad}  ++tsr_step;");
+        let sync = sched.sync_for(s);
+        let brk = |id: usize| {
+            if self.opts.break_sync == Some(id) {
+                format!(
+                    " + {}u  /* BROKEN on purpose */",
+                    super::interp::BREAK_OFFSET
+                )
+            } else {
+                String::new()
+            }
+        };
+        if let Some(sy) = sync {
+            let _ = writeln!(o, "{pad}  // sync {}: {}", sy.id, sync_text(r, sy));
+            for l in hazard_lines(r, s, &sy.hazards) {
+                let _ = writeln!(o, "{pad}  //   {l}");
+            }
+            if sy.kind == SyncKind::Barrier {
+                let _ = writeln!(
+                    o,
+                    "{pad}  tsr_arrive(tsr_sync, {}, 1u);",
+                    SyncWords::BARRIER
+                );
+                let _ = writeln!(
+                    o,
+                    "{pad}  if (!tsr_wait(tsr_sync, {}, (++tsr_bars) * gridDim.x{}, {}u, tsr_step, tsr_timeout_ns, {where_}, tsr_rec, &tsr_abort)) return;",
+                    SyncWords::BARRIER,
+                    brk(sy.id),
+                    sy.id + 1
+                );
+            }
+        }
+        let _ = writeln!(o, "{pad}  if (blockIdx.x < tsr_n) {{");
+        if let Some(sy) = sync.filter(|sy| sy.kind == SyncKind::Counter) {
+            let _ = writeln!(
+                o,
+                "{pad}    // Only CTAs with programs here wait; the others run ahead."
+            );
+            for &w in &sy.waits {
+                let _ = writeln!(
+                    o,
+                    "{pad}    if (!tsr_wait(tsr_sync, {}, tsr_done_{w}{}, {}u, tsr_step, tsr_timeout_ns, {where_}, tsr_rec, &tsr_abort)) return;",
+                    SyncWords::COUNTERS + w,
+                    brk(sy.id),
+                    sy.id + 1
+                );
+            }
+        }
+        let args: Vec<String> = st.args.iter().map(|a| c_arg(r, a)).collect();
+        let _ = writeln!(o, "{pad}    unsigned tsr_mine = 0;");
+        let _ = writeln!(o, "{pad}    for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {{");
+        let _ = writeln!(
+            o,
+            "{pad}      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
+            self.fns[s],
+            args.join(", "),
+            if args.is_empty() { "" } else { ", " },
+            self.smem
+        );
+        let _ = writeln!(
+            o,
+            "{pad}      __syncthreads();  // the next program reuses shared memory"
+        );
+        let _ = writeln!(o, "{pad}    }}");
+        if sched.counted[s] {
+            let _ = writeln!(
+                o,
+                "{pad}    tsr_arrive(tsr_sync, {}, tsr_mine);",
+                SyncWords::COUNTERS + s
+            );
+        }
+        let pf = &sched.prefetch[s];
+        if pf.is_empty() {
+            let _ = writeln!(o, "{pad}  }}");
+        } else {
+            let _ = writeln!(o, "{pad}  }} else {{");
+            let _ = writeln!(o, "{pad}    // No program here: warm the next stages' weights into L2 instead of idling.");
+            let _ = writeln!(o, "{pad}    const long long tsr_part = blockIdx.x - tsr_n, tsr_parts = gridDim.x - tsr_n;");
+            for p in pf {
+                let a = &p.access;
+                let name = c_name(&r.params()[a.param].name);
+                let size = match r.params()[a.param].kind {
+                    ParamKind::Ptr(d) => d.size_bytes(),
+                    _ => 1,
+                };
+                let (lo, hi) = (
+                    c_expr(r, &a.offset),
+                    c_expr(r, a.end.as_ref().expect("prefetched windows have an end")),
+                );
+                let _ = writeln!(o, "{pad}    tsr_prefetch_l2({name} + {lo}, ({hi} - {lo}) * {size}LL, tsr_part, tsr_parts);  // for stage {}", p.reader + 1);
+            }
+            let _ = writeln!(o, "{pad}  }}");
+        }
+        if sched.counted[s] {
+            let _ = writeln!(o, "{pad}  tsr_done_{s} += tsr_n;");
+        }
+        let _ = writeln!(o, "{pad}}}");
+    }
+}

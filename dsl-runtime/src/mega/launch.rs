@@ -1,0 +1,505 @@
+//! What `#[megakernel]` emits a handle to: [`MegaDef`]. Binds constexprs, schedules,
+//! explains, generates CUDA C, and launches: through the interpreter (sequential or
+//! adversarial) or as one cooperative launch sized by the occupancy API.
+use super::bodies::{stage_bodies, MegaFacts};
+use super::cuda::{self, GenOptions, MegaSource, SyncWords};
+use super::interp::{self, HostArg, InterpMode};
+use super::program::{Program, Val};
+use super::resolve::{resolve, Resolved};
+use super::schedule::{schedule, sync_text, Schedule};
+use crate::device::{lock, Device, Kind, PtrArg, RawBuf};
+use crate::error::{Error, Result};
+use crate::interp::HostMem;
+use crate::kernel_def::{Arg, Binding};
+use crate::nvrtc;
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use dsl_ir::{ConstVal, DType, ParamKind};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// How to run a megakernel.
+#[derive(Clone, Debug)]
+pub struct MegaOptions {
+    /// Warps per CTA: every stage is lowered for this block size.
+    pub num_warps: u32,
+    /// GPU: CTAs in the persistent grid. Default: as many as the occupancy API says can be
+    /// co-resident (memory-bound stages need the warps in flight); never more.
+    pub ctas: Option<u32>,
+    /// GPU: a wait that lasts longer than this aborts the launch with an error naming it.
+    pub timeout_ms: u64,
+    /// Following stages whose read-only windows idle CTAs prefetch into L2 (0: off).
+    pub prefetch_depth: usize,
+    /// The interpreter's mode (ignored on a GPU).
+    pub interp: InterpMode,
+    /// Syncs (by id) to leave out: for tests that show a sync is needed.
+    pub drop_syncs: Vec<usize>,
+    /// A sync (by id) whose wait can never complete: for the watchdog test.
+    pub break_sync: Option<usize>,
+    /// GPU: wait for the launch and check the error words (a device→host copy).
+    pub check: bool,
+}
+
+impl Default for MegaOptions {
+    fn default() -> Self {
+        MegaOptions {
+            num_warps: 4,
+            ctas: None,
+            timeout_ms: 2000,
+            prefetch_depth: 2,
+            interp: InterpMode::Sequential,
+            drop_syncs: vec![],
+            break_sync: None,
+            check: true,
+        }
+    }
+}
+
+impl MegaOptions {
+    pub fn warps(mut self, n: u32) -> Self {
+        self.num_warps = n;
+        self
+    }
+    pub fn adversarial(mut self, ctas: u32, policy: interp::Policy) -> Self {
+        self.interp = InterpMode::Adversarial { ctas, policy };
+        self
+    }
+}
+
+/// A megakernel: its program (built on first use) and everything derived per binding.
+pub struct MegaDef {
+    build: fn() -> Program,
+    program: OnceLock<Program>,
+    plans: OnceLock<Mutex<HashMap<PlanKey, Arc<(Resolved, Schedule)>>>>,
+    functions: OnceLock<Mutex<HashMap<FnKey, Arc<Compiled>>>>,
+    /// Sync words per (stream, length): zeroed before each launch, reused across launches.
+    sync_bufs: OnceLock<Mutex<HashMap<(usize, usize), CudaSlice<u32>>>>,
+}
+
+/// Everything the generated source depends on, and the context it was loaded into.
+type FnKey = (PlanKey, u32, Vec<bool>, Vec<usize>, Option<usize>, usize);
+
+/// A loaded persistent kernel.
+struct Compiled {
+    f: CudaFunction,
+    block_threads: u32,
+    smem_bytes: usize,
+    sync_words: usize,
+}
+
+/// A plan as a launch uses it: the cached one, or a copy with syncs left out.
+struct Planned {
+    arc: Arc<(Resolved, Schedule)>,
+    modified: Option<Schedule>,
+    key: PlanKey,
+}
+
+impl Planned {
+    fn r(&self) -> &Resolved {
+        &self.arc.0
+    }
+    fn s(&self) -> &Schedule {
+        self.modified.as_ref().unwrap_or(&self.arc.1)
+    }
+}
+
+type PlanKey = (Vec<(String, ConstVal)>, usize);
+
+/// A bound, scheduled megakernel, for inspection.
+pub struct Plan {
+    pub resolved: Resolved,
+    pub schedule: Schedule,
+}
+
+impl MegaDef {
+    pub const fn new(build: fn() -> Program) -> MegaDef {
+        MegaDef {
+            build,
+            program: OnceLock::new(),
+            plans: OnceLock::new(),
+            functions: OnceLock::new(),
+            sync_bufs: OnceLock::new(),
+        }
+    }
+
+    pub fn program(&self) -> &Program {
+        self.program.get_or_init(self.build)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.program().name
+    }
+
+    fn err(&self, msg: impl Into<String>) -> Error {
+        Error::Launch {
+            kernel: self.name().to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    fn planned(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<Planned> {
+        let mut key: Vec<(String, ConstVal)> = constexprs
+            .iter()
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect();
+        key.sort_by(|a, b| a.0.cmp(&b.0));
+        let key = (key, opts.prefetch_depth);
+        let map = self.plans.get_or_init(Default::default);
+        let cached = lock_map(map).get(&key).cloned();
+        let arc = match cached {
+            Some(p) => p,
+            None => {
+                let r = resolve(self.program(), constexprs).map_err(Error::Lower)?;
+                let s = schedule(&r, opts.prefetch_depth);
+                let p = Arc::new((r, s));
+                lock_map(map).insert(key.clone(), p.clone());
+                p
+            }
+        };
+        let mut modified: Option<Schedule> = None;
+        for &d in &opts.drop_syncs {
+            if !arc.1.syncs.iter().any(|s| s.id == d) {
+                return Err(self.err(format!(
+                    "there is no sync {d} to drop (the schedule has {})",
+                    arc.1.syncs.len()
+                )));
+            }
+            modified = Some(modified.as_ref().unwrap_or(&arc.1).without_sync(d));
+        }
+        if let Some(b) = opts.break_sync {
+            if !arc.1.syncs.iter().any(|s| s.id == b) {
+                return Err(self.err(format!("there is no sync {b} to break")));
+            }
+        }
+        Ok(Planned { arc, modified, key })
+    }
+
+    /// The bound program and its schedule (with `opts.drop_syncs` left out).
+    pub fn plan(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<Plan> {
+        let p = self.planned(constexprs, opts)?;
+        Ok(Plan {
+            resolved: p.r().clone(),
+            schedule: p.s().clone(),
+        })
+    }
+
+    /// The schedule, for humans (`tessera explain`, `--explain`).
+    pub fn explain(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<String> {
+        let p = self.planned(constexprs, opts)?;
+        Ok(super::schedule::explain(p.r(), p.s()))
+    }
+
+    /// The persistent kernel's CUDA C (no GPU needed).
+    pub fn cuda_source(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<MegaSource> {
+        let p = self.planned(constexprs, opts)?;
+        let (prelude, bodies) =
+            stage_bodies(p.r(), opts.num_warps, &MegaFacts::all(p.r())).map_err(Error::Lower)?;
+        cuda::generate(
+            p.r(),
+            p.s(),
+            &prelude,
+            &bodies,
+            &GenOptions {
+                num_warps: opts.num_warps,
+                break_sync: opts.break_sync,
+            },
+        )
+        .map_err(Error::Lower)
+    }
+
+    /// Runs the megakernel. `args`: the run-time parameters in declaration order.
+    pub fn launch(
+        &self,
+        dev: &Device,
+        opts: &MegaOptions,
+        args: &[Arg<'_>],
+        constexprs: &[Binding],
+    ) -> Result<()> {
+        if !(1..=32).contains(&opts.num_warps) {
+            return Err(self.err(format!("num_warps must be 1..=32, got {}", opts.num_warps)));
+        }
+        let plan = self.planned(constexprs, opts)?;
+        self.check_args(plan.r(), args)?;
+        match &*dev.0 {
+            Kind::Interpreter { .. } => self.interpret(&plan, opts, args),
+            Kind::Cuda(_) => self.launch_cuda(dev, &plan, opts, args),
+        }
+    }
+
+    fn check_args(&self, r: &Resolved, args: &[Arg<'_>]) -> Result<()> {
+        let params: Vec<_> = r.program.runtime_params().collect();
+        if params.len() != args.len() {
+            return Err(self.err(format!(
+                "expects {} arguments, got {}",
+                params.len(),
+                args.len()
+            )));
+        }
+        let mut ptrs: Vec<(usize, &PtrArg)> = vec![];
+        for (n, ((i, p), a)) in params.iter().zip(args).enumerate() {
+            let ok = match (p.kind, a) {
+                (ParamKind::Ptr(d), Arg::Ptr(pa)) => pa.dtype == d,
+                (ParamKind::Scalar(DType::F32), Arg::F32(_)) => true,
+                (ParamKind::Scalar(_), Arg::I32(_)) => true,
+                _ => false,
+            };
+            if !ok {
+                return Err(self.err(format!(
+                    "argument {} (`{}`) has the wrong type",
+                    n + 1,
+                    p.name
+                )));
+            }
+            if let Arg::Ptr(pa) = a {
+                if pa.len == 0 {
+                    return Err(self.err(format!(
+                        "argument {} (`{}`) is an empty buffer",
+                        n + 1,
+                        p.name
+                    )));
+                }
+                ptrs.push((*i, pa));
+            }
+        }
+        // The schedule assumes distinct pointer parameters never overlap (as Rust's `&mut`):
+        // two that do, one of them written, could hide a hazard.
+        for (x, (i, a)) in ptrs.iter().enumerate() {
+            for (j, b) in &ptrs[x + 1..] {
+                if (r.read_only(*i) && r.read_only(*j)) || !overlap(a, b) {
+                    continue;
+                }
+                return Err(self.err(format!(
+                    "parameters `{}` and `{}` overlap in memory; the schedule assumes distinct pointer parameters do not alias (pass one buffer once)",
+                    r.params()[*i].name,
+                    r.params()[*j].name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn interpret(&self, plan: &Planned, opts: &MegaOptions, args: &[Arg<'_>]) -> Result<()> {
+        let r = plan.r();
+        let mut owners: Vec<&Arc<Mutex<HostMem>>> = vec![];
+        let mut host = vec![HostArg::Val(Val::Int(0)); r.params().len()];
+        for ((i, _), a) in r.program.runtime_params().zip(args) {
+            host[i] = match a {
+                Arg::I32(v) => HostArg::Val(Val::Int(*v as i64)),
+                Arg::F32(v) => HostArg::Val(Val::Float(*v)),
+                Arg::Ptr(p) => {
+                    let RawBuf::Host(h) = p.raw else {
+                        return Err(self.err("a GPU buffer was passed to an interpreter launch"));
+                    };
+                    let buf = match owners.iter().position(|o| Arc::ptr_eq(o, h)) {
+                        Some(b) => b,
+                        None => {
+                            owners.push(h);
+                            owners.len() - 1
+                        }
+                    };
+                    HostArg::Ptr {
+                        buf,
+                        offset: p.offset,
+                        len: p.len,
+                    }
+                }
+            };
+        }
+        let mut mem: Vec<HostMem> = owners
+            .iter()
+            .map(|o| {
+                std::mem::replace(
+                    &mut *lock(o),
+                    HostMem {
+                        dtype: DType::Bool,
+                        bytes: vec![],
+                    },
+                )
+            })
+            .collect();
+        let res = interp::run(r, plan.s(), &host, &mut mem, opts.interp, opts.break_sync);
+        for (o, m) in owners.iter().zip(mem) {
+            *lock(o) = m;
+        }
+        res.map_err(Error::Interp)
+    }
+
+    fn launch_cuda(
+        &self,
+        dev: &Device,
+        plan: &Planned,
+        opts: &MegaOptions,
+        args: &[Arg<'_>],
+    ) -> Result<()> {
+        let cuda_dev = dev.cuda_dev().expect("checked by the caller");
+        let r = plan.r();
+        // Lowering facts from the actual arguments (they change the generated source, so
+        // they are part of the cache key): aligned base pointers, i32 values divisible by 16.
+        let mut facts = MegaFacts(vec![false; r.params().len()]);
+        for ((i, _), a) in r.program.runtime_params().zip(args) {
+            facts.0[i] = match a {
+                Arg::Ptr(p) => p.device_addr().is_some_and(|x| x % 16 == 0),
+                Arg::I32(v) => v % 16 == 0,
+                Arg::F32(_) => false,
+            };
+        }
+        let key: FnKey = (
+            plan.key.clone(),
+            opts.num_warps,
+            facts.0.clone(),
+            opts.drop_syncs.clone(),
+            opts.break_sync,
+            Arc::as_ptr(&cuda_dev.ctx) as usize,
+        );
+        let fmap = self.functions.get_or_init(Default::default);
+        let cached = lock_map(fmap).get(&key).cloned();
+        let k = match cached {
+            Some(k) => k,
+            None => {
+                let (prelude, bodies) =
+                    stage_bodies(r, opts.num_warps, &facts).map_err(Error::Lower)?;
+                let gen = GenOptions {
+                    num_warps: opts.num_warps,
+                    break_sync: opts.break_sync,
+                };
+                let src =
+                    cuda::generate(r, plan.s(), &prelude, &bodies, &gen).map_err(Error::Lower)?;
+                let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
+                let module = cuda_dev
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
+                let f = module.load_function(&src.entry)?;
+                let k = Arc::new(Compiled {
+                    f,
+                    block_threads: src.block_threads,
+                    smem_bytes: src.smem_bytes,
+                    sync_words: src.sync_words,
+                });
+                lock_map(fmap).insert(key, k.clone());
+                k
+            }
+        };
+        // Co-residency is checked, not hoped for: a persistent grid larger than what fits
+        // would wait forever on CTAs that never start.
+        let per_sm =
+            k.f.occupancy_max_active_blocks_per_multiprocessor(k.block_threads, 0, None)?;
+        if per_sm == 0 {
+            return Err(self.err(format!(
+                "a CTA of {} threads with {} B of shared memory does not fit on an SM",
+                k.block_threads, k.smem_bytes
+            )));
+        }
+        let max = per_sm * cuda_dev.sms;
+        let ctas = opts.ctas.unwrap_or(max);
+        if ctas == 0 || ctas > max {
+            return Err(self.err(format!(
+                "{ctas} CTAs cannot be co-resident: at most {per_sm} per SM × {} SMs = {max}",
+                cuda_dev.sms
+            )));
+        }
+        let stream = &cuda_dev.stream;
+        let mut words: Vec<u64> = vec![];
+        for a in args {
+            words.push(match a {
+                Arg::Ptr(p) => p
+                    .device_addr()
+                    .ok_or_else(|| self.err("a host buffer was passed to a GPU launch"))?,
+                Arg::I32(v) => *v as u32 as u64,
+                Arg::F32(v) => v.to_bits() as u64,
+            });
+        }
+        let small: Vec<u32> = words.iter().map(|&w| w as u32).collect();
+        let timeout_ns: u64 = opts.timeout_ms.saturating_mul(1_000_000);
+        let bufs = self.sync_bufs.get_or_init(Default::default);
+        let mut bufs = lock_map(bufs);
+        let words_len = k.sync_words + SyncWords::RECORD * ctas as usize;
+        let bkey = (Arc::as_ptr(stream) as usize, words_len);
+        let sync = match bufs.entry(bkey) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(stream.alloc_zeros::<u32>(words_len)?)
+            }
+        };
+        // Counters only grow during a launch: each launch starts from zero.
+        stream.memset_zeros(sync)?;
+        let mut b = stream.launch_builder(&k.f);
+        for (n, a) in args.iter().enumerate() {
+            match a {
+                Arg::Ptr(_) => b.arg(&words[n]),
+                Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
+            };
+        }
+        b.arg(&*sync);
+        b.arg(&timeout_ns);
+        let cfg = LaunchConfig {
+            grid_dim: (ctas, 1, 1),
+            block_dim: (k.block_threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: arguments were checked against the megakernel's signature; pointers come
+        // from live buffers of the right dtype; the grid fits co-resident (checked above, and
+        // the cooperative launch refuses otherwise).
+        unsafe { b.launch_cooperative(cfg) }?;
+        if opts.check {
+            let w = stream.clone_dtoh(&*sync)?;
+            if w[SyncWords::ERROR] != 0 {
+                return Err(self.err(timeout_message(r, plan.s(), &w, opts.timeout_ms)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The error the host reports when the watchdog fired: the earliest wait (in program
+/// order) that some CTA gave up in (the later ones only wait on it), before which stage,
+/// in which CTA, where in the loop, and what it saw.
+pub fn timeout_message(r: &Resolved, s: &Schedule, w: &[u32], timeout_ms: u64) -> String {
+    let base = SyncWords::records(r.stages.len());
+    let root = w[base..]
+        .chunks_exact(SyncWords::RECORD)
+        .enumerate()
+        .filter(|(_, rec)| rec[0] != 0)
+        .min_by_key(|(cta, rec)| (rec[0], *cta));
+    let Some((cta, rec)) = root else {
+        return "a wait gave up but recorded nothing (the sync words were overwritten?)".into();
+    };
+    let id = rec[1] as usize - 1;
+    let Some(sy) = s.syncs.iter().find(|x| x.id == id) else {
+        return format!("a wait timed out (sync {id}, unknown to this schedule)");
+    };
+    let st = &r.stages[sy.stage];
+    let at = match st.loops.last() {
+        Some(&l) => format!(" at {} = {}", r.vars[l], rec[4] as i32),
+        None => String::new(),
+    };
+    format!(
+        "sync {id} ({} before {}) timed out after {timeout_ms} ms: CTA {cta} waited{at}, saw {} of {}; the schedule or a kernel is wrong (no CTA can make progress)",
+        sync_text(r, sy),
+        st.label(),
+        rec[2],
+        rec[3],
+    )
+}
+
+fn overlap(a: &PtrArg, b: &PtrArg) -> bool {
+    let span = |p: &PtrArg| -> (usize, u64, u64) {
+        let size = p.dtype.size_bytes() as u64;
+        match p.raw {
+            RawBuf::Host(h) => (
+                Arc::as_ptr(h) as usize,
+                p.offset as u64 * size,
+                (p.offset + p.len) as u64 * size,
+            ),
+            RawBuf::Cuda(_) => {
+                let lo = p.device_addr().unwrap_or(0);
+                (0, lo, lo + p.len as u64 * size)
+            }
+        }
+    };
+    let (ia, la, ha) = span(a);
+    let (ib, lb, hb) = span(b);
+    ia == ib && la < hb && lb < ha
+}
+
+fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

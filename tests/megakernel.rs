@@ -1,0 +1,363 @@
+//! The toy megakernel on the CPU: the schedule has exactly the syncs its hazards need; its
+//! result equals the kernels launched one by one, stage by stage and under adversarial
+//! CTA interleavings; every sync, removed, is caught by the adversarial interpreter; a
+//! broken sync is a deadlock reported with its id and stage (the CPU twin of the GPU
+//! watchdog).
+use tessera::check::Rng;
+use tessera::runtime::mega::{MegaOptions, Policy, SyncKind};
+use tessera::runtime::{ConstVal, Device};
+use tessera::toy::{toy_mlp, toy_sequential, ToyBuffers};
+
+const EPS: f32 = 1e-6;
+
+fn consts(d: usize, f: usize) -> Vec<(&'static str, ConstVal)> {
+    toy_mlp::constexprs(d, f)
+}
+
+/// The megakernel's outputs and the sequential launches' outputs, from the same inputs.
+fn run_both(
+    opts: &MegaOptions,
+    seed: u64,
+    layers: usize,
+    d: usize,
+    f: usize,
+) -> (Result<Vec<half::bf16>, String>, Vec<half::bf16>) {
+    let dev = Device::interpreter();
+    let mut rng = Rng::new(seed);
+    let reference = ToyBuffers::random(&dev, &mut rng, layers, d, f).unwrap();
+    let mega = reference.copy_to(&dev).unwrap();
+    toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
+    let got = mega
+        .megakernel(&dev, opts, layers, d, f, EPS)
+        .map_err(|e| e.to_string())
+        .and_then(|_| mega.outputs().map_err(|e| e.to_string()));
+    (got, reference.outputs().unwrap())
+}
+
+#[test]
+fn toy_schedule_has_exactly_the_syncs_its_hazards_need() {
+    let plan = toy_mlp::MEGAKERNEL
+        .plan(&consts(64, 128), &MegaOptions::default())
+        .unwrap();
+    let syncs: Vec<(usize, SyncKind, Vec<usize>)> = plan
+        .schedule
+        .syncs
+        .iter()
+        .map(|s| (s.stage, s.kind, s.waits.clone()))
+        .collect();
+    // Stages (0-based): 0 add_rmsnorm, 1 gemv gate, 2 gemv up, 3 silu_mul, 4 gemv down.
+    assert_eq!(
+        syncs,
+        vec![
+            (0, SyncKind::Counter, vec![4]), // reads x written by the previous layer's down GEMV
+            (1, SyncKind::Counter, vec![0]), // reads h
+            (2, SyncKind::Counter, vec![0]), // reads h (independent of the gate GEMV)
+            (3, SyncKind::Counter, vec![1, 2]), // reads g and u
+            (4, SyncKind::Counter, vec![3]), // reads a; its WAR on x is covered through stage 4
+        ]
+    );
+    let text = toy_mlp::explain(&MegaOptions::default(), 64, 128).unwrap();
+    println!("{text}");
+    assert!(
+        text.contains("RAW: reads `h` written by stage 1 add_rmsnorm"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "RAW: reads `x` written by stage 5 gemv_BM4_BK64 (the previous iteration of `layer`)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "WAR: writes `x` read by stage 1 add_rmsnorm (this iteration and the previous iteration of `layer`) [covered by waiting for stage 4 silu_mul]"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "idle CTAs prefetch into L2: &w_gate[layer * F * D..(layer + 1) * F * D] (for stage 2)"
+        ),
+        "{text}"
+    );
+    // Two gemv bindings, two bodies.
+    let names: Vec<&str> = plan
+        .resolved
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "add_rmsnorm",
+            "gemv_BM8_BK64",
+            "gemv_BM4_BK64",
+            "silu_mul",
+            "gemv_BM4_BK64"
+        ]
+    );
+}
+
+#[test]
+fn toy_equals_sequential_launches_in_every_mode() {
+    let mut modes = vec![MegaOptions::default()];
+    for ctas in [1, 2, 3, 5, 8] {
+        modes.push(MegaOptions::default().adversarial(ctas, Policy::RunAhead));
+        modes.push(MegaOptions::default().adversarial(ctas, Policy::Shuffled(ctas as u64 * 7 + 1)));
+    }
+    for (layers, d, f) in [(1, 32, 64), (3, 64, 96), (2, 48, 200)] {
+        for (i, opts) in modes.iter().enumerate() {
+            let (got, want) = run_both(opts, 1000 + i as u64, layers, d, f);
+            assert_eq!(
+                got.unwrap(),
+                want,
+                "layers={layers} D={d} F={f} mode {:?}",
+                opts.interp
+            );
+        }
+    }
+}
+
+#[test]
+fn every_sync_removed_is_caught_by_the_adversarial_interpreter() {
+    let plan = toy_mlp::MEGAKERNEL
+        .plan(&consts(32, 64), &MegaOptions::default())
+        .unwrap();
+    for sync in &plan.schedule.syncs {
+        let mut caught = None;
+        'search: for ctas in [2, 3, 4, 7, 12, 17] {
+            for policy in [
+                Policy::RunAhead,
+                Policy::Shuffled(1),
+                Policy::Shuffled(2),
+                Policy::Shuffled(3),
+                Policy::Shuffled(4),
+            ] {
+                let mut opts = MegaOptions::default().adversarial(ctas, policy);
+                opts.drop_syncs = vec![sync.id];
+                let (got, want) = run_both(&opts, 7, 3, 32, 64);
+                if got.unwrap() != want {
+                    caught = Some((ctas, policy));
+                    break 'search;
+                }
+            }
+        }
+        assert!(
+            caught.is_some(),
+            "dropping sync {} (before stage {}) went unnoticed",
+            sync.id,
+            sync.stage + 1
+        );
+        eprintln!(
+            "sync {} removed: caught with {:?}",
+            sync.id,
+            caught.unwrap()
+        );
+        // The sequential mode runs stages in order: it cannot notice.
+        let mut opts = MegaOptions::default();
+        opts.drop_syncs = vec![sync.id];
+        let (got, want) = run_both(&opts, 7, 3, 32, 64);
+        assert_eq!(got.unwrap(), want);
+    }
+}
+
+#[test]
+fn a_broken_sync_is_a_deadlock_naming_the_sync_and_stage() {
+    for (sync, stage) in [(0, "stage 1 add_rmsnorm"), (3, "stage 4 silu_mul")] {
+        let mut opts = MegaOptions::default().adversarial(4, Policy::RunAhead);
+        opts.break_sync = Some(sync);
+        let (got, _) = run_both(&opts, 3, 2, 32, 64);
+        let e = got.unwrap_err();
+        assert!(
+            e.contains(&format!("sync {sync} (counter wait"))
+                && e.contains(stage)
+                && e.contains("never completes"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn megakernel_misuse_is_a_clear_error() {
+    let dev = Device::interpreter();
+    let mut rng = Rng::new(1);
+    let b = ToyBuffers::random(&dev, &mut rng, 2, 32, 64).unwrap();
+    // Windows past the end of a buffer: the interpreter names the stage, argument and layer.
+    let e = b
+        .megakernel(&dev, &MegaOptions::default(), 3, 32, 64, EPS)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("stage 1 add_rmsnorm at layer = 2")
+            && e.contains("&norm_w[layer * D..(layer + 1) * D]"),
+        "{e}"
+    );
+    // Two pointer parameters on one buffer that is written: refused.
+    let e = toy_mlp::launch(
+        &dev,
+        &MegaOptions::default(),
+        &b.x,
+        &b.x,
+        &b.norm_w,
+        &b.w_gate,
+        &b.w_up,
+        &b.w_down,
+        &b.h,
+        &b.g,
+        &b.u,
+        &b.a,
+        1,
+        EPS,
+        32,
+        64,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`x` and `res` overlap"), "{e}");
+    // A sync that does not exist.
+    let mut opts = MegaOptions::default();
+    opts.drop_syncs = vec![99];
+    assert!(b
+        .megakernel(&dev, &opts, 1, 32, 64, EPS)
+        .unwrap_err()
+        .to_string()
+        .contains("no sync 99"));
+}
+
+#[test]
+fn toy_megakernel_cuda_compiles_with_nvrtc() {
+    if let Err(e) = tessera::runtime::device::probe_nvrtc() {
+        panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
+    }
+    for (d, f, warps) in [(256, 512, 4), (256, 512, 2)] {
+        let src = toy_mlp::MEGAKERNEL
+            .cuda_source(&consts(d, f), &MegaOptions::default().warps(warps))
+            .unwrap();
+        assert_eq!(src.entry, "toy_mlp_mega");
+        // One persistent loop over layers; every stage's programs grid-stride over the CTAs;
+        // the waits and prefetches the schedule asked for.
+        for needle in [
+            "for (long long layer = 0LL; layer < (long long)n_layers; ++layer)",
+            "for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine)",
+            "if (!tsr_wait(tsr_sync, 6, tsr_done_4, 1u, tsr_step, tsr_timeout_ns, (int)layer, tsr_rec, &tsr_abort)) return;",
+            "gemv_BM8_BK64_body(",
+            "tsr_prefetch_l2(w_gate + ((layer * 512LL) * 256LL)",
+        ] {
+            assert!(src.code.contains(needle), "missing `{needle}` in:\n{}", src.code);
+        }
+        for arch in ["sm_80", "sm_90"] {
+            if let Err(e) = tessera::runtime::nvrtc::compile(&src.code, arch, false) {
+                panic!("D={d} F={f} warps={warps} {arch}:\n{e}");
+            }
+        }
+    }
+}
+
+/// x, y after `chain_*` with `steps` on the interpreter, in `opts`' mode.
+fn chain(
+    which: &str,
+    opts: &MegaOptions,
+    steps: usize,
+    n: usize,
+    block: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    use tessera::toy::{chain_barrier, chain_counter, chain_free};
+    let dev = Device::interpreter();
+    let x0: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let x = dev.upload(&x0).unwrap();
+    let y = dev.zeros::<f32>(2 * steps * n).unwrap();
+    let s = steps as i32;
+    match which {
+        "counter" => chain_counter::launch(&dev, opts, &x, &y, s, n, block),
+        "barrier" => chain_barrier::launch(&dev, opts, &x, &y, s, n, block),
+        _ => chain_free::launch(&dev, opts, &x, &y, s, n, block),
+    }
+    .unwrap();
+    (x.to_vec().unwrap(), y.to_vec().unwrap())
+}
+
+#[test]
+fn chains_schedule_counters_barriers_or_nothing() {
+    use tessera::toy::{chain_barrier, chain_counter, chain_free};
+    let o = MegaOptions::default();
+    let kinds = |p: tessera::runtime::mega::Plan| {
+        p.schedule
+            .syncs
+            .iter()
+            .map(|s| (s.stage, s.kind, s.waits.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        kinds(
+            chain_counter::MEGAKERNEL
+                .plan(&chain_counter::constexprs(1000, 128), &o)
+                .unwrap()
+        ),
+        vec![
+            (0, SyncKind::Counter, vec![1]),
+            (1, SyncKind::Counter, vec![0])
+        ]
+    );
+    assert_eq!(
+        kinds(
+            chain_barrier::MEGAKERNEL
+                .plan(&chain_barrier::constexprs(1000, 128), &o)
+                .unwrap()
+        ),
+        vec![
+            (0, SyncKind::Barrier, vec![]),
+            (1, SyncKind::Barrier, vec![])
+        ]
+    );
+    // Disjoint windows of `y`, within an iteration and across iterations: no sync.
+    assert_eq!(
+        kinds(
+            chain_free::MEGAKERNEL
+                .plan(&chain_free::constexprs(1000, 128), &o)
+                .unwrap()
+        ),
+        vec![]
+    );
+}
+
+#[test]
+fn chains_equal_their_sequential_runs_under_adversarial_interleavings() {
+    for which in ["counter", "barrier", "free"] {
+        let want = chain(which, &MegaOptions::default(), 3, 300, 32);
+        for ctas in [1, 3, 4, 11] {
+            for policy in [Policy::RunAhead, Policy::Shuffled(ctas as u64)] {
+                let got = chain(
+                    which,
+                    &MegaOptions::default().adversarial(ctas, policy),
+                    3,
+                    300,
+                    32,
+                );
+                assert!(
+                    got == want,
+                    "{which} ctas={ctas} {policy:?}: results differ"
+                );
+            }
+        }
+        // (Removing a sync here goes unnoticed, rightly: program p of each stage only reads
+        // what program p of the previous stage wrote, and both run on the same CTA.)
+    }
+}
+
+#[test]
+fn a_broken_barrier_is_a_deadlock_naming_it() {
+    let dev = Device::interpreter();
+    let x = dev.zeros::<f32>(64).unwrap();
+    let y = dev.zeros::<f32>(64).unwrap();
+    let mut o = MegaOptions::default().adversarial(3, Policy::RunAhead);
+    o.break_sync = Some(1);
+    let e = tessera::toy::chain_barrier::launch(&dev, &o, &x, &y, 2, 64, 16)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sync 1 (grid barrier before stage 2 vector_add) never completes")
+            && e.contains("at s = 0"),
+        "{e}"
+    );
+}
