@@ -7,7 +7,7 @@ what=${1:-all}
 source .gpu/device-env.sh
 export TESSERA_CACHE_DIR=/tmp/tessera-cache RUST_BACKTRACE=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-git rev-parse --short HEAD 2>/dev/null | tee "$OUT/commit" || true
+cp .gpu/commit "$OUT/commit" 2>/dev/null; echo "commit: $(cat .gpu/commit 2>/dev/null)"
 status=0
 if [[ $what == all || $what == tests ]]; then
   for t in .gpu/bin/test-*; do
@@ -29,7 +29,7 @@ if [[ $what == all || $what == sanitize ]]; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   for tool in memcheck racecheck; do
     "$cs" --tool $tool --error-exitcode 9 .gpu/bin/toy_megakernel --layers 2 --d 256 --f 512 > "$OUT/sanitize-toy-$tool.log" 2>&1
-    rc=$?; echo "compute-sanitizer $tool toy_megakernel: rc=$rc ($(grep -E 'ERROR SUMMARY' "$OUT/sanitize-toy-$tool.log" | tail -1))" | tee -a "$OUT/sanitize.log"
+    rc=$?; echo "compute-sanitizer $tool toy_megakernel: rc=$rc ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-toy-$tool.log" | tail -1))" | tee -a "$OUT/sanitize.log"
     [[ $rc == 0 ]] || status=1
   done
   "$cs" --tool memcheck --error-exitcode 9 .gpu/bin/test-gpu_kernels --ignored --test-threads=1 > "$OUT/sanitize-kernels-memcheck.log" 2>&1
