@@ -64,8 +64,6 @@ pub(crate) struct Emitter<'a> {
     /// A name for an unnamed value from the exact cast that consumes it (`x` for
     /// `let x = load(..).to(f32)`): the cast is then the same registers.
     hint: Vec<String>,
-    /// Values read by a broadcast/expand_dims (a chain of views is staged at its root).
-    used_by_view: Vec<bool>,
     var_names: Vec<String>,
     param_names: Vec<String>,
     regs: Vec<bool>,
@@ -240,7 +238,6 @@ impl<'a> Emitter<'a> {
             shape_layout: BTreeMap::new(),
             names: vec![String::new(); n],
             hint: vec![String::new(); n],
-            used_by_view: vec![false; n],
             var_names: vec![],
             param_names: vec![],
             regs: vec![false; n],
@@ -259,13 +256,6 @@ impl<'a> Emitter<'a> {
             pending: vec![],
         };
         walk(&k.body, &mut |s| {
-            if let Stmt::Let {
-                op: Op::ExpandDims(x, _) | Op::Broadcast(x),
-                ..
-            } = s
-            {
-                e.used_by_view[x.0 as usize] = true;
-            }
             if let Stmt::Let {
                 id,
                 op: Op::Cast(x),
@@ -426,10 +416,26 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// Whether slot `s` holds a real element (a replica's copy counts): loads and reads.
     fn valid(&self, lay: usize, s: &str) -> Option<String> {
         self.layouts[lay]
             .valid_expr(&format!("L{lay}"), s)
             .map(|_| format!("L{lay}_ok({s})"))
+    }
+
+    /// Whether this thread owns slot `s`'s element (real, and not a replica's copy):
+    /// stores, staging and reductions, where each element must count once.
+    fn owned(&self, lay: usize, s: &str) -> Option<String> {
+        let c: Vec<String> = self
+            .valid(lay, s)
+            .into_iter()
+            .chain(
+                self.layouts[lay]
+                    .owner_expr()
+                    .map(|_| format!("L{lay}_owner")),
+            )
+            .collect();
+        (!c.is_empty()).then(|| c.join(" && "))
     }
 
     /// Reserves a shared-memory array of `count` elements of C type `cty`.
@@ -590,7 +596,13 @@ impl<'a> Emitter<'a> {
             let idx: Vec<String> = if padded {
                 idx.iter()
                     .zip(&dims)
-                    .map(|(e, &d)| if d == 1 { "0".to_string() } else { format!("({e} < {d} ? {e} : {})", d - 1) })
+                    .map(|(e, &d)| {
+                        if d == 1 {
+                            "0".to_string()
+                        } else {
+                            format!("({e} < {d} ? {e} : {})", d - 1)
+                        }
+                    })
                     .collect()
             } else {
                 idx
@@ -1013,25 +1025,31 @@ impl<'a> Emitter<'a> {
             _ => Box::new(map),
         };
         let cty = reg_ty(self.k.ty(id).elem);
-        if self.used_by_view[id.0 as usize] {
-            // Another view follows (`x[None, :]` then a broadcast): stage the source once.
-            return self.stage(x);
-        }
         if let Some(slots) = layout::register_view(&self.layouts[dl], &self.layouts[sl], &*map) {
             let n = self.value_name(id, src);
             let xn = self.names[x.0 as usize].clone();
             self.line(format!(
-                "{cty} {n}[{}];  // same threads own these elements: a register copy",
+                "{cty} {n}[{}];  // each thread already holds these elements: a register copy",
                 slots.len()
             ));
+            let k = self.layouts[sl].slots();
             if slots
                 .iter()
                 .enumerate()
                 .all(|(s, m)| m.is_none_or(|m| m == s))
-                && slots.len() == self.layouts[sl].slots()
+                && slots.len() == k
             {
                 self.open_slots(dl, "s");
                 self.line(format!("{n}[s] = {xn}[s];"));
+                self.close("}");
+            } else if slots
+                .iter()
+                .enumerate()
+                .all(|(s, m)| m.is_none_or(|m| m == s % k))
+            {
+                // The same columns in every pass over the rows.
+                self.open_slots(dl, "s");
+                self.line(format!("{n}[s] = {xn}[s % {k}];"));
                 self.close("}");
             } else {
                 for (s, m) in slots.iter().enumerate() {
@@ -1073,7 +1091,7 @@ impl<'a> Emitter<'a> {
         ));
         self.sync_before_reuse();
         let idx = self.idx_exprs(lay, "s");
-        let ok = self.valid(lay, "s");
+        let ok = self.owned(lay, "s");
         self.open_slots(lay, "s");
         let st = format!("{buf}[{}] = {xn}[s];", strip(&linear(&dims, &idx)));
         match ok {
@@ -1110,7 +1128,15 @@ impl<'a> Emitter<'a> {
         other: Option<ValueId>,
         src: &Src,
     ) -> R<()> {
-        let m = self.mem_op_of(ptr, MemKind::Load);
+        let mut m = self.mem_op_of(ptr, MemKind::Load);
+        let replicated = !self.k.ty(ptr).is_scalar() && {
+            let l = self.lay_of_value(ptr)?;
+            self.layouts[l].replicated()
+        };
+        if replicated {
+            // Replicas read what owners write: not "the same element by the same thread".
+            m.key = None;
+        }
         self.order_memory(m);
         let ty = self.k.ty(id).clone();
         let d = num(ty.elem);
@@ -1263,7 +1289,7 @@ impl<'a> Emitter<'a> {
             s: s.to_string(),
         };
         let cond = |me: &Self, s: &str| -> R<Option<String>> {
-            let mut c: Vec<String> = me.valid(lay, s).into_iter().collect();
+            let mut c: Vec<String> = me.owned(lay, s).into_iter().collect();
             if let Some(m) = mask {
                 c.push(me.access(m, &at(s))?);
             }
@@ -1354,7 +1380,7 @@ impl<'a> Emitter<'a> {
         let nw = self.warps;
         let per_pass = l.chunks * l.vec;
         let xs = self.access(x, &At::Slot { lay, s: "s".into() })?;
-        let ok = self.valid(lay, "s");
+        let ok = self.owned(lay, "s");
         let what = format!("{}({n}) over axis {axis}", op.name());
 
         // Declare the result (filled below), then one block for the reduction's temporaries.
@@ -1734,6 +1760,14 @@ impl<'a> Emitter<'a> {
             if let Some(c) = ok {
                 h.push_str(&format!(
                     "  auto L{i}_ok = [&](int s) {{ return {c}; }};  // false for padding\n"
+                ));
+            }
+            if let Some(c) = l
+                .owner_expr()
+                .filter(|_| self.out.contains(&format!("L{i}_owner")))
+            {
+                h.push_str(&format!(
+                    "  const bool L{i}_owner = {c};  // false for replicas: they never store or reduce\n"
                 ));
             }
         }

@@ -8,6 +8,9 @@
 //!   elements (16 bytes of the narrowest dtype the kernel loads or stores), rows over
 //!   warps and columns over lanes; each thread holds its elements in a register array,
 //!   and padding lanes (past the tile's end) never touch memory or enter a reduction;
+//! - a tile of one row narrower than the program is replicated: every row group of
+//!   threads holds the same columns, so broadcasting it over `[M, N]` is a register copy
+//!   (no shared memory, no barrier); replicas load and compute but never store or reduce;
 //! - pure index arithmetic is recomputed in whatever layout a reader needs; other values
 //!   that must reach threads that do not hold them go through shared memory;
 //! - reductions: per-thread partials, `__shfl_xor_sync` butterflies, one shared-memory
