@@ -445,6 +445,9 @@ fn gemv_matches_reference() {
         (4, 1024, 8, 9, 2048),
         (8, 512, 4, 16, 512),
         (32, 64, 4, 70, 130),
+        // k divisible by 16, m not: one predicate per vector, masked rows and a K tail.
+        (16, 256, 4, 37, 1040),
+        (8, 512, 4, 20, 1040),
     ] {
         let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
         let w = to_bf16(&rand_f32(m * kk, 11));

@@ -1207,6 +1207,49 @@ impl<'a> Emitter<'a> {
                     _ => "tsr_i32_at",
                 };
                 self.open("{");
+                if self.mask_per_vector(lay, epv, mask, other) {
+                    let c = cond(self, &format!("q * {epv}"))?;
+                    let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+                    let ld = format!("*(const {vty}*)({})", strip(&p));
+                    let q = k_slots / epv;
+                    self.line(format!("{vty} raw[{q}];"));
+                    self.line("#pragma unroll");
+                    match c {
+                        Some(c) => {
+                            let o = match other {
+                                Some(o) => self.access(o, &at(&format!("q * {epv}")))?,
+                                None => "0.0f".into(),
+                            };
+                            let o = strip(&o);
+                            let word = match d {
+                                _ if o == "0.0f" || o == "0" => "0u".to_string(),
+                                DType::BF16 => format!("tsr_pack_bf16({o}, {o})"),
+                                DType::F16 => format!("tsr_pack_f16({o}, {o})"),
+                                DType::F32 => format!("__float_as_uint({o})"),
+                                _ => format!("(unsigned)({o})"),
+                            };
+                            let fill = vec![word; vb / 4].join(", ");
+                            self.line(format!(
+                                "for (int q = 0; q < {q}; ++q)  // one load per {vb} bytes, one predicate for its elements"
+                            ));
+                            self.line(format!("  raw[q] = {} ? {ld} : {vty}{{{fill}}};", strip(&c)));
+                        }
+                        None => {
+                            self.line(format!("for (int q = 0; q < {q}; ++q) raw[q] = {ld};  // one load per {vb} bytes"));
+                        }
+                    }
+                    self.open_slots(lay, "s");
+                    self.line(format!("{n}[s] = {at_fn}(raw[s / {epv}], s % {epv});"));
+                    self.close("}");
+                    self.close("}");
+                    self.regs[id.0 as usize] = true;
+                    return Ok(());
+                }
+                if d.size_bytes() == 2 {
+                    self.load_packed(&n, ptr, lay, d, vb, &cond(self, "s")?, other)?;
+                    self.regs[id.0 as usize] = true;
+                    return Ok(());
+                }
                 self.full_flag(lay, &cond(self, "s")?)?;
                 self.open(format!(
                     "if (full) {{  // vector path: one load per {vb} bytes"
@@ -1231,6 +1274,76 @@ impl<'a> Emitter<'a> {
         }
         self.regs[id.0 as usize] = true;
         Ok(())
+    }
+
+    /// The vector load of a 16-bit tile (inside the `{` the caller opened): both paths fill
+    /// the same packed words, unpacked to floats once they merge, so only half as many
+    /// registers are live across the branch (the weights of a GEMV are most of them).
+    #[allow(clippy::too_many_arguments)]
+    fn load_packed(
+        &mut self,
+        n: &str,
+        ptr: ValueId,
+        lay: usize,
+        d: DType,
+        vb: usize,
+        cond: &Option<String>,
+        other: Option<ValueId>,
+    ) -> R<()> {
+        let epv = vb / 2;
+        let vty = if vb == 16 { "uint4" } else { "uint2" };
+        let k_slots = self.layouts[lay].slots();
+        let at = |s: &str| At::Slot {
+            lay,
+            s: s.to_string(),
+        };
+        let (at_fn, to_bits) = match d {
+            DType::BF16 => ("tsr_bf16_at", "tsr_f32_to_bf16"),
+            _ => ("tsr_f16_at", "tsr_f32_to_f16"),
+        };
+        self.line(format!("{vty} raw[{}];", k_slots / epv));
+        self.full_flag(lay, cond)?;
+        self.open(format!(
+            "if (full) {{  // vector path: one load per {vb} bytes"
+        ));
+        let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int q = 0; q < {}; ++q) raw[q] = *(const {vty}*)({});",
+            k_slots / epv,
+            strip(&p)
+        ));
+        self.indent -= 1;
+        self.line("} else {  // some element is masked or padding: element by element, same words");
+        self.indent += 1;
+        let p = self.access(ptr, &at("s"))?;
+        let e = match cond {
+            Some(c) => {
+                let o = match other {
+                    Some(o) => self.access(o, &at("s"))?,
+                    None => "0.0f".into(),
+                };
+                format!("{c} ? *({}) : {to_bits}({})", strip(&p), strip(&o))
+            }
+            None => format!("*({})", strip(&p)),
+        };
+        self.open_slots(lay, "s");
+        self.line(format!("tsr_put16(raw[s / {epv}], s % {epv}, {e});"));
+        self.close("}");
+        self.close("}");
+        self.open_slots(lay, "s");
+        self.line(format!("{n}[s] = {at_fn}(raw[s / {epv}], s % {epv});"));
+        self.close("}");
+        self.close("}");
+        Ok(())
+    }
+
+    /// Whether an access of `epv`-element vectors can take one predicate per vector: the
+    /// mask (and a load's `other`) is constant over each vector (`Facts::cst`), and so is
+    /// the padding (the row length is a multiple of `epv`).
+    fn mask_per_vector(&self, lay: usize, epv: usize, mask: Option<ValueId>, other: Option<ValueId>) -> bool {
+        let c = |v: Option<ValueId>| v.is_none_or(|v| self.f.cst[v.0 as usize] >= epv as i64);
+        c(mask) && c(other) && self.layouts[lay].cols() % epv == 0
     }
 
     /// `bool full`: every slot of this thread is a real element and unmasked.
@@ -1322,13 +1435,27 @@ impl<'a> Emitter<'a> {
                 let epv = vb / sz;
                 let vty = if vb == 16 { "uint4" } else { "uint2" };
                 let k_slots = self.layouts[lay].slots();
+                let per_vector = self.mask_per_vector(lay, epv, mask, None);
                 self.open("{");
-                self.full_flag(lay, &cond(self, "s")?)?;
-                self.open(format!(
-                    "if (full) {{  // vector path: one store per {vb} bytes"
-                ));
-                self.line("#pragma unroll");
-                self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                if per_vector {
+                    let c = cond(self, &format!("q * {epv}"))?;
+                    self.line("#pragma unroll");
+                    self.open(format!(
+                        "for (int q = 0; q < {}; ++q) {{  // one store per {vb} bytes{}",
+                        k_slots / epv,
+                        if c.is_some() { ", one predicate for its elements" } else { "" }
+                    ));
+                    if let Some(c) = &c {
+                        self.open(format!("if ({}) {{", strip(c)));
+                    }
+                } else {
+                    self.full_flag(lay, &cond(self, "s")?)?;
+                    self.open(format!(
+                        "if (full) {{  // vector path: one store per {vb} bytes"
+                    ));
+                    self.line("#pragma unroll");
+                    self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                }
                 self.line(format!("{vty} raw;"));
                 for (w, field) in ["x", "y", "z", "w"].iter().enumerate().take(vb / 4) {
                     let el = |e: usize| self.access(value, &at(&format!("q * {epv} + {e}")));
@@ -1342,6 +1469,14 @@ impl<'a> Emitter<'a> {
                 }
                 let p = self.access(ptr, &at(&format!("q * {epv}")))?;
                 self.line(format!("*({vty}*)({}) = raw;", strip(&p)));
+                if per_vector {
+                    if cond(self, "s")?.is_some() {
+                        self.close("}");
+                    }
+                    self.close("}");
+                    self.close("}");
+                    return Ok(());
+                }
                 self.close("}");
                 self.indent -= 1;
                 self.line("} else {  // some element is masked or padding: element by element");
