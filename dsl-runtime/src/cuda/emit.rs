@@ -97,6 +97,10 @@ struct MemOp {
     /// every thread, or by thread 0 for a store).
     key: Option<String>,
     kind: MemKind,
+    /// For an access carried from an earlier iteration of a loop whose every iteration
+    /// touches its own addresses (`ptr = invariant + iv + arange(0, N)`, step >= N): the
+    /// key of the same access now, which it cannot overlap.
+    other_iteration_of: Option<String>,
 }
 
 impl MemOp {
@@ -109,6 +113,10 @@ impl MemOp {
             if a != b {
                 return false;
             }
+        }
+        let other_iter = |x: &MemOp, y: &MemOp| x.other_iteration_of.is_some() && x.other_iteration_of == y.key;
+        if other_iter(self, o) || other_iter(o, self) {
+            return false;
         }
         !(self.key.is_some() && self.key == o.key)
     }
@@ -513,6 +521,72 @@ impl<'a> Emitter<'a> {
             root: self.ptr_root(ptr),
             key,
             kind,
+            other_iteration_of: None,
+        }
+    }
+
+    /// Whether `ptr`'s addresses in two iterations of the loop over `iv` (stepping by
+    /// `step`) are disjoint: `ptr = terms + (iv + arange(0, n))` with `step >= n` and every
+    /// other term pure and free of loop counters (the same in every iteration).
+    fn disjoint_across_iterations(&self, ptr: ValueId, iv: ValueId, step: ValueId) -> bool {
+        let step = match &self.f.defs[step.0 as usize] {
+            Some(Op::Lit(Lit::Int(s))) => *s,
+            Some(Op::Const(c)) => match c.as_lit() {
+                Some(s) => s,
+                None => return false,
+            },
+            _ => return false,
+        };
+        let mut terms = vec![];
+        self.add_terms(ptr, &mut terms);
+        let mut strided = 0;
+        for t in terms {
+            if self.f.pure[t.0 as usize] && !self.uses_loop_counter(t) {
+                continue;
+            }
+            let Some(Op::Binary(BinOp::Add, a, b)) = &self.f.defs[t.0 as usize] else {
+                return false;
+            };
+            let is_iv = |v: &ValueId| {
+                *v == iv || matches!(self.f.defs[v.0 as usize], Some(Op::Broadcast(x)) if x == iv)
+            };
+            let n = match (&self.f.defs[a.0 as usize], &self.f.defs[b.0 as usize]) {
+                (_, Some(Op::Arange { start, end })) if is_iv(a) => end.as_lit().zip(start.as_lit()),
+                (Some(Op::Arange { start, end }), _) if is_iv(b) => end.as_lit().zip(start.as_lit()),
+                _ => return false,
+            };
+            match n {
+                Some((n, 0)) if n <= step && n > 0 => strided += 1,
+                _ => return false,
+            }
+        }
+        strided == 1
+    }
+
+    /// The operands of a chain of additions (pointer or integer).
+    fn add_terms(&self, v: ValueId, out: &mut Vec<ValueId>) {
+        match &self.f.defs[v.0 as usize] {
+            Some(Op::Binary(BinOp::Add, a, b))
+                if !matches!(
+                    (&self.f.defs[a.0 as usize], &self.f.defs[b.0 as usize]),
+                    (_, Some(Op::Arange { .. })) | (Some(Op::Arange { .. }), _)
+                ) =>
+            {
+                self.add_terms(*a, out);
+                self.add_terms(*b, out);
+            }
+            _ => out.push(v),
+        }
+    }
+
+    fn uses_loop_counter(&self, v: ValueId) -> bool {
+        let u = |x: &ValueId| self.uses_loop_counter(*x);
+        match &self.f.defs[v.0 as usize] {
+            None => true, // a loop induction variable
+            Some(Op::Unary(_, x) | Op::Cast(x) | Op::ExpandDims(x, _) | Op::Broadcast(x)) => u(x),
+            Some(Op::Binary(_, x, y)) => u(x) || u(y),
+            Some(Op::Where(c, x, y)) => u(c) || u(x) || u(y),
+            _ => false,
         }
     }
 
@@ -529,15 +603,15 @@ impl<'a> Emitter<'a> {
     }
 
     /// The memory ops of a statement list (for loops: what the previous iteration left).
-    fn mem_ops(&self, body: &[Stmt]) -> Vec<MemOp> {
+    fn mem_ops(&self, body: &[Stmt]) -> Vec<(ValueId, MemOp)> {
         let mut out = vec![];
         walk(body, &mut |s| match s {
             Stmt::Let {
                 op: Op::Load { ptr, .. },
                 ..
-            } => out.push(self.mem_op_of(*ptr, MemKind::Load)),
-            Stmt::Store { ptr, .. } => out.push(self.mem_op_of(*ptr, MemKind::Store)),
-            Stmt::Atomic { ptr, .. } => out.push(self.mem_op_of(*ptr, MemKind::Atomic)),
+            } => out.push((*ptr, self.mem_op_of(*ptr, MemKind::Load))),
+            Stmt::Store { ptr, .. } => out.push((*ptr, self.mem_op_of(*ptr, MemKind::Store))),
+            Stmt::Atomic { ptr, .. } => out.push((*ptr, self.mem_op_of(*ptr, MemKind::Atomic))),
             _ => {}
         });
         out
@@ -809,7 +883,15 @@ impl<'a> Emitter<'a> {
                 let carried: Vec<MemOp> = self
                     .mem_ops(body)
                     .into_iter()
-                    .map(|m| MemOp { key: None, ..m })
+                    .map(|(p, m)| MemOp {
+                        other_iteration_of: if self.disjoint_across_iterations(p, *iv, *step) {
+                            m.key.clone()
+                        } else {
+                            None
+                        },
+                        key: None,
+                        ..m
+                    })
                     .collect();
                 self.pending.extend(carried.iter().cloned());
                 self.loop_depth += 1;
