@@ -114,7 +114,8 @@ impl MemOp {
                 return false;
             }
         }
-        let other_iter = |x: &MemOp, y: &MemOp| x.other_iteration_of.is_some() && x.other_iteration_of == y.key;
+        let other_iter =
+            |x: &MemOp, y: &MemOp| x.other_iteration_of.is_some() && x.other_iteration_of == y.key;
         if other_iter(self, o) || other_iter(o, self) {
             return false;
         }
@@ -551,8 +552,12 @@ impl<'a> Emitter<'a> {
                 *v == iv || matches!(self.f.defs[v.0 as usize], Some(Op::Broadcast(x)) if x == iv)
             };
             let n = match (&self.f.defs[a.0 as usize], &self.f.defs[b.0 as usize]) {
-                (_, Some(Op::Arange { start, end })) if is_iv(a) => end.as_lit().zip(start.as_lit()),
-                (Some(Op::Arange { start, end }), _) if is_iv(b) => end.as_lit().zip(start.as_lit()),
+                (_, Some(Op::Arange { start, end })) if is_iv(a) => {
+                    end.as_lit().zip(start.as_lit())
+                }
+                (Some(Op::Arange { start, end }), _) if is_iv(b) => {
+                    end.as_lit().zip(start.as_lit())
+                }
                 _ => return false,
             };
             match n {
@@ -1314,7 +1319,10 @@ impl<'a> Emitter<'a> {
                             self.line(format!(
                                 "for (int q = 0; q < {q}; ++q)  // one load per {vb} bytes, one predicate for its elements"
                             ));
-                            self.line(format!("  raw[q] = {} ? {ld} : {vty}{{{fill}}};", strip(&c)));
+                            self.line(format!(
+                                "  raw[q] = {} ? {ld} : {vty}{{{fill}}};",
+                                strip(&c)
+                            ));
                         }
                         None => {
                             self.line(format!("for (int q = 0; q < {q}; ++q) raw[q] = {ld};  // one load per {vb} bytes"));
@@ -1423,9 +1431,15 @@ impl<'a> Emitter<'a> {
     /// Whether an access of `epv`-element vectors can take one predicate per vector: the
     /// mask (and a load's `other`) is constant over each vector (`Facts::cst`), and so is
     /// the padding (the row length is a multiple of `epv`).
-    fn mask_per_vector(&self, lay: usize, epv: usize, mask: Option<ValueId>, other: Option<ValueId>) -> bool {
+    fn mask_per_vector(
+        &self,
+        lay: usize,
+        epv: usize,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+    ) -> bool {
         let c = |v: Option<ValueId>| v.is_none_or(|v| self.f.cst[v.0 as usize] >= epv as i64);
-        c(mask) && c(other) && self.layouts[lay].cols() % epv == 0
+        c(mask) && c(other) && self.layouts[lay].cols().is_multiple_of(epv)
     }
 
     /// `bool full`: every slot of this thread is a real element and unmasked.
@@ -1525,7 +1539,11 @@ impl<'a> Emitter<'a> {
                     self.open(format!(
                         "for (int q = 0; q < {}; ++q) {{  // one store per {vb} bytes{}",
                         k_slots / epv,
-                        if c.is_some() { ", one predicate for its elements" } else { "" }
+                        if c.is_some() {
+                            ", one predicate for its elements"
+                        } else {
+                            ""
+                        }
                     ));
                     if let Some(c) = &c {
                         self.open(format!("if ({}) {{", strip(c)));

@@ -17,7 +17,11 @@
 //!   exchange across warps, and every thread reads the result;
 //! - a load or store whose pointers are provably contiguous and 16-byte aligned (from
 //!   `EmitOptions::divisible16` and the pointer arithmetic) is one vector access per 16
-//!   bytes when all of a thread's elements are real and unmasked.
+//!   bytes: with one predicate per vector when the mask is provably constant over each
+//!   vector (`cols < n` with `n` divisible by 16, as Triton's axis analysis), otherwise
+//!   when all of a thread's elements are real and unmasked (else element by element);
+//! - a loop whose iterations store to disjoint addresses (`invariant + iv + arange(0, n)`,
+//!   step >= n) needs no barrier between one iteration's stores and the next's.
 //!
 //! Numerics follow the interpreter bit for bit except transcendental functions and
 //! reduction order: bf16/f16 values are computed in f32 and rounded after every op, and
