@@ -84,13 +84,24 @@ fn run() -> Result<(), String> {
     let xv = dev.upload(&vec![bf16::from_f32(1.0); k]).map_err(e)?;
     let yv = dev.zeros::<bf16>(m).map_err(e)?;
     let mut configs = vec![];
-    for (bm, bk, nw) in [(4, 1024, 4), (8, 512, 4), (8, 1024, 8), (16, 512, 8), (16, 1024, 8), (32, 256, 8), (2, 1024, 4)] {
+    let gemv_configs = [(4, 1024, 4), (8, 512, 4), (8, 1024, 8), (16, 512, 8), (16, 1024, 8), (32, 256, 8), (2, 1024, 4), (8, 1024, 4), (4, 1024, 2)];
+    for (bm, bk, nw) in gemv_configs {
         configs.push(Config::new(&[("BM", Int(bm)), ("BK", Int(bk))], nw));
     }
-    let tune = Tune { configs, key: format!("{m}x{k}"), grid: Launch::grid_fn(move |c| [cdiv(m as i64, c.int("BM")), 1, 1]).grid };
+    let grid = Launch::grid_fn(move |c| [cdiv(m as i64, c.int("BM")), 1, 1]).grid;
+    let tune = Tune { configs: configs.clone(), key: format!("{m}x{k}"), grid: grid.clone() };
+    let gemv_bytes = ((m * k + k + m) * 2) as f64;
     let s = median_s(&dev, 20, 5, || gemv::autotune(&dev, &tune, &wm, &xv, &yv, m as i32, k as i32).map_err(|e| e.to_string()))?;
-    out.insert("gemv_151936x1024_bf16_gbps".into(), (((m * k + k + m) * 2) as f64 / s / 1e9).into());
+    out.insert("gemv_151936x1024_bf16_gbps".into(), (gemv_bytes / s / 1e9).into());
     out.insert("gemv_us".into(), (s * 1e6).into());
+    // Each config alone (a one-config tune under its own key), to see what the winner beat.
+    let mut per = serde_json::Map::new();
+    for ((bm, bk, nw), c) in gemv_configs.iter().zip(configs) {
+        let one = Tune { configs: vec![c], key: format!("{m}x{k}/{bm}x{bk}x{nw}"), grid: grid.clone() };
+        let s = median_s(&dev, 20, 5, || gemv::autotune(&dev, &one, &wm, &xv, &yv, m as i32, k as i32).map_err(|e| e.to_string()))?;
+        per.insert(format!("BM={bm},BK={bk},warps={nw}"), (gemv_bytes / s / 1e9).into());
+    }
+    out.insert("gemv_gbps_per_config".into(), per.into());
     drop((wm, xv, yv));
 
     // The host cost of one launch: a tiny kernel, 2000 launches enqueued, then one sync.

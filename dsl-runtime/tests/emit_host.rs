@@ -355,7 +355,14 @@ fn two_pass_and_residual_rmsnorm_match_reference() {
             &format!("two-pass BLOCK={block}"),
         );
     }
-    for (block, warps, n) in [(1024, 4, 1000), (4099, 8, 4099)] {
+    // (256, 4) and (512, 8): a row narrower than the program, held by replicas that read
+    // `residual` where the owners then write it in place.
+    for (block, warps, n) in [
+        (1024, 4, 1000),
+        (4099, 8, 4099),
+        (256, 4, 200),
+        (512, 8, 512),
+    ] {
         let k = add_rmsnorm().finish(&[("BLOCK", block as i64)]);
         let x = to_bf16(&rand_f32(rows * n, 7));
         let r = to_bf16(&rand_f32(rows * n, 8));
@@ -438,6 +445,9 @@ fn gemv_matches_reference() {
         (4, 1024, 8, 9, 2048),
         (8, 512, 4, 16, 512),
         (32, 64, 4, 70, 130),
+        // k divisible by 16, m not: one predicate per vector, masked rows and a K tail.
+        (16, 256, 4, 37, 1040),
+        (8, 512, 4, 20, 1040),
     ] {
         let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
         let w = to_bf16(&rand_f32(m * kk, 11));

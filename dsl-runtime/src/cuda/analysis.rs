@@ -56,6 +56,11 @@ pub struct Facts {
     /// value only read through broadcasts is recomputed at its readers instead).
     pub needs_regs: Vec<bool>,
     pub aff: Vec<Aff>,
+    /// Constancy along the last axis: the value is the same over each aligned run of this
+    /// many elements (a power of two; `DIV_CAP` for values constant along the whole axis).
+    /// A mask like `cols < n` with `cols = k0 + arange` and `n` divisible by 16 is constant
+    /// over every 16-byte vector, so a vector load needs one predicate, not one per element.
+    pub cst: Vec<i64>,
     /// For each source line, the longest statement text on it (the whole expression).
     pub line_text: std::collections::BTreeMap<u32, String>,
 }
@@ -90,6 +95,7 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
     // Purity and affine facts, in program order (operands are defined first).
     let mut pure = vec![true; n]; // loop counters (no def) are pure
     let mut aff = vec![Aff::UNKNOWN; n];
+    let mut cst = vec![1i64; n];
     for s in &order {
         if let Stmt::For {
             iv, start, step, ..
@@ -100,6 +106,7 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
                 .total_div()
                 .min(aff[step.0 as usize].total_div());
             aff[iv.0 as usize] = Aff::uniform(d);
+            cst[iv.0 as usize] = DIV_CAP;
             continue;
         }
         let Stmt::Let { id, op, .. } = s else {
@@ -181,6 +188,7 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
             }
             _ => Aff::UNKNOWN,
         };
+        cst[i] = constancy(k, *id, op, &aff, &cst);
     }
 
     // Which tile values need registers: walk backwards; a pure value is materialised only
@@ -232,7 +240,50 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
         pure,
         needs_regs,
         aff,
+        cst,
         line_text,
+    }
+}
+
+/// The constancy of `id = op` along the last axis (see `Facts::cst`).
+fn constancy(k: &Kernel, id: ValueId, op: &Op, aff: &[Aff], cst: &[i64]) -> i64 {
+    let c = |v: &ValueId| cst[v.0 as usize];
+    let a = |v: &ValueId| aff[v.0 as usize];
+    let (ty, last) = (k.ty(id), |v: &ValueId| k.ty(*v).dims().last().copied());
+    if ty.is_scalar() || aff[id.0 as usize].stride == Some(0) {
+        return DIV_CAP; // uniform along the axis
+    }
+    match op {
+        Op::Binary(b, x, y) => {
+            // `g + j < u` (g and u multiples of d) flips only at a multiple of d.
+            let affine_vs_uniform = |p: &ValueId, q: &ValueId| match (a(p).stride, a(q).stride) {
+                (Some(1), Some(0)) => Some(a(p).div.min(a(q).total_div())),
+                _ => None,
+            };
+            let cmp = match b {
+                BinOp::Lt | BinOp::Ge => affine_vs_uniform(x, y),
+                BinOp::Gt | BinOp::Le => affine_vs_uniform(y, x),
+                _ => None,
+            };
+            cmp.unwrap_or(1).max(c(x).min(c(y)))
+        }
+        Op::Unary(_, x) | Op::Cast(x) => c(x),
+        Op::Where(p, x, y) => c(p).min(c(x)).min(c(y)),
+        Op::ExpandDims(x, axis) => {
+            if *axis as usize == k.ty(*x).rank() {
+                DIV_CAP // the new last axis has size 1
+            } else {
+                c(x)
+            }
+        }
+        Op::Broadcast(x) => {
+            if k.ty(*x).is_scalar() || (last(x) == Some(1) && ty.dims().last() != Some(&1)) {
+                DIV_CAP
+            } else {
+                c(x)
+            }
+        }
+        _ => 1,
     }
 }
 

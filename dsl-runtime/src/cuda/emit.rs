@@ -64,8 +64,6 @@ pub(crate) struct Emitter<'a> {
     /// A name for an unnamed value from the exact cast that consumes it (`x` for
     /// `let x = load(..).to(f32)`): the cast is then the same registers.
     hint: Vec<String>,
-    /// Values read by a broadcast/expand_dims (a chain of views is staged at its root).
-    used_by_view: Vec<bool>,
     var_names: Vec<String>,
     param_names: Vec<String>,
     regs: Vec<bool>,
@@ -99,6 +97,10 @@ struct MemOp {
     /// every thread, or by thread 0 for a store).
     key: Option<String>,
     kind: MemKind,
+    /// For an access carried from an earlier iteration of a loop whose every iteration
+    /// touches its own addresses (`ptr = invariant + iv + arange(0, N)`, step >= N): the
+    /// key of the same access now, which it cannot overlap.
+    other_iteration_of: Option<String>,
 }
 
 impl MemOp {
@@ -111,6 +113,11 @@ impl MemOp {
             if a != b {
                 return false;
             }
+        }
+        let other_iter =
+            |x: &MemOp, y: &MemOp| x.other_iteration_of.is_some() && x.other_iteration_of == y.key;
+        if other_iter(self, o) || other_iter(o, self) {
+            return false;
         }
         !(self.key.is_some() && self.key == o.key)
     }
@@ -240,7 +247,6 @@ impl<'a> Emitter<'a> {
             shape_layout: BTreeMap::new(),
             names: vec![String::new(); n],
             hint: vec![String::new(); n],
-            used_by_view: vec![false; n],
             var_names: vec![],
             param_names: vec![],
             regs: vec![false; n],
@@ -259,13 +265,6 @@ impl<'a> Emitter<'a> {
             pending: vec![],
         };
         walk(&k.body, &mut |s| {
-            if let Stmt::Let {
-                op: Op::ExpandDims(x, _) | Op::Broadcast(x),
-                ..
-            } = s
-            {
-                e.used_by_view[x.0 as usize] = true;
-            }
             if let Stmt::Let {
                 id,
                 op: Op::Cast(x),
@@ -426,10 +425,26 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// Whether slot `s` holds a real element (a replica's copy counts): loads and reads.
     fn valid(&self, lay: usize, s: &str) -> Option<String> {
         self.layouts[lay]
             .valid_expr(&format!("L{lay}"), s)
             .map(|_| format!("L{lay}_ok({s})"))
+    }
+
+    /// Whether this thread owns slot `s`'s element (real, and not a replica's copy):
+    /// stores, staging and reductions, where each element must count once.
+    fn owned(&self, lay: usize, s: &str) -> Option<String> {
+        let c: Vec<String> = self
+            .valid(lay, s)
+            .into_iter()
+            .chain(
+                self.layouts[lay]
+                    .owner_expr()
+                    .map(|_| format!("L{lay}_owner")),
+            )
+            .collect();
+        (!c.is_empty()).then(|| c.join(" && "))
     }
 
     /// Reserves a shared-memory array of `count` elements of C type `cty`.
@@ -507,6 +522,76 @@ impl<'a> Emitter<'a> {
             root: self.ptr_root(ptr),
             key,
             kind,
+            other_iteration_of: None,
+        }
+    }
+
+    /// Whether `ptr`'s addresses in two iterations of the loop over `iv` (stepping by
+    /// `step`) are disjoint: `ptr = terms + (iv + arange(0, n))` with `step >= n` and every
+    /// other term pure and free of loop counters (the same in every iteration).
+    fn disjoint_across_iterations(&self, ptr: ValueId, iv: ValueId, step: ValueId) -> bool {
+        let step = match &self.f.defs[step.0 as usize] {
+            Some(Op::Lit(Lit::Int(s))) => *s,
+            Some(Op::Const(c)) => match c.as_lit() {
+                Some(s) => s,
+                None => return false,
+            },
+            _ => return false,
+        };
+        let mut terms = vec![];
+        self.add_terms(ptr, &mut terms);
+        let mut strided = 0;
+        for t in terms {
+            if self.f.pure[t.0 as usize] && !self.uses_loop_counter(t) {
+                continue;
+            }
+            let Some(Op::Binary(BinOp::Add, a, b)) = &self.f.defs[t.0 as usize] else {
+                return false;
+            };
+            let is_iv = |v: &ValueId| {
+                *v == iv || matches!(self.f.defs[v.0 as usize], Some(Op::Broadcast(x)) if x == iv)
+            };
+            let n = match (&self.f.defs[a.0 as usize], &self.f.defs[b.0 as usize]) {
+                (_, Some(Op::Arange { start, end })) if is_iv(a) => {
+                    end.as_lit().zip(start.as_lit())
+                }
+                (Some(Op::Arange { start, end }), _) if is_iv(b) => {
+                    end.as_lit().zip(start.as_lit())
+                }
+                _ => return false,
+            };
+            match n {
+                Some((n, 0)) if n <= step && n > 0 => strided += 1,
+                _ => return false,
+            }
+        }
+        strided == 1
+    }
+
+    /// The operands of a chain of additions (pointer or integer).
+    fn add_terms(&self, v: ValueId, out: &mut Vec<ValueId>) {
+        match &self.f.defs[v.0 as usize] {
+            Some(Op::Binary(BinOp::Add, a, b))
+                if !matches!(
+                    (&self.f.defs[a.0 as usize], &self.f.defs[b.0 as usize]),
+                    (_, Some(Op::Arange { .. })) | (Some(Op::Arange { .. }), _)
+                ) =>
+            {
+                self.add_terms(*a, out);
+                self.add_terms(*b, out);
+            }
+            _ => out.push(v),
+        }
+    }
+
+    fn uses_loop_counter(&self, v: ValueId) -> bool {
+        let u = |x: &ValueId| self.uses_loop_counter(*x);
+        match &self.f.defs[v.0 as usize] {
+            None => true, // a loop induction variable
+            Some(Op::Unary(_, x) | Op::Cast(x) | Op::ExpandDims(x, _) | Op::Broadcast(x)) => u(x),
+            Some(Op::Binary(_, x, y)) => u(x) || u(y),
+            Some(Op::Where(c, x, y)) => u(c) || u(x) || u(y),
+            _ => false,
         }
     }
 
@@ -523,15 +608,15 @@ impl<'a> Emitter<'a> {
     }
 
     /// The memory ops of a statement list (for loops: what the previous iteration left).
-    fn mem_ops(&self, body: &[Stmt]) -> Vec<MemOp> {
+    fn mem_ops(&self, body: &[Stmt]) -> Vec<(ValueId, MemOp)> {
         let mut out = vec![];
         walk(body, &mut |s| match s {
             Stmt::Let {
                 op: Op::Load { ptr, .. },
                 ..
-            } => out.push(self.mem_op_of(*ptr, MemKind::Load)),
-            Stmt::Store { ptr, .. } => out.push(self.mem_op_of(*ptr, MemKind::Store)),
-            Stmt::Atomic { ptr, .. } => out.push(self.mem_op_of(*ptr, MemKind::Atomic)),
+            } => out.push((*ptr, self.mem_op_of(*ptr, MemKind::Load))),
+            Stmt::Store { ptr, .. } => out.push((*ptr, self.mem_op_of(*ptr, MemKind::Store))),
+            Stmt::Atomic { ptr, .. } => out.push((*ptr, self.mem_op_of(*ptr, MemKind::Atomic))),
             _ => {}
         });
         out
@@ -590,7 +675,13 @@ impl<'a> Emitter<'a> {
             let idx: Vec<String> = if padded {
                 idx.iter()
                     .zip(&dims)
-                    .map(|(e, &d)| if d == 1 { "0".to_string() } else { format!("({e} < {d} ? {e} : {})", d - 1) })
+                    .map(|(e, &d)| {
+                        if d == 1 {
+                            "0".to_string()
+                        } else {
+                            format!("({e} < {d} ? {e} : {})", d - 1)
+                        }
+                    })
                     .collect()
             } else {
                 idx
@@ -797,7 +888,15 @@ impl<'a> Emitter<'a> {
                 let carried: Vec<MemOp> = self
                     .mem_ops(body)
                     .into_iter()
-                    .map(|m| MemOp { key: None, ..m })
+                    .map(|(p, m)| MemOp {
+                        other_iteration_of: if self.disjoint_across_iterations(p, *iv, *step) {
+                            m.key.clone()
+                        } else {
+                            None
+                        },
+                        key: None,
+                        ..m
+                    })
                     .collect();
                 self.pending.extend(carried.iter().cloned());
                 self.loop_depth += 1;
@@ -1013,25 +1112,31 @@ impl<'a> Emitter<'a> {
             _ => Box::new(map),
         };
         let cty = reg_ty(self.k.ty(id).elem);
-        if self.used_by_view[id.0 as usize] {
-            // Another view follows (`x[None, :]` then a broadcast): stage the source once.
-            return self.stage(x);
-        }
         if let Some(slots) = layout::register_view(&self.layouts[dl], &self.layouts[sl], &*map) {
             let n = self.value_name(id, src);
             let xn = self.names[x.0 as usize].clone();
             self.line(format!(
-                "{cty} {n}[{}];  // same threads own these elements: a register copy",
+                "{cty} {n}[{}];  // each thread already holds these elements: a register copy",
                 slots.len()
             ));
+            let k = self.layouts[sl].slots();
             if slots
                 .iter()
                 .enumerate()
                 .all(|(s, m)| m.is_none_or(|m| m == s))
-                && slots.len() == self.layouts[sl].slots()
+                && slots.len() == k
             {
                 self.open_slots(dl, "s");
                 self.line(format!("{n}[s] = {xn}[s];"));
+                self.close("}");
+            } else if slots
+                .iter()
+                .enumerate()
+                .all(|(s, m)| m.is_none_or(|m| m == s % k))
+            {
+                // The same columns in every pass over the rows.
+                self.open_slots(dl, "s");
+                self.line(format!("{n}[s] = {xn}[s % {k}];"));
                 self.close("}");
             } else {
                 for (s, m) in slots.iter().enumerate() {
@@ -1073,7 +1178,7 @@ impl<'a> Emitter<'a> {
         ));
         self.sync_before_reuse();
         let idx = self.idx_exprs(lay, "s");
-        let ok = self.valid(lay, "s");
+        let ok = self.owned(lay, "s");
         self.open_slots(lay, "s");
         let st = format!("{buf}[{}] = {xn}[s];", strip(&linear(&dims, &idx)));
         match ok {
@@ -1110,7 +1215,15 @@ impl<'a> Emitter<'a> {
         other: Option<ValueId>,
         src: &Src,
     ) -> R<()> {
-        let m = self.mem_op_of(ptr, MemKind::Load);
+        let mut m = self.mem_op_of(ptr, MemKind::Load);
+        let replicated = !self.k.ty(ptr).is_scalar() && {
+            let l = self.lay_of_value(ptr)?;
+            self.layouts[l].replicated()
+        };
+        if replicated {
+            // Replicas read what owners write: not "the same element by the same thread".
+            m.key = None;
+        }
         self.order_memory(m);
         let ty = self.k.ty(id).clone();
         let d = num(ty.elem);
@@ -1181,6 +1294,52 @@ impl<'a> Emitter<'a> {
                     _ => "tsr_i32_at",
                 };
                 self.open("{");
+                if self.mask_per_vector(lay, epv, mask, other) {
+                    let c = cond(self, &format!("q * {epv}"))?;
+                    let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+                    let ld = format!("*(const {vty}*)({})", strip(&p));
+                    let q = k_slots / epv;
+                    self.line(format!("{vty} raw[{q}];"));
+                    self.line("#pragma unroll");
+                    match c {
+                        Some(c) => {
+                            let o = match other {
+                                Some(o) => self.access(o, &at(&format!("q * {epv}")))?,
+                                None => "0.0f".into(),
+                            };
+                            let o = strip(&o);
+                            let word = match d {
+                                _ if o == "0.0f" || o == "0" => "0u".to_string(),
+                                DType::BF16 => format!("tsr_pack_bf16({o}, {o})"),
+                                DType::F16 => format!("tsr_pack_f16({o}, {o})"),
+                                DType::F32 => format!("__float_as_uint({o})"),
+                                _ => format!("(unsigned)({o})"),
+                            };
+                            let fill = vec![word; vb / 4].join(", ");
+                            self.line(format!(
+                                "for (int q = 0; q < {q}; ++q)  // one load per {vb} bytes, one predicate for its elements"
+                            ));
+                            self.line(format!(
+                                "  raw[q] = {} ? {ld} : {vty}{{{fill}}};",
+                                strip(&c)
+                            ));
+                        }
+                        None => {
+                            self.line(format!("for (int q = 0; q < {q}; ++q) raw[q] = {ld};  // one load per {vb} bytes"));
+                        }
+                    }
+                    self.open_slots(lay, "s");
+                    self.line(format!("{n}[s] = {at_fn}(raw[s / {epv}], s % {epv});"));
+                    self.close("}");
+                    self.close("}");
+                    self.regs[id.0 as usize] = true;
+                    return Ok(());
+                }
+                if d.size_bytes() == 2 {
+                    self.load_packed(&n, ptr, lay, d, vb, &cond(self, "s")?, other)?;
+                    self.regs[id.0 as usize] = true;
+                    return Ok(());
+                }
                 self.full_flag(lay, &cond(self, "s")?)?;
                 self.open(format!(
                     "if (full) {{  // vector path: one load per {vb} bytes"
@@ -1205,6 +1364,82 @@ impl<'a> Emitter<'a> {
         }
         self.regs[id.0 as usize] = true;
         Ok(())
+    }
+
+    /// The vector load of a 16-bit tile (inside the `{` the caller opened): both paths fill
+    /// the same packed words, unpacked to floats once they merge, so only half as many
+    /// registers are live across the branch (the weights of a GEMV are most of them).
+    #[allow(clippy::too_many_arguments)]
+    fn load_packed(
+        &mut self,
+        n: &str,
+        ptr: ValueId,
+        lay: usize,
+        d: DType,
+        vb: usize,
+        cond: &Option<String>,
+        other: Option<ValueId>,
+    ) -> R<()> {
+        let epv = vb / 2;
+        let vty = if vb == 16 { "uint4" } else { "uint2" };
+        let k_slots = self.layouts[lay].slots();
+        let at = |s: &str| At::Slot {
+            lay,
+            s: s.to_string(),
+        };
+        let (at_fn, to_bits) = match d {
+            DType::BF16 => ("tsr_bf16_at", "tsr_f32_to_bf16"),
+            _ => ("tsr_f16_at", "tsr_f32_to_f16"),
+        };
+        self.line(format!("{vty} raw[{}];", k_slots / epv));
+        self.full_flag(lay, cond)?;
+        self.open(format!(
+            "if (full) {{  // vector path: one load per {vb} bytes"
+        ));
+        let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int q = 0; q < {}; ++q) raw[q] = *(const {vty}*)({});",
+            k_slots / epv,
+            strip(&p)
+        ));
+        self.indent -= 1;
+        self.line("} else {  // some element is masked or padding: element by element, same words");
+        self.indent += 1;
+        let p = self.access(ptr, &at("s"))?;
+        let e = match cond {
+            Some(c) => {
+                let o = match other {
+                    Some(o) => self.access(o, &at("s"))?,
+                    None => "0.0f".into(),
+                };
+                format!("{c} ? *({}) : {to_bits}({})", strip(&p), strip(&o))
+            }
+            None => format!("*({})", strip(&p)),
+        };
+        self.open_slots(lay, "s");
+        self.line(format!("tsr_put16(raw[s / {epv}], s % {epv}, {e});"));
+        self.close("}");
+        self.close("}");
+        self.open_slots(lay, "s");
+        self.line(format!("{n}[s] = {at_fn}(raw[s / {epv}], s % {epv});"));
+        self.close("}");
+        self.close("}");
+        Ok(())
+    }
+
+    /// Whether an access of `epv`-element vectors can take one predicate per vector: the
+    /// mask (and a load's `other`) is constant over each vector (`Facts::cst`), and so is
+    /// the padding (the row length is a multiple of `epv`).
+    fn mask_per_vector(
+        &self,
+        lay: usize,
+        epv: usize,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+    ) -> bool {
+        let c = |v: Option<ValueId>| v.is_none_or(|v| self.f.cst[v.0 as usize] >= epv as i64);
+        c(mask) && c(other) && self.layouts[lay].cols().is_multiple_of(epv)
     }
 
     /// `bool full`: every slot of this thread is a real element and unmasked.
@@ -1263,7 +1498,7 @@ impl<'a> Emitter<'a> {
             s: s.to_string(),
         };
         let cond = |me: &Self, s: &str| -> R<Option<String>> {
-            let mut c: Vec<String> = me.valid(lay, s).into_iter().collect();
+            let mut c: Vec<String> = me.owned(lay, s).into_iter().collect();
             if let Some(m) = mask {
                 c.push(me.access(m, &at(s))?);
             }
@@ -1296,13 +1531,31 @@ impl<'a> Emitter<'a> {
                 let epv = vb / sz;
                 let vty = if vb == 16 { "uint4" } else { "uint2" };
                 let k_slots = self.layouts[lay].slots();
+                let per_vector = self.mask_per_vector(lay, epv, mask, None);
                 self.open("{");
-                self.full_flag(lay, &cond(self, "s")?)?;
-                self.open(format!(
-                    "if (full) {{  // vector path: one store per {vb} bytes"
-                ));
-                self.line("#pragma unroll");
-                self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                if per_vector {
+                    let c = cond(self, &format!("q * {epv}"))?;
+                    self.line("#pragma unroll");
+                    self.open(format!(
+                        "for (int q = 0; q < {}; ++q) {{  // one store per {vb} bytes{}",
+                        k_slots / epv,
+                        if c.is_some() {
+                            ", one predicate for its elements"
+                        } else {
+                            ""
+                        }
+                    ));
+                    if let Some(c) = &c {
+                        self.open(format!("if ({}) {{", strip(c)));
+                    }
+                } else {
+                    self.full_flag(lay, &cond(self, "s")?)?;
+                    self.open(format!(
+                        "if (full) {{  // vector path: one store per {vb} bytes"
+                    ));
+                    self.line("#pragma unroll");
+                    self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                }
                 self.line(format!("{vty} raw;"));
                 for (w, field) in ["x", "y", "z", "w"].iter().enumerate().take(vb / 4) {
                     let el = |e: usize| self.access(value, &at(&format!("q * {epv} + {e}")));
@@ -1316,6 +1569,14 @@ impl<'a> Emitter<'a> {
                 }
                 let p = self.access(ptr, &at(&format!("q * {epv}")))?;
                 self.line(format!("*({vty}*)({}) = raw;", strip(&p)));
+                if per_vector {
+                    if cond(self, "s")?.is_some() {
+                        self.close("}");
+                    }
+                    self.close("}");
+                    self.close("}");
+                    return Ok(());
+                }
                 self.close("}");
                 self.indent -= 1;
                 self.line("} else {  // some element is masked or padding: element by element");
@@ -1354,7 +1615,7 @@ impl<'a> Emitter<'a> {
         let nw = self.warps;
         let per_pass = l.chunks * l.vec;
         let xs = self.access(x, &At::Slot { lay, s: "s".into() })?;
-        let ok = self.valid(lay, "s");
+        let ok = self.owned(lay, "s");
         let what = format!("{}({n}) over axis {axis}", op.name());
 
         // Declare the result (filled below), then one block for the reduction's temporaries.
@@ -1734,6 +1995,14 @@ impl<'a> Emitter<'a> {
             if let Some(c) = ok {
                 h.push_str(&format!(
                     "  auto L{i}_ok = [&](int s) {{ return {c}; }};  // false for padding\n"
+                ));
+            }
+            if let Some(c) = l
+                .owner_expr()
+                .filter(|_| self.out.contains(&format!("L{i}_owner")))
+            {
+                h.push_str(&format!(
+                    "  const bool L{i}_owner = {c};  // false for replicas: they never store or reduce\n"
                 ));
             }
         }

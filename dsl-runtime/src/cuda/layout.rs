@@ -13,6 +13,13 @@
 //!
 //! Elements with `i >= M` or `j >= N` are padding: they exist in registers (so every
 //! thread runs the same unrolled code) but never load, store or enter a reduction.
+//!
+//! Replicas: a tile of one row (`[N]` or `[1, N]`) narrower than the program (`rpp > 1`)
+//! would leave row groups `1..rpp` with nothing but padding. Instead every row group holds
+//! a copy of row 0: thread `t` holds the columns of thread `t % tpr`. Replicas load and
+//! compute like the owner (same addresses: free in L1), so the tile can be viewed in a
+//! wider layout with the same column ownership as a register copy (a row broadcast over
+//! `[M, N]`), but they never store, stage or enter a reduction, so nothing counts twice.
 //! Consecutive threads own consecutive `vec`-element chunks of a row, so a warp's load
 //! of one chunk each is coalesced, and a 16-byte chunk is one vector load.
 
@@ -93,6 +100,28 @@ impl Layout {
         let (i, j) = self.index(t, s);
         i < self.rows() && j < self.cols()
     }
+    /// A tile of one row spread over several row groups: groups `1..rpp` are replicas.
+    pub fn replicated(&self) -> bool {
+        self.rows() == 1 && self.rpp > 1
+    }
+    /// Whether thread `t` holds a real element in slot `s`: its owner, or a replica.
+    pub fn holds(&self, t: usize, s: usize) -> bool {
+        if self.replicated() {
+            self.index(t, s).1 < self.cols()
+        } else {
+            self.valid(t, s)
+        }
+    }
+    /// The slot in which thread `t` holds element (i, j), as its owner or a replica.
+    pub fn slot_of(&self, t: usize, i: usize, j: usize) -> Option<usize> {
+        if self.replicated() {
+            let (ot, s) = self.owner(i, j);
+            (i == 0 && ot == t % self.tpr).then_some(s)
+        } else {
+            let (ot, s) = self.owner(i, j);
+            (ot == t).then_some(s)
+        }
+    }
     /// The (thread, slot) owning logical element (i, j).
     pub fn owner(&self, i: usize, j: usize) -> (usize, usize) {
         let (r, a) = (i % self.rpp, i / self.rpp);
@@ -117,7 +146,19 @@ impl Layout {
     /// A one-line description for the generated source.
     pub fn describe(&self) -> String {
         let shape: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
-        if self.rank() == 1 && self.rpp == 1 {
+        if self.replicated() {
+            format!(
+                "[{}]: thread t holds elements (t%{} + {}*b)*{} + v, b < {}, v < {}; only {} own them, \
+                 the others are replicas (they load and compute, never store or reduce)",
+                shape.join(", "),
+                self.tpr,
+                self.tpr,
+                self.vec,
+                self.chunks,
+                self.vec,
+                if self.tpr == 1 { "thread 0".to_string() } else { format!("threads 0..{}", self.tpr - 1) }
+            )
+        } else if self.rank() == 1 && self.rpp == 1 {
             format!(
                 "[{}]: thread t owns elements (t + {}*b)*{} + v, b < {}, v < {}",
                 shape.join(", "),
@@ -148,6 +189,9 @@ impl Layout {
     /// C expressions for the row and column of slot `s` (a C expression) of thread `tid`.
     /// Constant after unrolling, so they cost nothing at run time.
     pub fn row_expr(&self, s: &str) -> String {
+        if self.replicated() {
+            return "0".into(); // the one row, in every row group
+        }
         let r = if self.rpp == 1 {
             None
         } else {
@@ -197,11 +241,11 @@ impl Layout {
             (Some(c), v) => format!("(({c}) * {v} + {s} % {v})"),
         }
     }
-    /// Whether the slot is a real element (not padding), as a C expression; `None` when
-    /// every slot of every thread is real.
+    /// Whether the slot holds a real element (not padding; a replica's copy counts), as a
+    /// C expression; `None` when every slot of every thread is real.
     pub fn valid_expr(&self, name: &str, s: &str) -> Option<String> {
         let mut conds = vec![];
-        if self.passes * self.rpp != self.rows() {
+        if self.passes * self.rpp != self.rows() && !self.replicated() {
             conds.push(format!("{name}_i({s}) < {}", self.rows()));
         }
         if self.chunks * self.tpr * self.vec != self.cols() {
@@ -213,10 +257,16 @@ impl Layout {
             Some(conds.join(" && "))
         }
     }
+    /// For a replicated layout, whether this thread is the owner rather than a replica
+    /// (a C expression, the same for every slot).
+    pub fn owner_expr(&self) -> Option<String> {
+        self.replicated().then(|| format!("tid < {}", self.tpr))
+    }
 }
 
 /// When a value of layout `src` is viewed in layout `dst` (a broadcast or expand_dims)
-/// and every thread already holds the source elements its destination slots need, the
+/// and every thread already holds (as owner or replica) the source elements its
+/// destination slots need, including a replica's slots of `dst`, the
 /// view is a register copy: returns, per destination slot, the source slot (the same
 /// for every thread; `None` for a slot that is padding in every thread). `map` takes a
 /// destination (row, col) to the source (row, col). Too large to check: `None`.
@@ -231,13 +281,13 @@ pub fn register_view(
     let mut out: Vec<Option<usize>> = vec![None; dst.slots()];
     for t in 0..dst.threads {
         for (s, slot) in out.iter_mut().enumerate() {
-            if !dst.valid(t, s) {
+            if !dst.holds(t, s) {
                 continue;
             }
             let (i, j) = dst.index(t, s);
-            let (si, sj) = map(i, j);
-            let (st, ss) = src.owner(si, sj);
-            if st != t || slot.is_some_and(|x| x != ss) {
+            let (si, sj) = map(if dst.replicated() { 0 } else { i }, j);
+            let ss = src.slot_of(t, si, sj)?;
+            if slot.is_some_and(|x| x != ss) {
                 return None;
             }
             *slot = Some(ss);
@@ -370,9 +420,35 @@ mod tests {
         let dst = Layout::new(&[1, 1000], 128, 8);
         let m = register_view(&dst, &src, &|_, j| (0, j)).expect("same owners");
         assert!(m.iter().enumerate().all(|(s, x)| *x == Some(s)));
-        // A row broadcast over 16 rows needs other threads' elements.
+        // A row broadcast over 16 rows: [256] leaves 3 of 4 row groups as replicas, which
+        // hold the same columns as the rows of [16, 256] they sit in.
         let dst = Layout::new(&[16, 256], 128, 8);
         let src = Layout::new(&[256], 128, 8);
-        assert!(register_view(&dst, &src, &|_, j| (0, j)).is_none());
+        assert!(src.replicated() && !dst.replicated());
+        let m = register_view(&dst, &src, &|_, j| (0, j)).expect("replicas hold the row");
+        assert!(m.iter().enumerate().all(|(s, x)| *x == Some(s % 8)));
+        // Through [1, 256] (expand_dims, then a broadcast): register copies both steps.
+        let mid = Layout::new(&[1, 256], 128, 8);
+        assert!(register_view(&mid, &src, &|_, j| (0, j)).is_some());
+        assert!(register_view(&dst, &mid, &|_, j| (0, j)).is_some());
+        // A column broadcast needs other threads' elements.
+        let col = Layout::new(&[16], 128, 8);
+        assert!(register_view(&dst, &col, &|i, _| (0, i)).is_none());
+    }
+
+    #[test]
+    fn replicas_hold_row_zero_but_do_not_own_it() {
+        let l = Layout::new(&[512], 128, 8);
+        assert_eq!((l.tpr, l.rpp), (64, 2));
+        assert!(l.replicated() && l.owner_expr().as_deref() == Some("tid < 64"));
+        assert!(l.holds(70, 3) && !l.valid(70, 3));
+        assert_eq!(l.slot_of(70, 0, 6 * 8 + 3), Some(3));
+        assert_eq!(l.owned().len(), 512); // each element owned once
+        assert_eq!(l.valid_expr("L0", "s"), None); // no padding columns
+                                                   // Padding columns stay padding in replicas too.
+        let l = Layout::new(&[100], 128, 8);
+        assert!(l.replicated() && !l.holds(13 + 16, 0) && l.holds(12 + 16, 0));
+        // More than one row: never replicated.
+        assert!(!Layout::new(&[2, 256], 128, 8).replicated());
     }
 }

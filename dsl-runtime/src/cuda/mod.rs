@@ -8,13 +8,20 @@
 //!   elements (16 bytes of the narrowest dtype the kernel loads or stores), rows over
 //!   warps and columns over lanes; each thread holds its elements in a register array,
 //!   and padding lanes (past the tile's end) never touch memory or enter a reduction;
+//! - a tile of one row narrower than the program is replicated: every row group of
+//!   threads holds the same columns, so broadcasting it over `[M, N]` is a register copy
+//!   (no shared memory, no barrier); replicas load and compute but never store or reduce;
 //! - pure index arithmetic is recomputed in whatever layout a reader needs; other values
 //!   that must reach threads that do not hold them go through shared memory;
 //! - reductions: per-thread partials, `__shfl_xor_sync` butterflies, one shared-memory
 //!   exchange across warps, and every thread reads the result;
 //! - a load or store whose pointers are provably contiguous and 16-byte aligned (from
 //!   `EmitOptions::divisible16` and the pointer arithmetic) is one vector access per 16
-//!   bytes when all of a thread's elements are real and unmasked.
+//!   bytes: with one predicate per vector when the mask is provably constant over each
+//!   vector (`cols < n` with `n` divisible by 16, as Triton's axis analysis), otherwise
+//!   when all of a thread's elements are real and unmasked (else element by element);
+//! - a loop whose iterations store to disjoint addresses (`invariant + iv + arange(0, n)`,
+//!   step >= n) needs no barrier between one iteration's stores and the next's.
 //!
 //! Numerics follow the interpreter bit for bit except transcendental functions and
 //! reduction order: bf16/f16 values are computed in f32 and rounded after every op, and

@@ -70,6 +70,14 @@ template <typename V> __device__ __forceinline__ float tsr_f16_at(V r, int e) {
 }
 template <typename V> __device__ __forceinline__ float tsr_f32_at(V r, int e) { return __uint_as_float(tsr_word(r, e)); }
 template <typename V> __device__ __forceinline__ int tsr_i32_at(V r, int e) { return (int)tsr_word(r, e); }
+// Set 16-bit element e of a vector (e is a constant after unrolling: a shift and a mask).
+__device__ __forceinline__ void tsr_put16(unsigned& w, int e, unsigned short h) {
+  w = e % 2 ? (w & 0xffffu) | ((unsigned)h << 16) : (w & 0xffff0000u) | h;
+}
+__device__ __forceinline__ void tsr_put16(uint4& r, int e, unsigned short h) {
+  tsr_put16(e / 2 == 0 ? r.x : e / 2 == 1 ? r.y : e / 2 == 2 ? r.z : r.w, e % 2, h);
+}
+__device__ __forceinline__ void tsr_put16(uint2& r, int e, unsigned short h) { tsr_put16(e / 2 == 0 ? r.x : r.y, e % 2, h); }
 __device__ __forceinline__ unsigned tsr_pack_bf16(float lo, float hi) {
   return (unsigned)tsr_f32_to_bf16(lo) | ((unsigned)tsr_f32_to_bf16(hi) << 16);
 }
