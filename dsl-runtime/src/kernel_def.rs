@@ -258,7 +258,19 @@ impl KernelDef {
         if let Some(&i) = lock_map(map).get(&id) {
             return pick(i);
         }
-        let best = if dev.is_cuda() { crate::autotune::choose(&id, &tune.configs, dev, &|i| pick(i))? } else { 0 };
+        let best = if dev.is_cuda() {
+            // On disk, the winner is also keyed by the code it was measured on, so a changed
+            // lowering (a new tessera) measures again instead of trusting a stale choice.
+            let mut code = vec![];
+            for c in &tune.configs {
+                code.push(self.cuda_source(&c.constexprs, c.num_warps)?.code);
+            }
+            let parts: Vec<&[u8]> = code.iter().map(|c| c.as_bytes()).collect();
+            let disk_id = format!("{id}|{:016x}", nvrtc::fnv1a(&parts));
+            crate::autotune::choose(&disk_id, &tune.configs, dev, &|i| pick(i))?
+        } else {
+            0
+        };
         lock_map(map).insert(id, best);
         pick(best)
     }
