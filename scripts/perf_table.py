@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Markdown rows for docs/PERF.md from bench_ops (ours) and bench_peers.py (Triton, torch)."""
+"""Markdown for docs/PERF.md: perf_table.py ours.json peers.json [mega_sync.json]
+(bench_ops, bench_peers.py, bench_sync outputs of one device call)."""
 import json, sys
 
 ours, peers = (json.load(open(p)) for p in sys.argv[1:3])
@@ -18,3 +19,19 @@ for name, key, t, th in [
 print()
 print(f"Host cost of one launch: tessera {ours['launch_host_us']:.1f} µs, Triton {peers['triton_launch_host_us']:.1f} µs.")
 print(f"NVRTC: cold compile {ours['nvrtc_cold_ms']:.0f} ms, warm (disk cache) {ours['nvrtc_warm_ms']:.1f} ms.")
+if len(sys.argv) > 3:
+    s = json.load(open(sys.argv[3]))
+    su, ch, toy = s["sync_us"], s["chain_ms"], s["toy_mlp"]
+    print(f"\nSynchronisation inside one persistent kernel ({s['ctas']} CTAs of {s['block_threads']} threads, "
+          f"a chain of {s['stages']} dependent stages): counter wait {su['counter_wait']:.2f} µs, "
+          f"grid barrier {su['grid_barrier']:.2f} µs per sync.\n")
+    print("| the same chain as | ms | per stage µs |")
+    print("|---|---|---|")
+    for name, key in [("one megakernel, no syncs (lower bound)", "megakernel_no_sync"),
+                      ("one megakernel, counter waits", "megakernel_counter_waits"),
+                      ("one megakernel, grid barriers", "megakernel_grid_barriers"),
+                      ("separate launches", "separate_launches"), ("a CUDA graph of the launches", "cuda_graph")]:
+        print(f"| {name} | {ch[key]:.3f} | {ch[key] * 1e3 / s['stages']:.2f} |")
+    print(f"\nToy MLP ({toy['layers']} layers, D={toy['d']}, F={toy['f']}, {toy['weights_mb']:.0f} MB of weights): "
+          f"megakernel {toy['megakernel_ms']:.2f} ms (without L2 prefetch {toy['megakernel_no_prefetch_ms']:.2f}), "
+          f"separate launches {toy['separate_launches_ms']:.2f} ms, CUDA graph {toy['cuda_graph_ms']:.2f} ms.")
