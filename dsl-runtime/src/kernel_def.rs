@@ -233,7 +233,13 @@ impl KernelDef {
                 Arg::F32(_) => {}
             }
         }
-        let key = crate::nvrtc::fnv1a(&[format!("{grid:?}{ints:?}{lens:?}").as_bytes()]);
+        // An in-memory key: std's hasher, no formatting on the launch path.
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (grid, &ints, &lens).hash(&mut h);
+            h.finish()
+        };
         if lock_map(&spec.checked).contains(&key) {
             return Ok(());
         }
