@@ -3,6 +3,7 @@
 //!
 //! The reference decoder is the oracle for the GPU decoder; it is checked against
 //! transformers' outputs in `tests/goldens.rs`.
+pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod cli;

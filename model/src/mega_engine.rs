@@ -375,6 +375,17 @@ impl MegakernelEngine {
         self.m.set_sampling(temperature, seed)
     }
 
+    /// Compiles the megakernel (NVRTC, or the disk cache) and loads it, by running one
+    /// step at position 0; the KV cache counts as empty afterwards. Lets a caller pay the
+    /// compile at startup instead of in the first token. Counts as a launch.
+    pub fn compile(&mut self) -> Result<(), ModelError> {
+        self.m.begin_step(0, 0)?;
+        self.launch().map_err(|e| self.m.err(e))?;
+        self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
+        self.m.cached = 0;
+        Ok(())
+    }
+
     /// Benchmarks only: treat the first `n` positions as cached without computing them, so
     /// a step can run at position `n` at once (attention then reads whatever the cache
     /// holds; the time does not depend on it).
