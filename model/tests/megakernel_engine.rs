@@ -429,3 +429,48 @@ fn every_sync_is_needed() {
         eprintln!("sync {} left out: {how}", sync.id);
     }
 }
+
+/// `tessera bench`'s logic on the interpreter (no floor without a GPU), and its bandwidth
+/// probe's sums.
+#[test]
+fn bench_runs_and_its_probe_sums() {
+    let cfg = model::embedded::config();
+    let w = model::embedded::weights(&cfg);
+    let plan = model::bench::BenchPlan {
+        positions: vec![1, 7, 100_000],
+        tokens: 2,
+        probe_bytes: 1 << 20,
+    };
+    let r = model::bench::run("embedded", cfg, &w, Device::interpreter(), &plan, None).unwrap();
+    assert_eq!(r.rows.iter().map(|r| r.context).collect::<Vec<_>>(), [1, 7]);
+    assert_eq!(
+        r.skipped.len(),
+        1,
+        "100000 is past the embedded model's context"
+    );
+    assert!(r.rows.iter().all(|r| r.floor_ms.is_none()));
+    let table = model::bench::table(&r);
+    assert!(table.contains("| 7 |"), "{table}");
+
+    let dev = Device::interpreter();
+    let n: usize = 5000;
+    let x: Vec<dsl_runtime::bf16> = (0..n)
+        .map(|i| dsl_runtime::bf16::from_f32((i % 7) as f32))
+        .collect();
+    let xb = dev.upload(&x).unwrap();
+    let (block, steps) = (64usize, 4usize);
+    let programs = n.div_ceil(block * steps);
+    let out = dev.zeros::<f32>(programs).unwrap();
+    model::bench::stream_sum::launch(
+        &dev,
+        &dsl_runtime::Launch::grid(programs as u32),
+        &xb,
+        &out,
+        n as i32,
+        block,
+        steps,
+    )
+    .unwrap();
+    let total: f32 = out.to_vec().unwrap().iter().sum();
+    assert_eq!(total, (0..n).map(|i| (i % 7) as f32).sum::<f32>());
+}
