@@ -393,10 +393,7 @@ fn every_sync_is_needed() {
     };
     let want = run(&base).unwrap();
     let plan = model::mega_engine::decode_step::MEGAKERNEL
-        .plan(
-            &mega(name, Output::Token, &base).constexprs().to_vec(),
-            &base.mega,
-        )
+        .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
         .unwrap();
     // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
     let interleavings = [
