@@ -1,10 +1,15 @@
-//! The `tessera` command line: `generate` (Qwen3 decode) and `explain` (generated CUDA C).
+//! The `tessera` command line: `generate` (Qwen3 decode), `bench` (its speed against the
+//! bandwidth floor) and `explain` (generated CUDA C).
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use tessera::cli;
 
 #[derive(Parser)]
-#[command(name = "tessera", version, about = "Tile DSL kernels and a one-launch Qwen3 decoder")]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tile DSL kernels and a one-launch Qwen3 decoder"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -14,6 +19,9 @@ struct Cli {
 enum Command {
     /// Generate text with a Qwen3 checkpoint (an embedded random model when --model is absent).
     Generate(model::cli::GenerateArgs),
+    /// Decode speed of the megakernel engine (ms/token at several contexts) against the
+    /// memory-bandwidth floor and, with --peers, transformers.
+    Bench(model::cli::BenchArgs),
     /// Print the CUDA C (or tile IR) generated for a kernel tessera ships.
     Explain(cli::explain::ExplainArgs),
 }
@@ -22,6 +30,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), String> = match cli.command {
         Command::Generate(args) => model::cli::run_generate(args).map_err(|e| e.to_string()),
+        Command::Bench(args) => model::cli::run_bench(args).map_err(|e| e.to_string()),
         Command::Explain(args) => cli::explain::run(args),
     };
     match result {

@@ -297,6 +297,60 @@ fn bad_checkpoints_fail_cleanly() {
     assert_fails(&run(&dir), &["unsupported", "qwen3_moe"]);
 }
 
+/// `--engine megakernel --device cpu`: the one-launch decode step through the interpreter
+/// gives transformers' greedy tokens, and says where it ran.
+#[test]
+fn megakernel_on_the_cpu_matches_transformers_greedy() {
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(data("tied_gqa2_v4").join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let prompt: Vec<String> = ids(&exp["prompt_ids"]).iter().map(u64::to_string).collect();
+    let model = data("tied_gqa2_v4");
+    let o = tessera(&[
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt-ids",
+        &prompt.join(","),
+        "--max-new-tokens",
+        "6",
+        "--engine",
+        "megakernel",
+        "--device",
+        "cpu",
+        "--max-context",
+        "64",
+        "--json",
+    ]);
+    let j = json_of(&o);
+    assert_eq!(ids(&j["generated_ids"]), ids(&exp["greedy_ids"])[..6]);
+    assert_eq!(j["engine"], "megakernel");
+    assert!(j["device"].as_str().unwrap().contains("interpreter"));
+    assert!(stderr(&o).contains("one step per token"), "{}", stderr(&o));
+    // Temperature sampling runs on the device too (Gumbel-max): reproducible per seed.
+    let sample = |seed: &str| {
+        json_of(&tessera(&[
+            "--model",
+            model.to_str().unwrap(),
+            "--prompt-ids",
+            &prompt.join(","),
+            "--max-new-tokens",
+            "4",
+            "--engine",
+            "megakernel",
+            "--device",
+            "cpu",
+            "--temperature",
+            "0.9",
+            "--seed",
+            seed,
+            "--json",
+        ]))["generated_ids"]
+            .clone()
+    };
+    assert_eq!(sample("5"), sample("5"));
+}
+
 #[test]
 fn bad_prompts_and_flags_fail_cleanly() {
     let m = data("tied_gqa2_v4");
@@ -321,8 +375,19 @@ fn bad_prompts_and_flags_fail_cleanly() {
         &["tokenizer.json", "--prompt-ids"],
     );
     assert_fails(
-        &tessera(&["--prompt", "hi", "--engine", "megakernel"]),
-        &["megakernel", "not built yet"],
+        &tessera(&[
+            "--model",
+            m,
+            "--prompt-ids",
+            "1",
+            "--engine",
+            "megakernel",
+            "--device",
+            "cpu",
+            "--max-context",
+            "5000",
+        ]),
+        &["--max-context 5000", "max_position_embeddings 4096"],
     );
     assert_fails(&tessera(&["--prompt", "hi", "--device", "cuda"]), &["cuda"]);
     assert_fails(

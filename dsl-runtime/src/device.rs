@@ -89,6 +89,16 @@ impl Device {
         }
     }
 
+    /// GPU memory `(free, total)` in bytes (`cuMemGetInfo`); None for the interpreter.
+    pub fn mem_info(&self) -> Option<Result<(usize, usize)>> {
+        self.cuda_dev().map(|c| c.ctx.mem_get_info().map_err(Error::from))
+    }
+
+    /// NVRTC's name for the GPU's architecture (`sm_90`); None for the interpreter.
+    pub fn arch(&self) -> Option<&'static str> {
+        self.cuda_dev().map(|c| c.arch)
+    }
+
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<Buffer<T>> {
         let bytes = to_bytes(data);
         let raw = match &*self.0 {

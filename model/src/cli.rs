@@ -6,6 +6,7 @@ use crate::embedded;
 use crate::engine::Engine;
 use crate::error::ModelError;
 use crate::generate::{check_prompt, generate, StopReason};
+use crate::mega_engine::{MegakernelEngine, MegakernelOptions};
 use crate::reference::Reference;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -27,6 +28,8 @@ pub enum EngineKind {
     Reference,
     /// The decoder's `#[kernel]`s, one launch per op (GPU, or the interpreter on the cpu).
     Kernels,
+    /// The whole decode step as ONE `#[megakernel]` launch per token (GPU, or the
+    /// interpreter on the cpu).
     Megakernel,
 }
 
@@ -63,8 +66,13 @@ pub struct GenerateArgs {
     pub seed: u64,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: Device,
-    #[arg(long, value_enum, default_value = "reference")]
-    pub engine: EngineKind,
+    /// Default: megakernel when a GPU is used, else reference.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineKind>,
+    /// KV-cache capacity in positions (kernels and megakernel engines). Default: the
+    /// model's max_position_embeddings (kernels: 4096 at most), capped by free GPU memory.
+    #[arg(long, value_name = "N")]
+    pub max_context: Option<usize>,
     /// Print one JSON object on stdout instead of streaming text.
     #[arg(long)]
     pub json: bool,
@@ -186,30 +194,84 @@ fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
     })
 }
 
-/// The engine `--engine` / `--device` ask for.
+/// The device `--device` asks for: `auto` is the GPU when one is usable.
+fn pick_device(d: Device) -> Result<dsl_runtime::Device, ModelError> {
+    Ok(match d {
+        Device::Cpu => dsl_runtime::Device::interpreter(),
+        Device::Cuda => dsl_runtime::Device::cuda(0)
+            .map_err(|e| ModelError::Usage(format!("--device cuda: {e}")))?,
+        Device::Auto => dsl_runtime::Device::auto(),
+    })
+}
+
+/// The engine `--engine` / `--device` ask for. Without `--engine`: the megakernel on a
+/// GPU, the reference decoder on the cpu.
 fn build_engine(
     a: &GenerateArgs,
     cfg: Config,
     weights: Weights,
     greedy: bool,
 ) -> Result<Box<dyn Engine>, ModelError> {
-    match a.engine {
-        EngineKind::Reference => Ok(Box::new(Reference::new(cfg, Arc::new(weights)))),
+    let dev = match (a.engine, a.device) {
+        (Some(EngineKind::Reference), _) | (None, Device::Cpu) => None,
+        _ => Some(pick_device(a.device)?),
+    };
+    let kind = a.engine.unwrap_or(match &dev {
+        Some(d) if d.is_cuda() => EngineKind::Megakernel,
+        _ => EngineKind::Reference,
+    });
+    if kind == EngineKind::Reference {
+        if a.max_context.is_some() {
+            eprintln!("note: --max-context is ignored by the reference engine (it grows its cache as needed)");
+        }
+        return Ok(Box::new(Reference::new(cfg, Arc::new(weights))));
+    }
+    let dev = match dev {
+        Some(d) => d,
+        None => pick_device(a.device)?,
+    };
+    let name = if kind == EngineKind::Kernels {
+        "kernels"
+    } else {
+        "megakernel"
+    };
+    if !dev.is_cuda() {
+        eprintln!("note: the {name} engine runs on {}", dev.describe());
+    }
+    match kind {
         EngineKind::Kernels => {
-            let dev = match a.device {
-                Device::Cpu => dsl_runtime::Device::interpreter(),
-                Device::Cuda => dsl_runtime::Device::cuda(0).map_err(|e| ModelError::Usage(format!("--device cuda: {e}")))?,
-                Device::Auto => dsl_runtime::Device::auto(),
-            };
-            if !dev.is_cuda() {
-                eprintln!("note: kernels run on {}", dev.describe());
-            }
             // Greedy reads back one int (the fused argmax); sampling needs the logits.
-            let output = if greedy { Output::Token } else { Output::Logits };
-            let opts = KernelOptions { output, ..Default::default() };
+            let output = if greedy {
+                Output::Token
+            } else {
+                Output::Logits
+            };
+            let opts = KernelOptions {
+                output,
+                max_seq: a.max_context,
+                ..Default::default()
+            };
             Ok(Box::new(KernelEngine::new(cfg, &weights, dev, opts)?))
         }
-        EngineKind::Megakernel => Err(ModelError::Usage("--engine megakernel is not built yet (a later issue); use --engine reference or kernels".into())),
+        _ => {
+            let opts = MegakernelOptions {
+                max_seq: a.max_context,
+                ..Default::default()
+            };
+            let mut m = MegakernelEngine::new(cfg, &weights, dev, opts)?;
+            if let Some(note) = m.capacity_note() {
+                eprintln!("note: {note}");
+            }
+            // Compile (or load from the disk cache) now, so the first token does not pay it.
+            let t = std::time::Instant::now();
+            m.compile()?;
+            eprintln!(
+                "megakernel: decode step ready in {:.0} ms (compile or disk cache, load, one warm-up step); KV cache {} positions",
+                t.elapsed().as_secs_f64() * 1e3,
+                m.max_context()
+            );
+            Ok(Box::new(m))
+        }
     }
 }
 
@@ -225,14 +287,9 @@ fn write_out(s: &str) -> Result<(), ModelError> {
 }
 
 pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
-    if a.engine == EngineKind::Megakernel {
+    if a.device == Device::Cuda && a.engine == Some(EngineKind::Reference) {
         return Err(ModelError::Usage(
-            "--engine megakernel is not built yet (a later issue); use --engine reference or kernels".into(),
-        ));
-    }
-    if a.device == Device::Cuda && a.engine == EngineKind::Reference {
-        return Err(ModelError::Usage(
-            "--device cuda: the reference engine runs on the cpu only; use --engine kernels for the GPU".into(),
+            "--device cuda: the reference engine runs on the cpu only; use --engine megakernel (or kernels) for the GPU".into(),
         ));
     }
     let params = check_sampling(&a)?;
@@ -287,9 +344,12 @@ pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
             engine.max_context()
         );
     }
+    // The prompt goes through the same one-token step as decoding (no batched prefill),
+    // so prompt tokens/s is the step rate too.
     eprintln!(
-        "prompt: {} tokens, {:.1} tokens/s | decode: {} tokens, {:.1} tokens/s | time to first token: {:.1} ms",
-        t.prompt_tokens, t.prompt_tokens_per_s, t.decode_tokens, t.decode_tokens_per_s, t.time_to_first_token_ms
+        "prompt: {} tokens, {:.1} tokens/s (one step per token) | decode: {} tokens, {:.1} tokens/s | time to first token: {:.1} ms | engine {} on {}",
+        t.prompt_tokens, t.prompt_tokens_per_s, t.decode_tokens, t.decode_tokens_per_s, t.time_to_first_token_ms,
+        engine.name(), engine.device()
     );
     if a.json {
         let text = match &tokenizer {
@@ -306,6 +366,97 @@ pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
             "timings": t,
         });
         write_out(&format!("{obj}\n"))?;
+    }
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Checkpoint directory (Hugging Face layout). Without it, the embedded random model.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// peers.json from hf_reference.py (transformers on the same GPU): adds its columns.
+    #[arg(long, value_name = "FILE")]
+    pub peers: Option<PathBuf>,
+    /// Also write the report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: Device,
+    /// Context positions to decode from, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "1,512,2048,8192")]
+    pub positions: String,
+    /// Tokens decoded (and timed) per position.
+    #[arg(long, default_value_t = 128)]
+    pub tokens: usize,
+    /// MiB the read-bandwidth probe streams.
+    #[arg(long, default_value_t = 1024)]
+    pub probe_mib: usize,
+}
+
+/// `tessera bench`: the megakernel decoder's ms/token at several context positions,
+/// against the bandwidth floor (and transformers with --peers).
+pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
+    let positions = a
+        .positions
+        .split(',')
+        .map(|p| {
+            p.trim().parse::<usize>().map_err(|_| {
+                ModelError::Usage(format!(
+                    "--positions: \"{}\" is not a position (expected e.g. 1,512,2048)",
+                    p.trim()
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if a.tokens == 0 {
+        return Err(ModelError::Usage("--tokens must be at least 1".into()));
+    }
+    if a.probe_mib == 0 || a.probe_mib > 4096 {
+        return Err(ModelError::Usage("--probe-mib must be in 1..=4096".into()));
+    }
+    let peers = match &a.peers {
+        None => None,
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| ModelError::io(p, e))?;
+            Some(
+                serde_json::from_str::<serde_json::Value>(&text).map_err(|e| ModelError::Json {
+                    path: p.clone(),
+                    msg: e.to_string(),
+                })?,
+            )
+        }
+    };
+    let (name, cfg, weights) = match &a.model {
+        Some(dir) => {
+            let ck = Checkpoint::load(dir, std::io::stderr().is_terminal())?;
+            (dir.display().to_string(), ck.config, ck.weights)
+        }
+        None => {
+            eprintln!("note: no --model given: benchmarking the embedded random Qwen3 (tiny)");
+            let cfg = embedded::config();
+            let w = embedded::weights(&cfg);
+            ("embedded".to_string(), cfg, w)
+        }
+    };
+    let dev = pick_device(a.device)?;
+    if !dev.is_cuda() {
+        eprintln!(
+            "note: no GPU ({}): the interpreter runs the bench, so times say nothing about speed",
+            dev.describe()
+        );
+    }
+    let plan = crate::bench::BenchPlan {
+        positions,
+        tokens: a.tokens,
+        probe_bytes: a.probe_mib << 20,
+    };
+    let report = crate::bench::run(&name, cfg, &weights, dev, &plan, peers)?;
+    write_out(&crate::bench::table(&report))?;
+    if let Some(path) = &a.json {
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| ModelError::Usage(e.to_string()))?;
+        std::fs::write(path, text + "\n").map_err(|e| ModelError::io(path, e))?;
     }
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! What a decoder engine is, as seen by the generation loop.
 //!
 //! The loop (`generate.rs`) owns the prompt, sampling and stopping; an engine only turns
-//! (token, position) into the next distribution. The CPU reference implements it now;
-//! the GPU megakernel will later, and may fuse greedy argmax into the step, hence
-//! `StepOutput::Token`.
+//! (token, position) into the next distribution. Device engines fuse the choice of the
+//! next token into the step (argmax, or Gumbel-max sampling), hence `StepOutput::Token`.
 use crate::error::ModelError;
+use crate::sampling::SamplingParams;
 
 /// The result of one decode step.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,4 +27,10 @@ pub trait Engine {
     /// Positions must be fed in order from 0; `pos` smaller than the cached length
     /// rewinds the cache to `pos` first.
     fn step(&mut self, token: u32, pos: usize) -> Result<StepOutput, ModelError>;
+    /// Asks the engine to choose tokens itself with `params` (greedy, or temperature
+    /// sampling on the device) and return `StepOutput::Token`. Returns false when it
+    /// cannot: its steps then return logits (or greedy tokens) for the host to sample.
+    fn device_sampling(&mut self, _params: &SamplingParams) -> Result<bool, ModelError> {
+        Ok(false)
+    }
 }

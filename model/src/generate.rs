@@ -76,9 +76,11 @@ pub fn generate(
 ) -> Result<Generation, ModelError> {
     check_prompt(engine, prompt)?;
     let name = engine.name().to_string();
+    // An engine that samples on the device returns the chosen token itself.
+    let on_device = engine.device_sampling(sampler.params())?;
     let pick = |out: StepOutput, sampler: &mut Sampler| match out {
         StepOutput::Logits(l) => Ok(sampler.sample(&l)),
-        StepOutput::Token(t) if sampler.params().is_greedy() => Ok(t),
+        StepOutput::Token(t) if on_device || sampler.params().is_greedy() => Ok(t),
         StepOutput::Token(_) => Err(ModelError::Engine {
             engine: name.clone(),
             msg: "returns argmax tokens only; sampling (temperature > 0) needs logits".into(),

@@ -3,16 +3,19 @@
 //!
 //! The reference decoder is the oracle for the GPU decoder; it is checked against
 //! transformers' outputs in `tests/goldens.rs`.
+pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
+pub mod device_model;
 pub mod dsl_engine;
 pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod kernels;
+pub mod mega_engine;
 pub mod reference;
 pub mod sampling;
 pub mod tokenizer;

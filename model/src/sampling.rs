@@ -120,3 +120,42 @@ impl Sampler {
         idx[probs.len() - 1] as u32
     }
 }
+
+/// The uniform in (0, 1) that the lm_head kernel draws for `row` at `pos` (Gumbel-max
+/// sampling on the device, `kernels/lm_head.rs`), computed the same way on the host: the
+/// same 16-bit-lane hash of (seed, position, row). `seed` is used modulo 2^31.
+pub fn gumbel_uniform(seed: u32, pos: u32, row: u32) -> f32 {
+    let (seed, pos, row) = (seed & 0x7FFF_FFFF, pos & 0x7FFF_FFFF, row & 0x7FFF_FFFF);
+    let (mut a, mut b) = (0x2545u32, 0x4F6Cu32);
+    for r in 0..8 {
+        let word = match r {
+            0 | 1 => seed,
+            2 | 3 => pos,
+            4 | 5 => row,
+            _ => 0,
+        };
+        let w = (word >> (16 * (r % 2))) & 0xFFFF;
+        a = ((a ^ w) * 27459) & 0xFFFF;
+        a ^= a >> 7;
+        b = ((b ^ a) * 24373) & 0xFFFF;
+        b ^= b >> 8;
+        a ^= b >> 3;
+    }
+    (((a & 0xFF) * 65536 + b) as f32 + 0.5) * (1.0 / 16_777_216.0)
+}
+
+/// The Gumbel-max choice the device makes: argmax over `logits / temperature + g`,
+/// g = -log(-log(u)) with u from [`gumbel_uniform`]. An exact draw from
+/// softmax(logits / temperature); greedy when `temperature` ≤ 0.
+pub fn gumbel_max(logits: &[f32], temperature: f32, seed: u32, pos: u32) -> u32 {
+    if temperature <= 0.0 {
+        return argmax(logits);
+    }
+    let it = 1.0 / temperature;
+    let noisy: Vec<f32> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &z)| z * it + -(-gumbel_uniform(seed, pos, i as u32).ln()).ln())
+        .collect();
+    argmax(&noisy)
+}

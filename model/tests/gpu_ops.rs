@@ -214,6 +214,9 @@ fn run_ops(
         &logits,
         &pmax,
         &pidx,
+        &posb,
+        &dev.zeros::<i32>(1).unwrap(), // seed
+        &z32(1),                       // 1 / temperature: 0 = greedy
         vocab as i32,
         h as i32,
         eps,

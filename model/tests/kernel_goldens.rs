@@ -273,6 +273,9 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             &out,
             &pmax,
             &pidx,
+            &dev().zeros::<i32>(1).unwrap(), // pos (unused when greedy)
+            &dev().zeros::<i32>(1).unwrap(), // seed
+            &dev().zeros::<f32>(1).unwrap(), // 1 / temperature: 0 = greedy
             vocab as i32,
             h as i32,
             eps,

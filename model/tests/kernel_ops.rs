@@ -462,6 +462,9 @@ fn lm_head_argmax_finds_the_greedy_token_in_two_phases() {
                 &logits,
                 &pmax,
                 &pidx,
+                &dev().zeros::<i32>(1).unwrap(), // pos (unused when greedy)
+                &dev().zeros::<i32>(1).unwrap(), // seed
+                &dev().zeros::<f32>(1).unwrap(), // 1 / temperature: 0 = greedy
                 vocab as i32,
                 h as i32,
                 1e-6,

@@ -6,6 +6,15 @@
 //! checks; 4 bytes per row against 2·hidden of weights read) and its block's (max, argmax).
 //! Phase 2, `argmax_merge`: one program reduces the per-block pairs in BLOCK-wide tiles.
 //! Ties go to the lowest id, as torch.argmax and the reference's sampler.
+//!
+//! Temperature sampling without reading logits back (Gumbel-max): with `inv_temp` > 0, the
+//! block argmax is taken over z / T + g instead of z, where g = -log(-log(u)) and u is a
+//! uniform drawn per row from a hash of (seed, position, row). argmax(z / T + g) is an
+//! exact draw from softmax(z / T), so the same two phases return a sampled token.
+//! `inv_temp` = 0 selects z itself (greedy, bit for bit). The hash is counter-based (no
+//! state between steps), works in 16-bit lanes so every i32 product stays below 2^31
+//! (signed overflow is undefined in the CUDA C this lowers to), and is mirrored on the host
+//! by `sampling::gumbel_uniform` for tests.
 use dsl_runtime::prelude::*;
 
 #[kernel]
@@ -16,6 +25,9 @@ pub fn lm_head_argmax(
     logits: Ptr<f32>,
     part_max: Ptr<f32>,
     part_idx: Ptr<i32>,
+    pos: Ptr<i32>,
+    seed: Ptr<i32>,
+    inv_temp: Ptr<f32>,
     vocab: i32,
     k: i32,
     eps: f32,
@@ -49,8 +61,30 @@ pub fn lm_head_argmax(
     }
     let z = sum(acc, 1);
     store(logits + rows, z, row_mask);
+
+    // Gumbel noise: absorb the 16-bit words of seed, position and row into two 16-bit lanes
+    // (each round a bijection of the lanes for a given word), two rounds to finish.
+    let it = load(inv_temp);
+    let s = load(seed);
+    let p = load(pos);
+    let mut a = rows * 0 + 0x2545;
+    let mut b = rows * 0 + 0x4F6C;
+    for r in 0..8 {
+        let word = where_(r < 2, s, where_(r < 4, p, where_(r < 6, rows, 0)));
+        let w = (word >> (16 * (r % 2))) & 0xFFFF;
+        a = ((a ^ w) * 27459) & 0xFFFF;
+        a = a ^ (a >> 7);
+        b = ((b ^ a) * 24373) & 0xFFFF;
+        b = b ^ (b >> 8);
+        a = a ^ (b >> 3);
+    }
+    // 24 bits of (a, b), centred in (0, 1): never exactly 0 or 1, so g is finite.
+    let u = (((a & 0xFF) * 65536 + b).to(f32) + 0.5) * (1.0 / 16777216.0);
+    let gumbel = -log(-log(u));
+    let zs = where_(it > 0.0, z * it + gumbel, z);
+
     // Epilogue: this block's best row. Rows past the vocab never win.
-    let zm = where_(row_mask, z, -3.0e38);
+    let zm = where_(row_mask, zs, -3.0e38);
     store(part_max + pid, max(zm, 0));
     store(part_idx + pid, pid * BM + argmax(zm, 0));
 }

@@ -13,7 +13,7 @@
 //! | o_proj GEMV + residual | `gemv_residual` | hidden / BM |
 //! | post-attn RMSNorm + gate/up GEMV + SiLU·mul | `rmsnorm_gate_up_silu` | intermediate / BM |
 //! | down GEMV + residual | `gemv_residual` | hidden / BM |
-//! | final RMSNorm + lm_head + block argmax | `lm_head_argmax` | vocab / BM |
+//! | final RMSNorm + lm_head + block argmax (Gumbel-max sampling) | `lm_head_argmax` | vocab / BM |
 //! | argmax over blocks | `argmax_merge` | 1 |
 //!
 //! Every kernel takes its dimensions as i32 scalars or constexprs, so one source serves
@@ -186,7 +186,7 @@ pub fn shipped() -> Vec<Shipped> {
         k(
             &lm_head::lm_head_argmax::KERNEL,
             gemv(t.lm_head),
-            "final norm + lm_head GEMV + per-block (max, argmax): greedy phase 1",
+            "final norm + lm_head GEMV + per-block (max, argmax), Gumbel-max when sampling: phase 1",
         ),
         k(
             &lm_head::argmax_merge::KERNEL,

@@ -1,0 +1,331 @@
+//! `tessera bench`: the megakernel decoder's speed against the memory-bandwidth floor.
+//!
+//! At decode every step reads all the weights once and the KV cache up to the current
+//! position, so the floor for one token is (weight bytes + KV bytes) / read bandwidth. The
+//! bandwidth is measured on the same GPU in the same run, by [`stream_sum`] (a DSL kernel
+//! that only reads: 1 GiB of bf16, one f32 out per 32 KiB read). For each context position
+//! the KV cache is declared filled up to it (the contents do not change the time), then
+//! 128 tokens are decoded greedily, each one step = two 4-byte copies in, one launch, one
+//! 4-byte read back, as `generate` runs them.
+//!
+//! Also measured: NVRTC compile of the decode megakernel, cold and from the disk cache, and
+//! the time to the first token of a fresh engine (compile and module load included).
+//! `--peers peers.json` (written by `hf_reference.py` on the same GPU) adds transformers'
+//! eager and static-cache + torch.compile ms/token.
+use crate::config::Config;
+use crate::device_model::{kv_bytes_per_position, weight_bytes_per_token};
+use crate::dsl_engine::Output;
+use crate::engine::{Engine, StepOutput};
+use crate::error::ModelError;
+use crate::mega_engine::{decode_step, MegakernelEngine, MegakernelOptions};
+use crate::weights::Weights;
+use dsl_runtime::prelude::*;
+use serde::Serialize;
+use std::time::Instant;
+
+/// Sums a bf16 buffer: program p reads `STEPS` tiles of `BLOCK` elements from
+/// p · BLOCK · STEPS on and writes one f32. Nothing else touches memory, so its time is
+/// the device's read bandwidth.
+#[kernel]
+pub fn stream_sum(
+    x: Ptr<bf16>,
+    out: Ptr<f32>,
+    n: i32,
+    #[constexpr] BLOCK: usize,
+    #[constexpr] STEPS: usize,
+) {
+    let base = program_id(0) * (BLOCK * STEPS);
+    let mut acc = zeros([BLOCK], f32);
+    for s in 0..STEPS {
+        let offs = base + s * BLOCK + arange(0, BLOCK);
+        acc += load(x + offs, offs < n, 0.0).to(f32);
+    }
+    store(out + program_id(0), sum(acc, 0));
+}
+
+/// What the bench measures and how.
+#[derive(Debug, Clone)]
+pub struct BenchPlan {
+    /// Context positions to decode from.
+    pub positions: Vec<usize>,
+    /// Tokens decoded per position.
+    pub tokens: usize,
+    /// Bytes the bandwidth probe reads.
+    pub probe_bytes: usize,
+}
+
+impl Default for BenchPlan {
+    fn default() -> Self {
+        BenchPlan {
+            positions: vec![1, 512, 2048, 8192],
+            tokens: 128,
+            probe_bytes: 1 << 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub context: usize,
+    pub ms_per_token: f64,
+    pub tokens_per_s: f64,
+    /// Weight + KV bytes per token (KV averaged over the decoded positions).
+    pub bytes_per_token: f64,
+    pub floor_ms: Option<f64>,
+    /// ms_per_token / floor_ms.
+    pub x_floor: Option<f64>,
+    /// 100 · floor_ms / ms_per_token.
+    pub pct_of_floor: Option<f64>,
+    /// Transformers (from --peers), at its own short context.
+    pub hf_eager_ms: Option<f64>,
+    pub hf_compiled_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub model: String,
+    pub device: String,
+    pub commit: Option<String>,
+    pub layers: usize,
+    pub hidden: usize,
+    pub vocab: usize,
+    pub weight_bytes_per_token: usize,
+    pub kv_bytes_per_position: usize,
+    pub read_bandwidth_gbps: Option<f64>,
+    pub read_bandwidth_method: String,
+    pub nvrtc_cold_ms: Option<f64>,
+    pub nvrtc_warm_ms: Option<f64>,
+    pub megakernel_source_lines: Option<usize>,
+    pub time_to_first_token_ms: f64,
+    pub time_to_first_token_note: String,
+    pub rows: Vec<Row>,
+    pub skipped: Vec<String>,
+    pub peers: Option<serde_json::Value>,
+}
+
+fn err(msg: impl std::fmt::Display) -> ModelError {
+    ModelError::Engine {
+        engine: "bench".into(),
+        msg: msg.to_string(),
+    }
+}
+
+/// Read bandwidth in GB/s: [`stream_sum`] over `bytes`, best of 5 after 2 warm-ups.
+pub fn read_bandwidth(dev: &Device, bytes: usize) -> Result<f64, ModelError> {
+    const BLOCK: usize = 2048;
+    const STEPS: usize = 8;
+    let n = bytes / 2;
+    if n > i32::MAX as usize {
+        return Err(err("the bandwidth probe's buffer exceeds i32 offsets"));
+    }
+    let x = dev.zeros::<bf16>(n).map_err(err)?;
+    let programs = n.div_ceil(BLOCK * STEPS);
+    let out = dev.zeros::<f32>(programs).map_err(err)?;
+    let launch = Launch::grid(programs as u32).warps(8);
+    let run = || stream_sum::launch(dev, &launch, &x, &out, n as i32, BLOCK, STEPS);
+    for _ in 0..2 {
+        run().map_err(err)?;
+    }
+    dev.synchronize().map_err(err)?;
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        run().map_err(err)?;
+        dev.synchronize().map_err(err)?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok((n * 2) as f64 / best / 1e9)
+}
+
+fn token_of(out: StepOutput) -> u32 {
+    match out {
+        StepOutput::Token(t) => t,
+        StepOutput::Logits(l) => crate::sampling::argmax(&l),
+    }
+}
+
+/// Runs the bench on `dev` and returns the report (the caller prints it).
+pub fn run(
+    model_name: &str,
+    cfg: Config,
+    weights: &Weights,
+    dev: Device,
+    plan: &BenchPlan,
+    peers: Option<serde_json::Value>,
+) -> Result<Report, ModelError> {
+    let gpu = dev.is_cuda();
+    let max_pos = plan.positions.iter().copied().max().unwrap_or(1);
+    let mut skipped = vec![];
+    let max_seq = (max_pos + plan.tokens + 1).min(cfg.max_position_embeddings);
+
+    // Whether the first token can find a compiled megakernel on disk.
+    let cache_entries = dsl_runtime::nvrtc::cache_dir()
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .map_or(0, |d| d.count());
+
+    // A fresh engine's first token: NVRTC (or the disk cache), module load, one step.
+    let opts = MegakernelOptions {
+        max_seq: Some(max_seq),
+        output: Output::Token,
+        ..Default::default()
+    };
+    let mut engine = MegakernelEngine::new(cfg.clone(), weights, dev.clone(), opts)?;
+    let t = Instant::now();
+    let mut tok = token_of(engine.step(0, 0)?);
+    let ttft_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    // Compile times of the same source, outside the engine.
+    let (mut nvrtc_cold, mut nvrtc_warm, mut lines) = (None, None, None);
+    if let Some(arch) = dev.arch() {
+        let src = decode_step::MEGAKERNEL
+            .cuda_source(engine.constexprs(), engine.mega_options())
+            .map_err(err)?;
+        lines = Some(src.code.lines().count());
+        let t = Instant::now();
+        dsl_runtime::nvrtc::compile(&src.code, arch, false).map_err(err)?;
+        nvrtc_cold = Some(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let c = dsl_runtime::nvrtc::compile(&src.code, arch, true).map_err(err)?;
+        if c.from_disk_cache {
+            nvrtc_warm = Some(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+
+    let bw = if gpu {
+        Some(read_bandwidth(&dev, plan.probe_bytes)?)
+    } else {
+        None
+    };
+    let wbytes = weight_bytes_per_token(&cfg);
+    let per_pos = kv_bytes_per_position(&cfg);
+    let peer = |k: &str| peers.as_ref().and_then(|p| p[k].as_f64());
+
+    let mut rows = vec![];
+    for &p in &plan.positions {
+        if p + plan.tokens + 1 > engine.max_context() {
+            skipped.push(format!(
+                "context {p}: needs {} positions, the model allows {}",
+                p + plan.tokens + 1,
+                cfg.max_position_embeddings
+            ));
+            continue;
+        }
+        // Warm-up steps at this position, then rewind and time `tokens` steps.
+        engine.assume_cached(p)?;
+        for i in 0..3 {
+            tok = token_of(engine.step(tok, p + i)?);
+        }
+        engine.assume_cached(p)?;
+        let t = Instant::now();
+        for i in 0..plan.tokens {
+            tok = token_of(engine.step(tok, p + i)?);
+        }
+        let ms = t.elapsed().as_secs_f64() * 1e3 / plan.tokens as f64;
+        // Step i reads positions 0..=p+i: on average p + (tokens + 1) / 2 positions.
+        let kv = per_pos as f64 * (p as f64 + (plan.tokens as f64 + 1.0) / 2.0);
+        let bytes = wbytes as f64 + kv;
+        let floor_ms = bw.map(|g| bytes / (g * 1e9) * 1e3);
+        // Transformers was timed at its own short context (a 12-token prompt + 128).
+        let short = p <= 1;
+        rows.push(Row {
+            context: p,
+            ms_per_token: ms,
+            tokens_per_s: 1e3 / ms,
+            bytes_per_token: bytes,
+            floor_ms,
+            x_floor: floor_ms.map(|f| ms / f),
+            pct_of_floor: floor_ms.map(|f| 100.0 * f / ms),
+            hf_eager_ms: peer("hf_eager_ms_per_token").filter(|_| short),
+            hf_compiled_ms: peer("hf_compiled_static_ms_per_token").filter(|_| short),
+        });
+    }
+    let ttft_note = if gpu && cache_entries == 0 {
+        "a fresh engine's first step, 1-token prompt: cold NVRTC compile (empty disk cache) + module load + one launch".into()
+    } else if gpu {
+        format!("a fresh engine's first step, 1-token prompt: NVRTC or the disk cache ({cache_entries} files there at start) + module load + one launch")
+    } else {
+        "interpreter: no compile; timings are not GPU timings".into()
+    };
+    Ok(Report {
+        model: model_name.into(),
+        device: dev.describe(),
+        commit: option_env!("TESSERA_COMMIT").map(String::from),
+        layers: cfg.num_hidden_layers,
+        hidden: cfg.hidden_size,
+        vocab: cfg.vocab_size,
+        weight_bytes_per_token: wbytes,
+        kv_bytes_per_position: per_pos,
+        read_bandwidth_gbps: bw,
+        read_bandwidth_method: format!(
+            "stream_sum (DSL kernel, read-only) over {} MiB of bf16, best of 5",
+            plan.probe_bytes >> 20
+        ),
+        nvrtc_cold_ms: nvrtc_cold,
+        nvrtc_warm_ms: nvrtc_warm,
+        megakernel_source_lines: lines,
+        time_to_first_token_ms: ttft_ms,
+        time_to_first_token_note: ttft_note,
+        rows,
+        skipped,
+        peers,
+    })
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("—".into(), |x| format!("{x:.digits$}"))
+}
+
+/// The report as a table, for stdout.
+pub fn table(r: &Report) -> String {
+    let mut s = String::new();
+    s += &format!(
+        "tessera bench: {} ({} layers, hidden {}, vocab {}) on {}\n",
+        r.model, r.layers, r.hidden, r.vocab, r.device
+    );
+    s += &format!(
+        "weights read per token: {:.1} MB; KV cache: {:.1} KiB per position\n",
+        r.weight_bytes_per_token as f64 / 1e6,
+        r.kv_bytes_per_position as f64 / 1024.0
+    );
+    s += &match r.read_bandwidth_gbps {
+        Some(g) => format!(
+            "read bandwidth: {g:.0} GB/s ({})\n",
+            r.read_bandwidth_method
+        ),
+        None => "read bandwidth: not measured (no GPU), so no floor\n".into(),
+    };
+    s += &format!(
+        "NVRTC, decode megakernel ({} lines of CUDA C): cold {} ms, warm (disk cache) {} ms\n",
+        r.megakernel_source_lines
+            .map_or("—".into(), |n| n.to_string()),
+        opt(r.nvrtc_cold_ms, 0),
+        opt(r.nvrtc_warm_ms, 1)
+    );
+    s += &format!(
+        "time to first token: {:.1} ms ({})\n",
+        r.time_to_first_token_ms, r.time_to_first_token_note
+    );
+    s += "floor = (weight bytes + KV bytes read per token) / read bandwidth\n\n";
+    s += "| context | ms/token | tokens/s | floor ms | × floor | % of floor | HF eager ms | HF compiled ms |\n";
+    s += "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for row in &r.rows {
+        s += &format!(
+            "| {} | {:.3} | {:.1} | {} | {} | {} | {} | {} |\n",
+            row.context,
+            row.ms_per_token,
+            row.tokens_per_s,
+            opt(row.floor_ms, 3),
+            opt(row.x_floor, 2),
+            opt(row.pct_of_floor, 1),
+            opt(row.hf_eager_ms, 3),
+            opt(row.hf_compiled_ms, 3),
+        );
+    }
+    if r.peers.is_some() {
+        s += "\nHF columns: transformers on the same GPU (hf_reference.py), at a 12-token prompt + 128 tokens, so shown at context 1 only.\n";
+    }
+    for k in &r.skipped {
+        s += &format!("skipped: {k}\n");
+    }
+    s
+}

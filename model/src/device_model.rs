@@ -1,0 +1,340 @@
+//! What the two device engines share: the model's weights on a `Device` (repacked and
+//! stacked over layers), the activations and scratch of a decode step, the KV cache, and
+//! the per-step bookkeeping (checks, the two tiny host→device copies, reading results).
+//!
+//! The kernels engine (`dsl_engine.rs`) launches one kernel per op over this state; the
+//! megakernel engine (`mega_engine.rs`) launches the whole step once. Both see the same
+//! buffers, so they compute the same thing from the same bytes.
+use crate::config::Config;
+use crate::error::ModelError;
+use crate::kernels::Tiles;
+use crate::weights::{Tensor, Weights};
+use dsl_runtime::{bf16, Buffer, Device};
+
+/// The weights on the device, each kind stacked over layers (a layer is a window).
+pub struct DeviceWeights {
+    pub embed: Buffer<bf16>,
+    /// None when tied to `embed`.
+    pub lm_head: Option<Buffer<bf16>>,
+    pub final_norm: Buffer<bf16>,
+    /// 1 / theta^(2i / head_dim), i < head_dim / 2, as the reference computes it.
+    pub inv_freq: Buffer<f32>,
+    pub attn_norm: Buffer<bf16>, // [L, hidden]
+    pub qkv: Buffer<bf16>,       // [L, q_dim + 2 kv_dim, hidden]
+    pub q_norm: Buffer<bf16>,    // [L, head_dim]
+    pub k_norm: Buffer<bf16>,    // [L, head_dim]
+    pub o_proj: Buffer<bf16>,    // [L, hidden, q_dim]
+    pub mlp_norm: Buffer<bf16>,  // [L, hidden]
+    pub gate_up: Buffer<bf16>,   // [L, 2 intermediate, hidden]
+    pub down: Buffer<bf16>,      // [L, hidden, intermediate]
+}
+
+impl DeviceWeights {
+    /// The output head: `lm_head`, or the embedding table when they are tied.
+    pub fn head(&self) -> &Buffer<bf16> {
+        self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+}
+
+/// Activations and scratch, allocated once. Every kernel reads the token id and the
+/// position from `token` / `pos`, so a step's launch arguments never change.
+pub struct Activations {
+    pub token: Buffer<i32>,
+    pub pos: Buffer<i32>,
+    /// Gumbel-max sampling in the lm_head: the seed, and 1 / temperature (0: greedy).
+    pub seed: Buffer<i32>,
+    pub inv_temp: Buffer<f32>,
+    /// The residual stream, updated in place by the two residual GEMVs.
+    pub x: Buffer<bf16>,
+    pub qkv: Buffer<bf16>,
+    pub q: Buffer<bf16>,
+    pub attn: Buffer<bf16>,
+    pub act: Buffer<bf16>,
+    pub part_m: Buffer<f32>,
+    pub part_l: Buffer<f32>,
+    pub part_acc: Buffer<f32>,
+    pub logits: Buffer<f32>,
+    pub part_max: Buffer<f32>,
+    pub part_idx: Buffer<i32>,
+    pub next: Buffer<i32>,
+}
+
+/// A model resident on a device, ready for decode steps.
+pub struct DeviceModel {
+    /// The engine's name, for error messages.
+    pub engine: &'static str,
+    pub cfg: Config,
+    pub dev: Device,
+    pub tiles: Tiles,
+    /// KV-cache capacity in positions.
+    pub max_seq: usize,
+    pub w: DeviceWeights,
+    pub a: Activations,
+    pub k_cache: Buffer<bf16>, // [L, kv_heads, max_seq, head_dim]
+    pub v_cache: Buffer<bf16>,
+    /// Positions whose K/V are in the cache.
+    pub cached: usize,
+}
+
+pub fn engine_err(engine: &str, msg: impl std::fmt::Display) -> ModelError {
+    ModelError::Engine {
+        engine: engine.into(),
+        msg: msg.to_string(),
+    }
+}
+
+fn stack<'a>(ts: impl Iterator<Item = &'a Tensor>) -> Vec<bf16> {
+    ts.flat_map(|t| t.data.iter().copied()).collect()
+}
+
+/// Bytes of K and V that one position adds to the cache (all layers).
+pub fn kv_bytes_per_position(cfg: &Config) -> usize {
+    2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * 2
+}
+
+/// Weight bytes a decode step reads: every layer's matrices and norms, the output head,
+/// the final norm, and one row of the embedding table.
+pub fn weight_bytes_per_token(cfg: &Config) -> usize {
+    let (h, hd, inter) = (cfg.hidden_size, cfg.head_dim, cfg.intermediate_size);
+    let layer = (cfg.q_dim() + 2 * cfg.kv_dim()) * h // qkv
+        + h * cfg.q_dim() // o_proj
+        + 3 * inter * h // gate, up, down
+        + 2 * h + 2 * hd; // norms
+    2 * (cfg.num_hidden_layers * layer + cfg.vocab_size * h + h + h)
+}
+
+/// Bytes the weights take on the device: what a step reads, with the whole embedding
+/// table instead of one row when the head is not tied to it.
+pub fn resident_weight_bytes(cfg: &Config) -> usize {
+    let row = 2 * cfg.hidden_size;
+    let table = if cfg.tie_word_embeddings {
+        0 // the head is the table, counted once already
+    } else {
+        2 * cfg.vocab_size * cfg.hidden_size
+    };
+    weight_bytes_per_token(cfg) - row + table
+}
+
+/// How many positions the KV cache holds.
+///
+/// `requested` (from `--max-context`) must not exceed the model's
+/// `max_position_embeddings`; without it, the model's whole context. On a GPU the cache
+/// must fit in free memory less `other_bytes` (what will be allocated besides, e.g. the
+/// weights) and a reserve for the runtime: an explicit request that does not fit is an
+/// error, the default is capped, and the returned note says so.
+pub fn kv_capacity(
+    cfg: &Config,
+    requested: Option<usize>,
+    dev: &Device,
+    other_bytes: usize,
+) -> Result<(usize, Option<String>), String> {
+    let max_pos = cfg.max_position_embeddings;
+    if let Some(r) = requested {
+        if r == 0 {
+            return Err("--max-context must be at least 1".into());
+        }
+        if r > max_pos {
+            return Err(format!(
+                "--max-context {r} exceeds the model's max_position_embeddings {max_pos}"
+            ));
+        }
+    }
+    let want = requested.unwrap_or(max_pos);
+    let per_pos = kv_bytes_per_position(cfg);
+    let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
+    let Some(info) = dev.mem_info() else {
+        return Ok((want, None));
+    };
+    let (free, _total) = info.map_err(|e| format!("cannot query GPU memory: {e}"))?;
+    // Leave room for the runtime, the megakernel's module and sync words, and scratch.
+    const RESERVE: usize = 512 << 20;
+    let fits = free.saturating_sub(RESERVE + other_bytes) / per_pos;
+    if want <= fits {
+        return Ok((want, None));
+    }
+    if requested.is_some() {
+        return Err(format!(
+            "--max-context {want} needs {:.2} GiB of KV cache; {:.2} GiB of GPU memory is free (at most {fits} positions)",
+            gib(want * per_pos),
+            gib(free)
+        ));
+    }
+    if fits == 0 {
+        return Err(format!(
+            "no GPU memory left for a KV cache ({:.2} GiB free)",
+            gib(free)
+        ));
+    }
+    Ok((
+        fits,
+        Some(format!(
+            "KV cache capped at {fits} positions ({:.2} GiB) by free GPU memory (the model allows {max_pos}); --max-context sets it",
+            gib(fits * per_pos)
+        )),
+    ))
+}
+
+impl DeviceModel {
+    /// Repacks, stacks and uploads the weights; allocates activations and a KV cache of
+    /// `max_seq` positions.
+    pub fn new(
+        engine: &'static str,
+        cfg: Config,
+        weights: &Weights,
+        dev: Device,
+        max_seq: usize,
+        tiles: Option<Tiles>,
+    ) -> Result<DeviceModel, ModelError> {
+        let err = |m: String| engine_err(engine, m);
+        if max_seq == 0 {
+            return Err(err("max_seq must be at least 1".into()));
+        }
+        if !cfg.head_dim.is_multiple_of(2) {
+            return Err(err(format!(
+                "head_dim {} must be even for rotate-half rope",
+                cfg.head_dim
+            )));
+        }
+        let tiles = tiles.unwrap_or_else(|| Tiles::for_config(&cfg));
+        let (l, h, hd) = (cfg.num_hidden_layers, cfg.hidden_size, cfg.head_dim);
+        // i32 offsets inside kernels: the largest matrix and a layer's cache must fit.
+        let biggest = [
+            cfg.vocab_size * h,
+            2 * cfg.intermediate_size * h,
+            cfg.num_key_value_heads * max_seq * hd,
+        ];
+        if biggest.iter().any(|&n| n > i32::MAX as usize) {
+            return Err(err(
+                "a weight matrix or a layer's KV cache exceeds i32 offsets".into(),
+            ));
+        }
+        let e = |x: dsl_runtime::Error| engine_err(engine, x);
+        let up = |v: &[bf16]| dev.upload(v).map_err(e);
+        let ls = &weights.layers;
+        let inv_freq = crate::reference::rope_inv_freq(&cfg);
+        let w = DeviceWeights {
+            embed: up(&weights.embed_tokens.data)?,
+            lm_head: weights.lm_head.as_ref().map(|t| up(&t.data)).transpose()?,
+            final_norm: up(&weights.norm.data)?,
+            inv_freq: dev.upload(&inv_freq).map_err(e)?,
+            attn_norm: up(&stack(ls.iter().map(|lw| &lw.input_layernorm)))?,
+            qkv: up(&ls.iter().flat_map(|lw| lw.fused_qkv()).collect::<Vec<_>>())?,
+            q_norm: up(&stack(ls.iter().map(|lw| &lw.q_norm)))?,
+            k_norm: up(&stack(ls.iter().map(|lw| &lw.k_norm)))?,
+            o_proj: up(&stack(ls.iter().map(|lw| &lw.o_proj)))?,
+            mlp_norm: up(&stack(ls.iter().map(|lw| &lw.post_attention_layernorm)))?,
+            gate_up: up(&ls
+                .iter()
+                .flat_map(|lw| lw.fused_gate_up())
+                .collect::<Vec<_>>())?,
+            down: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
+        };
+        let z16 = |n: usize| dev.zeros::<bf16>(n).map_err(e);
+        let z32 = |n: usize| dev.zeros::<f32>(n).map_err(e);
+        let zi = |n: usize| dev.zeros::<i32>(n).map_err(e);
+        let parts = cfg.num_attention_heads * tiles.attn_splits;
+        let lm_blocks = tiles.lm_head.programs(cfg.vocab_size);
+        let a = Activations {
+            token: zi(1)?,
+            pos: zi(1)?,
+            seed: zi(1)?,
+            inv_temp: z32(1)?,
+            x: z16(h)?,
+            qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
+            q: z16(cfg.q_dim())?,
+            attn: z16(cfg.q_dim())?,
+            act: z16(cfg.intermediate_size)?,
+            part_m: z32(parts)?,
+            part_l: z32(parts)?,
+            part_acc: z32(parts * hd)?,
+            logits: z32(cfg.vocab_size)?,
+            part_max: z32(lm_blocks)?,
+            part_idx: zi(lm_blocks)?,
+            next: zi(1)?,
+        };
+        let cache_len = l * cfg.num_key_value_heads * max_seq * hd;
+        Ok(DeviceModel {
+            engine,
+            k_cache: z16(cache_len)?,
+            v_cache: z16(cache_len)?,
+            cfg,
+            dev,
+            tiles,
+            max_seq,
+            w,
+            a,
+            cached: 0,
+        })
+    }
+
+    pub fn err(&self, msg: impl std::fmt::Display) -> ModelError {
+        engine_err(self.engine, msg)
+    }
+
+    /// Checks a step's token and position, then copies them to the device: the only
+    /// host→device traffic of a step.
+    pub fn begin_step(&mut self, token: u32, pos: usize) -> Result<(), ModelError> {
+        if token as usize >= self.cfg.vocab_size {
+            return Err(self.err(format!(
+                "token id {token} ≥ vocab_size {}",
+                self.cfg.vocab_size
+            )));
+        }
+        if pos >= self.max_seq {
+            return Err(self.err(format!(
+                "position {pos} beyond the KV cache's {} positions",
+                self.max_seq
+            )));
+        }
+        if pos > self.cached {
+            return Err(self.err(format!(
+                "position {pos} skips ahead of the {} cached positions",
+                self.cached
+            )));
+        }
+        // Rewinding needs nothing more: attention reads positions 0..=pos only.
+        let engine = self.engine;
+        let e = |x| engine_err(engine, x);
+        self.a.token.copy_from(&[token as i32]).map_err(e)?;
+        self.a.pos.copy_from(&[pos as i32]).map_err(e)?;
+        Ok(())
+    }
+
+    /// Marks position `pos` as cached once its step has run.
+    pub fn end_step(&mut self, pos: usize) {
+        self.cached = pos + 1;
+    }
+
+    /// Gumbel-max sampling in the lm_head from now on: `temperature` ≤ 0 is greedy. The
+    /// seed is used modulo 2^31 (the kernel's hash reads a non-negative i32).
+    pub fn set_sampling(&mut self, temperature: f32, seed: u64) -> Result<(), ModelError> {
+        let inv = if temperature > 0.0 {
+            1.0 / temperature
+        } else {
+            0.0
+        };
+        let engine = self.engine;
+        let e = |x| engine_err(engine, x);
+        self.a.inv_temp.copy_from(&[inv]).map_err(e)?;
+        self.a
+            .seed
+            .copy_from(&[(seed & 0x7FFF_FFFF) as i32])
+            .map_err(e)?;
+        Ok(())
+    }
+
+    /// The f32 logits of the last step.
+    pub fn logits(&self) -> Result<Vec<f32>, ModelError> {
+        self.a.logits.to_vec().map_err(|e| self.err(e))
+    }
+
+    /// The token the fused argmax chose at the last step: a 4-byte read.
+    pub fn next_token(&self) -> Result<u32, ModelError> {
+        Ok(self.a.next.to_vec().map_err(|e| self.err(e))?[0] as u32)
+    }
+
+    /// The residual stream after the last step's last layer (for checks).
+    pub fn hidden(&self) -> Result<Vec<bf16>, ModelError> {
+        self.a.x.to_vec().map_err(|e| self.err(e))
+    }
+}

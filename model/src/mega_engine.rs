@@ -1,0 +1,506 @@
+//! The megakernel engine: a whole decode step (embedding, every layer, the output head and
+//! its fused argmax) as ONE `#[megakernel]` launch per token.
+//!
+//! `decode_step` below is the same sequence of kernels the kernels engine launches one by
+//! one (`dsl_engine.rs`); `#[megakernel]` turns it into one persistent cooperative kernel,
+//! with a counter wait only where a stage reads what an earlier one wrote. Layer `l`'s
+//! weights are windows `&w[l * n..(l + 1) * n]` into buffers stacked over layers, so the
+//! scheduler sees which layer a stage touches, and idle CTAs prefetch the next stages'
+//! windows into L2 while a narrow stage (attention, the norms) runs.
+//!
+//! Every dimension and tile size is a constexpr taken from config.json (`Tiles::for_config`),
+//! so this one source serves every dense Qwen3: the engine binds them at startup, NVRTC
+//! compiles the specialised kernel once, and the disk cache keeps it for the next run. The
+//! KV-cache capacity is a run-time scalar: `--max-context` does not recompile.
+//!
+//! A step copies the token id and the position to the device (two 4-byte copies: every
+//! kernel reads them from there, so the launch's arguments never change), launches once,
+//! and reads back the 4-byte token that the lm_head's fused argmax chose (greedy, or a
+//! Gumbel-max draw for temperature sampling). Top-k / top-p read the logits instead.
+// The generated `decode_step::constexprs` / `explain` take every constexpr (21).
+#![allow(clippy::too_many_arguments)]
+use crate::config::Config;
+use crate::device_model::DeviceModel;
+use crate::dsl_engine::Output;
+use crate::engine::{Engine, StepOutput};
+use crate::error::ModelError;
+use crate::kernels::attention::{attn_merge, attn_split};
+use crate::kernels::embedding::embedding;
+use crate::kernels::gemv::{gemv_residual, rmsnorm_gemv};
+use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
+use crate::kernels::mlp::rmsnorm_gate_up_silu;
+use crate::kernels::rope::qk_norm_rope;
+use crate::kernels::{Tiles, NUM_WARPS};
+use crate::sampling::SamplingParams;
+use crate::weights::Weights;
+use dsl_runtime::mega::MegaOptions;
+use dsl_runtime::prelude::*;
+use dsl_runtime::Binding;
+
+/// One decode step of a dense Qwen3. Inputs: `token` and `pos` (one i32 each); outputs:
+/// `next` (the chosen token), `logits`, and the K/V of `pos` written into the caches.
+#[megakernel]
+pub fn decode_step(
+    // Per-step inputs, and the lm_head's sampling state (seed, 1 / temperature; 0 = greedy).
+    token: Ptr<i32>,
+    pos: Ptr<i32>,
+    seed: Ptr<i32>,
+    inv_temp: Ptr<f32>,
+    // Weights; the per-layer ones stacked over layers.
+    embed: Ptr<bf16>,
+    head: Ptr<bf16>,
+    final_norm: Ptr<bf16>,
+    inv_freq: Ptr<f32>,
+    attn_norm: Ptr<bf16>,
+    w_qkv: Ptr<bf16>,
+    q_norm: Ptr<bf16>,
+    k_norm: Ptr<bf16>,
+    w_o: Ptr<bf16>,
+    mlp_norm: Ptr<bf16>,
+    w_gate_up: Ptr<bf16>,
+    w_down: Ptr<bf16>,
+    // [layer, kv_head, position (max_seq of them), head_dim]
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    // Activations and the two-phase ops' scratch.
+    x: Ptr<bf16>,
+    qkv: Ptr<bf16>,
+    q: Ptr<bf16>,
+    attn: Ptr<bf16>,
+    act: Ptr<bf16>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    logits: Ptr<f32>,
+    part_max: Ptr<f32>,
+    part_idx: Ptr<i32>,
+    next: Ptr<i32>,
+    max_seq: i32,
+    eps: f32,
+    scale: f32,
+    // The model's shape (config.json) ...
+    #[constexpr] LAYERS: usize,
+    #[constexpr] HIDDEN: usize,
+    #[constexpr] INTER: usize,
+    #[constexpr] VOCAB: usize,
+    #[constexpr] HEADS: usize,
+    #[constexpr] KV_HEADS: usize,
+    #[constexpr] HEAD_DIM: usize,
+    // ... and the tiles derived from it (`Tiles::for_config`).
+    #[constexpr] EMBED_BLOCK: usize,
+    #[constexpr] QKV_BM: usize,
+    #[constexpr] QKV_BK: usize,
+    #[constexpr] O_BM: usize,
+    #[constexpr] O_BK: usize,
+    #[constexpr] GU_BM: usize,
+    #[constexpr] GU_BK: usize,
+    #[constexpr] DOWN_BM: usize,
+    #[constexpr] DOWN_BK: usize,
+    #[constexpr] LM_BM: usize,
+    #[constexpr] LM_BK: usize,
+    #[constexpr] ATTN_BLOCK_N: usize,
+    #[constexpr] ATTN_SPLITS: usize,
+    #[constexpr] ARGMAX_BLOCK: usize,
+) {
+    let q_dim = HEADS * HEAD_DIM;
+    let qkv_rows = (HEADS + 2 * KV_HEADS) * HEAD_DIM;
+    let kv_layer = KV_HEADS * max_seq * HEAD_DIM;
+
+    embedding(
+        grid(cdiv(HIDDEN, EMBED_BLOCK)),
+        embed,
+        token,
+        x,
+        HIDDEN,
+        EMBED_BLOCK,
+    );
+    for layer in 0..LAYERS {
+        // Attention block: input norm + QKV, q/k norm + rope + KV write, split-KV attention.
+        rmsnorm_gemv(
+            grid(cdiv(qkv_rows, QKV_BM)),
+            x,
+            &attn_norm[layer * HIDDEN..(layer + 1) * HIDDEN],
+            &w_qkv[layer * qkv_rows * HIDDEN..(layer + 1) * qkv_rows * HIDDEN],
+            qkv,
+            qkv_rows,
+            HIDDEN,
+            eps,
+            QKV_BM,
+            QKV_BK,
+        );
+        qk_norm_rope(
+            grid(HEADS + KV_HEADS),
+            qkv,
+            &q_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
+            &k_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
+            inv_freq,
+            pos,
+            q,
+            &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            &v_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            HEADS,
+            KV_HEADS,
+            max_seq,
+            eps,
+            HEAD_DIM,
+        );
+        attn_split(
+            grid(HEADS, ATTN_SPLITS),
+            q,
+            &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            &v_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            pos,
+            part_m,
+            part_l,
+            part_acc,
+            HEADS / KV_HEADS,
+            max_seq,
+            scale,
+            HEAD_DIM,
+            ATTN_BLOCK_N,
+            ATTN_SPLITS,
+        );
+        attn_merge(
+            grid(HEADS),
+            part_m,
+            part_l,
+            part_acc,
+            attn,
+            HEAD_DIM,
+            ATTN_SPLITS,
+        );
+        gemv_residual(
+            grid(cdiv(HIDDEN, O_BM)),
+            &w_o[layer * HIDDEN * q_dim..(layer + 1) * HIDDEN * q_dim],
+            attn,
+            x,
+            HIDDEN,
+            q_dim,
+            O_BM,
+            O_BK,
+        );
+        // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
+        rmsnorm_gate_up_silu(
+            grid(cdiv(INTER, GU_BM)),
+            x,
+            &mlp_norm[layer * HIDDEN..(layer + 1) * HIDDEN],
+            &w_gate_up[layer * 2 * INTER * HIDDEN..(layer + 1) * 2 * INTER * HIDDEN],
+            act,
+            INTER,
+            HIDDEN,
+            eps,
+            GU_BM,
+            GU_BK,
+        );
+        gemv_residual(
+            grid(cdiv(HIDDEN, DOWN_BM)),
+            &w_down[layer * HIDDEN * INTER..(layer + 1) * HIDDEN * INTER],
+            act,
+            x,
+            HIDDEN,
+            INTER,
+            DOWN_BM,
+            DOWN_BK,
+        );
+    }
+    // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
+    lm_head_argmax(
+        grid(cdiv(VOCAB, LM_BM)),
+        x,
+        final_norm,
+        head,
+        logits,
+        part_max,
+        part_idx,
+        pos,
+        seed,
+        inv_temp,
+        VOCAB,
+        HIDDEN,
+        eps,
+        LM_BM,
+        LM_BK,
+    );
+    argmax_merge(
+        grid(1),
+        part_max,
+        part_idx,
+        next,
+        cdiv(VOCAB, LM_BM),
+        ARGMAX_BLOCK,
+    );
+}
+
+/// `decode_step`'s constexprs for a model and its tiles.
+pub fn constexprs(cfg: &Config, t: &Tiles) -> Vec<Binding> {
+    decode_step::constexprs(
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.intermediate_size,
+        cfg.vocab_size,
+        cfg.num_attention_heads,
+        cfg.num_key_value_heads,
+        cfg.head_dim,
+        t.embed_block,
+        t.qkv.bm,
+        t.qkv.bk,
+        t.o_proj.bm,
+        t.o_proj.bk,
+        t.gate_up.bm,
+        t.gate_up.bk,
+        t.down.bm,
+        t.down.bk,
+        t.lm_head.bm,
+        t.lm_head.bk,
+        t.attn_block_n,
+        t.attn_splits,
+        t.argmax_block,
+    )
+}
+
+/// How to build a [`MegakernelEngine`].
+#[derive(Debug, Clone)]
+pub struct MegakernelOptions {
+    /// KV-cache capacity in positions; None: the model's max_position_embeddings, capped
+    /// by free GPU memory (`device_model::kv_capacity`).
+    pub max_seq: Option<usize>,
+    pub output: Output,
+    /// Tile sizes; None: `Tiles::for_config`.
+    pub tiles: Option<Tiles>,
+    /// Persistent grid, watchdog, prefetch, interpreter mode (adversarial in tests).
+    pub mega: MegaOptions,
+}
+
+impl Default for MegakernelOptions {
+    fn default() -> Self {
+        MegakernelOptions {
+            max_seq: None,
+            output: Output::Token,
+            tiles: None,
+            // Every stage is lowered for the kernels' block size (NUM_WARPS warps).
+            mega: MegaOptions::default().warps(NUM_WARPS),
+        }
+    }
+}
+
+pub struct MegakernelEngine {
+    m: DeviceModel,
+    output: Output,
+    opts: MegaOptions,
+    constexprs: Vec<Binding>,
+    /// Megakernel launches so far: exactly one per step.
+    launches: u64,
+    /// Why the KV cache is smaller than asked, if it is.
+    note: Option<String>,
+}
+
+impl MegakernelEngine {
+    pub fn new(
+        cfg: Config,
+        weights: &Weights,
+        dev: Device,
+        opts: MegakernelOptions,
+    ) -> Result<MegakernelEngine, ModelError> {
+        let name = "megakernel";
+        let err = |m: String| crate::device_model::engine_err(name, m);
+        // The KV cache gets the memory the weights leave.
+        let (max_seq, note) = crate::device_model::kv_capacity(
+            &cfg,
+            opts.max_seq,
+            &dev,
+            crate::device_model::resident_weight_bytes(&cfg),
+        )
+        .map_err(err)?;
+        let m = DeviceModel::new(name, cfg, weights, dev, max_seq, opts.tiles)?;
+        let constexprs = constexprs(&m.cfg, &m.tiles);
+        Ok(MegakernelEngine {
+            m,
+            output: opts.output,
+            opts: opts.mega,
+            constexprs,
+            launches: 0,
+            note,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.m.cfg
+    }
+    pub fn tiles(&self) -> &Tiles {
+        &self.m.tiles
+    }
+    pub fn set_output(&mut self, output: Output) {
+        self.output = output;
+    }
+    /// Megakernel launches so far (one per step: the test of "one launch per token").
+    pub fn launches(&self) -> u64 {
+        self.launches
+    }
+    /// Why the KV cache holds fewer positions than the model allows, if it does.
+    pub fn capacity_note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+    pub fn mega_options(&self) -> &MegaOptions {
+        &self.opts
+    }
+    pub fn set_mega_options(&mut self, opts: MegaOptions) {
+        self.opts = opts;
+    }
+    /// The bound constexprs (for `explain`, the CUDA source, compile timing).
+    pub fn constexprs(&self) -> &[Binding] {
+        &self.constexprs
+    }
+
+    /// The schedule: stages, syncs and the hazards behind them, prefetches.
+    pub fn explain(&self) -> Result<String, ModelError> {
+        decode_step::MEGAKERNEL
+            .explain(&self.constexprs, &self.opts)
+            .map_err(|e| self.m.err(e))
+    }
+
+    /// The f32 logits of the last step (written by every step, whatever the output mode).
+    pub fn logits(&self) -> Result<Vec<f32>, ModelError> {
+        self.m.logits()
+    }
+    /// The token the lm_head chose at the last step (written whatever the output mode).
+    pub fn next_token(&self) -> Result<u32, ModelError> {
+        self.m.next_token()
+    }
+    /// The residual stream after the last step's last layer (for checks).
+    pub fn hidden(&self) -> Result<Vec<bf16>, ModelError> {
+        self.m.hidden()
+    }
+
+    /// Temperature sampling on the device (Gumbel-max in the lm_head) from now on;
+    /// `temperature` ≤ 0 is greedy.
+    pub fn set_sampling(&mut self, temperature: f32, seed: u64) -> Result<(), ModelError> {
+        self.m.set_sampling(temperature, seed)
+    }
+
+    /// Compiles the megakernel (NVRTC, or the disk cache) and loads it, by running one
+    /// step at position 0; the KV cache counts as empty afterwards. Lets a caller pay the
+    /// compile at startup instead of in the first token. Counts as a launch.
+    pub fn compile(&mut self) -> Result<(), ModelError> {
+        self.m.begin_step(0, 0)?;
+        self.launch().map_err(|e| self.m.err(e))?;
+        self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
+        self.m.cached = 0;
+        Ok(())
+    }
+
+    /// Benchmarks only: treat the first `n` positions as cached without computing them, so
+    /// a step can run at position `n` at once (attention then reads whatever the cache
+    /// holds; the time does not depend on it).
+    pub fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
+        if n > self.m.max_seq {
+            return Err(self.m.err(format!(
+                "cannot assume {n} cached positions: the KV cache holds {}",
+                self.m.max_seq
+            )));
+        }
+        self.m.cached = n;
+        Ok(())
+    }
+
+    /// The one launch of a step; the token id and position are already on the device.
+    fn launch(&mut self) -> Result<(), dsl_runtime::Error> {
+        let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
+        let (cfg, t) = (&m.cfg, &m.tiles);
+        self.launches += 1;
+        decode_step::launch(
+            &m.dev,
+            &self.opts,
+            &a.token,
+            &a.pos,
+            &a.seed,
+            &a.inv_temp,
+            &w.embed,
+            w.head(),
+            &w.final_norm,
+            &w.inv_freq,
+            &w.attn_norm,
+            &w.qkv,
+            &w.q_norm,
+            &w.k_norm,
+            &w.o_proj,
+            &w.mlp_norm,
+            &w.gate_up,
+            &w.down,
+            &m.k_cache,
+            &m.v_cache,
+            &a.x,
+            &a.qkv,
+            &a.q,
+            &a.attn,
+            &a.act,
+            &a.part_m,
+            &a.part_l,
+            &a.part_acc,
+            &a.logits,
+            &a.part_max,
+            &a.part_idx,
+            &a.next,
+            m.max_seq as i32,
+            cfg.rms_norm_eps as f32,
+            1.0 / (cfg.head_dim as f32).sqrt(),
+            cfg.num_hidden_layers,
+            cfg.hidden_size,
+            cfg.intermediate_size,
+            cfg.vocab_size,
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+            t.embed_block,
+            t.qkv.bm,
+            t.qkv.bk,
+            t.o_proj.bm,
+            t.o_proj.bk,
+            t.gate_up.bm,
+            t.gate_up.bk,
+            t.down.bm,
+            t.down.bk,
+            t.lm_head.bm,
+            t.lm_head.bk,
+            t.attn_block_n,
+            t.attn_splits,
+            t.argmax_block,
+        )
+    }
+}
+
+impl Engine for MegakernelEngine {
+    fn name(&self) -> &str {
+        "megakernel"
+    }
+    fn device(&self) -> String {
+        self.m.dev.describe()
+    }
+    fn max_context(&self) -> usize {
+        self.m.max_seq
+    }
+    fn vocab_size(&self) -> usize {
+        self.m.cfg.vocab_size
+    }
+    fn step(&mut self, token: u32, pos: usize) -> Result<StepOutput, ModelError> {
+        self.m.begin_step(token, pos)?;
+        self.launch().map_err(|e| self.m.err(e))?;
+        self.m.end_step(pos);
+        match self.output {
+            Output::Token => Ok(StepOutput::Token(self.next_token()?)),
+            Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
+        }
+    }
+    /// Greedy and plain temperature sampling happen in the lm_head (one int read back);
+    /// top-k / top-p need the logits on the host.
+    fn device_sampling(&mut self, p: &SamplingParams) -> Result<bool, ModelError> {
+        if p.is_greedy() || (p.top_k == 0 && p.top_p >= 1.0) {
+            self.set_sampling(p.temperature, p.seed)?;
+            self.output = Output::Token;
+            Ok(true)
+        } else {
+            self.set_sampling(0.0, 0)?;
+            self.output = Output::Logits;
+            Ok(false)
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! The megakernel engine (the whole decode step as ONE `#[megakernel]` launch) through the
+//! interpreter, on every committed checkpoint: stage by stage, and in the adversarial mode
+//! (CTAs interleaved as hostilely as the syncs allow, so a missing sync is a wrong answer).
+//!
+//! - Its logits equal the kernels engine's bit for bit (the same kernels on the same
+//!   bytes), and are within the kernels engine's tolerance of the reference decoder and of
+//!   transformers (see `kernels_engine.rs` for why 3e-2).
+//! - Greedy tokens equal transformers' on the decisive prefix (top-1 margin > 0.05).
+//! - Exactly one launch per step.
+//! - Temperature sampling on the device (Gumbel-max) picks what the host mirror of its
+//!   hash picks, and the hash's draws follow softmax(z / T).
+mod common;
+use common::*;
+use dsl_runtime::mega::Policy;
+use dsl_runtime::Device;
+use model::dsl_engine::{KernelEngine, KernelOptions, Output};
+use model::mega_engine::{MegakernelEngine, MegakernelOptions};
+use model::sampling::{argmax, gumbel_max, Sampler, SamplingParams};
+use model::{Checkpoint, Engine, Reference, StepOutput};
+use std::sync::Arc;
+
+const ENGINE_LOGIT_TOL: f32 = 3e-2;
+const DECISIVE: f64 = 0.05;
+
+/// Stage by stage, and two adversarial interleavings.
+fn modes() -> Vec<(&'static str, MegakernelOptions)> {
+    let base = MegakernelOptions::default();
+    let adv = |ctas, policy| MegakernelOptions {
+        mega: base.mega.clone().adversarial(ctas, policy),
+        ..base.clone()
+    };
+    vec![
+        ("sequential", base.clone()),
+        // CTA counts that do not divide the head count spread a head's splits over CTAs.
+        ("adversarial run-ahead", adv(3, Policy::RunAhead)),
+        ("adversarial shuffled", adv(5, Policy::Shuffled(7))),
+    ]
+}
+
+fn mega(name: &str, output: Output, opts: &MegakernelOptions) -> MegakernelEngine {
+    let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+    let opts = MegakernelOptions {
+        output,
+        ..opts.clone()
+    };
+    MegakernelEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
+}
+
+fn kernels(name: &str) -> KernelEngine {
+    let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+    let opts = KernelOptions {
+        output: Output::Logits,
+        ..Default::default()
+    };
+    KernelEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
+}
+
+fn reference(name: &str) -> Reference {
+    let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+    Reference::new(ck.config, Arc::new(ck.weights))
+}
+
+fn rel_err(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "logit count");
+    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+    got.iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
+        / max_ref
+}
+
+fn logits(out: StepOutput) -> Vec<f32> {
+    match out {
+        StepOutput::Logits(l) => l,
+        StepOutput::Token(_) => panic!("asked for logits"),
+    }
+}
+
+fn decisive_prefix(exp: &serde_json::Value) -> usize {
+    let margins: Vec<f64> = exp["margins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_f64().unwrap())
+        .collect();
+    margins
+        .iter()
+        .position(|&m| m <= DECISIVE)
+        .unwrap_or(margins.len())
+}
+
+#[test]
+fn greedy_matches_transformers_while_decisive_one_launch_per_token() {
+    for (mode, opts) in modes() {
+        for name in CHECKPOINTS {
+            let exp = expected(name);
+            let prompt = ids(&exp["prompt_ids"]);
+            let want = ids(&exp["greedy_ids"]);
+            let decisive = decisive_prefix(&exp);
+            let mut m = mega(name, Output::Logits, &opts);
+            let mut sampler = Sampler::new(Default::default());
+            let g = model::generate::generate(
+                &mut m,
+                &prompt,
+                decisive,
+                &mut sampler,
+                &[],
+                &mut |_| Ok(()),
+            )
+            .unwrap();
+            assert_eq!(
+                g.generated_ids,
+                want[..decisive],
+                "{name} ({mode}): greedy ids differ"
+            );
+            // One step per prompt token, then one per generated token but the last.
+            let steps = prompt.len() + decisive - 1;
+            assert_eq!(
+                m.launches(),
+                steps as u64,
+                "{name} ({mode}): launches per step"
+            );
+            eprintln!(
+                "{name} ({mode}): {decisive} greedy tokens equal transformers', {steps} steps = {} launches",
+                m.launches()
+            );
+        }
+    }
+}
+
+/// Teacher-forced on transformers' greedy ids: every step's logits equal the kernels
+/// engine's exactly, and are within tolerance of the reference and transformers.
+#[test]
+fn logits_equal_kernels_engine_and_track_reference_and_transformers() {
+    for (mode, opts) in modes() {
+        for name in CHECKPOINTS {
+            let exp = expected(name);
+            let mut m = mega(name, Output::Logits, &opts);
+            let (mut k, mut r) = (kernels(name), reference(name));
+            let prompt = ids(&exp["prompt_ids"]);
+            let greedy = ids(&exp["greedy_ids"]);
+            let golden = exp["logits"].as_array().unwrap();
+            let mut worst = 0f32;
+            for (pos, &t) in prompt.iter().chain(&greedy).enumerate() {
+                let got = logits(m.step(t, pos).unwrap());
+                assert_eq!(
+                    got,
+                    logits(k.step(t, pos).unwrap()),
+                    "{name} ({mode}) pos {pos}: megakernel != kernels engine"
+                );
+                let e = rel_err(&got, &r.forward(t, pos).unwrap());
+                assert!(
+                    e < ENGINE_LOGIT_TOL,
+                    "{name} ({mode}) pos {pos}: relative error {e} vs the reference"
+                );
+                worst = worst.max(e);
+                assert_eq!(m.next_token().unwrap(), argmax(&got), "fused argmax");
+                if let Some(want) = (pos + 1)
+                    .checked_sub(prompt.len())
+                    .and_then(|s| golden.get(s))
+                {
+                    let e = rel_err(&got, &floats(want));
+                    assert!(
+                        e < ENGINE_LOGIT_TOL,
+                        "{name} ({mode}) pos {pos}: relative error {e} vs transformers"
+                    );
+                }
+            }
+            assert_eq!(
+                m.launches() as usize,
+                prompt.len() + greedy.len(),
+                "one launch per step"
+            );
+            eprintln!("{name} ({mode}): worst relative logit error vs the reference {worst:.2e}");
+        }
+    }
+}
+
+/// Temperature sampling in the lm_head: each step's token is the Gumbel-max choice the
+/// host computes from the same logits, seed and position (one int read back per step).
+#[test]
+fn device_sampling_is_gumbel_max_of_the_logits() {
+    let name = "untied_gqa4_v5";
+    let exp = expected(name);
+    for (mode, opts) in modes().into_iter().take(2) {
+        let mut m = mega(name, Output::Token, &opts);
+        let (temperature, seed) = (0.8, 1234);
+        let on_device = m
+            .device_sampling(&SamplingParams {
+                temperature,
+                seed,
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(on_device, "plain temperature sampling runs on the device");
+        let mut differs_from_greedy = 0;
+        for (pos, &t) in ids(&exp["prompt_ids"])
+            .iter()
+            .chain(&ids(&exp["greedy_ids"]))
+            .enumerate()
+        {
+            let StepOutput::Token(got) = m.step(t, pos).unwrap() else {
+                panic!("sampling on the device returns tokens")
+            };
+            let z = m.logits().unwrap();
+            let want = gumbel_max(&z, temperature, seed as u32, pos as u32);
+            assert_eq!(got, want, "{mode} pos {pos}: sampled token");
+            differs_from_greedy += usize::from(got != argmax(&z));
+        }
+        assert!(differs_from_greedy > 0, "{mode}: T = 0.8 never left greedy");
+    }
+}
+
+/// The device's hash draws from softmax(z / T): a chi-square test of the host mirror over
+/// many positions (the device computes the same bits: see the test above).
+#[test]
+fn gumbel_draws_follow_the_softmax() {
+    let z = [1.0f32, 0.5, 0.0, -0.5, 2.0, 1.5, 0.2, -1.0];
+    let t = 0.8;
+    let p: Vec<f64> = {
+        let e: Vec<f64> = z.iter().map(|&x| ((x / t) as f64).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|x| x / s).collect()
+    };
+    for seed in [0u32, 99] {
+        let n = 40_000;
+        let mut count = [0f64; 8];
+        for pos in 0..n {
+            count[gumbel_max(&z, t, seed, pos) as usize] += 1.0;
+        }
+        let chi2: f64 = (0..8)
+            .map(|i| (count[i] - n as f64 * p[i]).powi(2) / (n as f64 * p[i]))
+            .sum();
+        // 7 degrees of freedom: P(chi2 > 24.3) = 0.001.
+        assert!(
+            chi2 < 24.3,
+            "seed {seed}: chi2 {chi2} for {count:?} vs {p:?}"
+        );
+    }
+}
+
+/// Top-k / top-p need the whole distribution: the engine returns logits and the host
+/// samples, as with the reference.
+#[test]
+fn top_k_sampling_reads_logits_back() {
+    let name = "tied_gqa2_v4";
+    let mut m = mega(name, Output::Token, &MegakernelOptions::default());
+    let params = SamplingParams {
+        temperature: 0.7,
+        top_k: 5,
+        seed: 3,
+        ..Default::default()
+    };
+    assert!(!m.device_sampling(&params).unwrap());
+    assert!(matches!(m.step(1, 0).unwrap(), StepOutput::Logits(_)));
+    let g = model::generate::generate(
+        &mut m,
+        &[1, 2, 3],
+        4,
+        &mut Sampler::new(params),
+        &[],
+        &mut |_| Ok(()),
+    )
+    .unwrap();
+    assert_eq!(g.generated_ids.len(), 4);
+}
+
+#[test]
+fn rewinding_and_bad_steps() {
+    let name = "untied_gqa4_v5";
+    let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+    let opts = MegakernelOptions {
+        max_seq: Some(4),
+        output: Output::Logits,
+        ..Default::default()
+    };
+    let mut m =
+        MegakernelEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
+    assert_eq!(m.max_context(), 4);
+    let msg = |r: Result<StepOutput, model::ModelError>| r.unwrap_err().to_string();
+    assert!(msg(m.step(ck.config.vocab_size as u32, 0)).contains("vocab_size"));
+    assert!(msg(m.step(1, 1)).contains("skips ahead"));
+    let first = logits(m.step(7, 0).unwrap());
+    let _ = m.step(5, 1).unwrap();
+    assert_eq!(logits(m.step(7, 0).unwrap()), first, "rewinding to 0");
+    for pos in 1..4 {
+        m.step(1, pos).unwrap();
+    }
+    assert!(msg(m.step(1, 4)).contains("beyond the KV cache"));
+    // Failed steps launch nothing.
+    assert_eq!(m.launches(), 6);
+
+    let too_long = MegakernelOptions {
+        max_seq: Some(ck.config.max_position_embeddings + 1),
+        ..Default::default()
+    };
+    let e = MegakernelEngine::new(
+        ck.config.clone(),
+        &ck.weights,
+        Device::interpreter(),
+        too_long,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("max_position_embeddings"), "{e}");
+    // Without --max-context: the model's whole context.
+    let m = MegakernelEngine::new(
+        ck.config.clone(),
+        &ck.weights,
+        Device::interpreter(),
+        Default::default(),
+    )
+    .unwrap();
+    assert_eq!(m.max_context(), ck.config.max_position_embeddings);
+}
+
+/// The schedule of a real decode step: counter waits only (no grid barrier), one before
+/// every stage that reads what the previous one wrote.
+#[test]
+fn schedule_uses_counter_waits_only() {
+    let m = mega("tied_gqa2_v4", Output::Token, &MegakernelOptions::default());
+    let text = m.explain().unwrap();
+    eprintln!("{text}");
+    let plan = model::mega_engine::decode_step::MEGAKERNEL
+        .plan(m.constexprs(), m.mega_options())
+        .unwrap();
+    assert!(plan
+        .schedule
+        .syncs
+        .iter()
+        .all(|s| s.kind == dsl_runtime::mega::SyncKind::Counter));
+    // embedding, 7 stages per layer, lm_head, argmax merge; each but the first waits.
+    assert_eq!(plan.resolved.stages.len(), 10);
+    assert_eq!(plan.schedule.syncs.len(), 9);
+}
+
+/// Qwen3-0.6B's layer shape (two layers, small vocab): the real tile sizes (BM 4..16,
+/// BK 512, 16 splits) through the megakernel, against the reference.
+#[test]
+fn qwen3_0_6b_shaped_megakernel_tracks_the_reference() {
+    let cfg = model::Config {
+        num_hidden_layers: 2,
+        vocab_size: 2048,
+        max_position_embeddings: 64,
+        tie_word_embeddings: false,
+        ..model::kernels::qwen3_0_6b()
+    };
+    let w = model::embedded::weights(&cfg);
+    let opts = MegakernelOptions {
+        output: Output::Logits,
+        ..Default::default()
+    };
+    let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
+    let mut r = Reference::new(cfg, Arc::new(w));
+    for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
+        let want = r.forward(t, pos).unwrap();
+        let got = logits(m.step(t, pos).unwrap());
+        let e = rel_err(&got, &want);
+        eprintln!("0.6B-shaped megakernel pos {pos}: relative logit error {e:.2e}");
+        assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
+        assert_eq!(m.next_token().unwrap(), argmax(&got));
+    }
+    assert_eq!(m.launches(), 3);
+}
+
+/// Every sync of the schedule is needed: with any one left out, one of a few adversarial
+/// interleavings (CTAs running ahead as far as the remaining syncs allow, or picked at
+/// random) computes different logits, or reports the hazard, within a few steps.
+#[test]
+fn every_sync_is_needed() {
+    let name = "tied_gqa2_v4";
+    let prompt = ids(&expected(name)["prompt_ids"]);
+    let run = |opts: &MegakernelOptions| -> Result<Vec<(Vec<f32>, u32)>, String> {
+        let mut m = mega(name, Output::Logits, opts);
+        let mut out = vec![];
+        for (pos, &t) in prompt.iter().take(4).enumerate() {
+            let z = logits(m.step(t, pos).map_err(|e| e.to_string())?);
+            out.push((z, m.next_token().unwrap()));
+        }
+        Ok(out)
+    };
+    // Tiny attention tiles, so that several splits hold positions within a few steps (with
+    // every position in split 0, each merge runs on the CTA that ran the split it reads).
+    let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
+    let tiles = model::kernels::Tiles {
+        attn_block_n: 1,
+        ..model::kernels::Tiles::for_config(&cfg)
+    };
+    let base = MegakernelOptions {
+        tiles: Some(tiles),
+        ..Default::default()
+    };
+    let want = run(&base).unwrap();
+    let plan = model::mega_engine::decode_step::MEGAKERNEL
+        .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
+        .unwrap();
+    // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
+    let interleavings = [
+        (3, Policy::RunAhead),
+        (5, Policy::RunAhead),
+        (3, Policy::Shuffled(1)),
+        (5, Policy::Shuffled(2)),
+        // One lm_head block per CTA: the argmax merge (CTA 0) can overtake most of them.
+        (600, Policy::Shuffled(3)),
+    ];
+    for sync in &plan.schedule.syncs {
+        let caught = interleavings.iter().find_map(|&(ctas, policy)| {
+            let mut mega_opts = base.mega.clone().adversarial(ctas, policy);
+            mega_opts.drop_syncs = vec![sync.id];
+            match run(&MegakernelOptions {
+                mega: mega_opts,
+                ..base.clone()
+            }) {
+                Ok(got) if got == want => None,
+                Ok(_) => Some(format!("wrong logits or token ({ctas} CTAs, {policy:?})")),
+                Err(e) => Some(e),
+            }
+        });
+        let Some(how) = caught else {
+            panic!(
+                "sync {} left out: every adversarial interleaving still got the right logits",
+                sync.id
+            )
+        };
+        eprintln!("sync {} left out: {how}", sync.id);
+    }
+}
+
+/// `tessera bench`'s logic on the interpreter (no floor without a GPU), and its bandwidth
+/// probe's sums.
+#[test]
+fn bench_runs_and_its_probe_sums() {
+    let cfg = model::embedded::config();
+    let w = model::embedded::weights(&cfg);
+    let plan = model::bench::BenchPlan {
+        positions: vec![1, 7, 100_000],
+        tokens: 2,
+        probe_bytes: 1 << 20,
+    };
+    let r = model::bench::run("embedded", cfg, &w, Device::interpreter(), &plan, None).unwrap();
+    assert_eq!(r.rows.iter().map(|r| r.context).collect::<Vec<_>>(), [1, 7]);
+    assert_eq!(
+        r.skipped.len(),
+        1,
+        "100000 is past the embedded model's context"
+    );
+    assert!(r.rows.iter().all(|r| r.floor_ms.is_none()));
+    let table = model::bench::table(&r);
+    assert!(table.contains("| 7 |"), "{table}");
+
+    let dev = Device::interpreter();
+    let n: usize = 5000;
+    let x: Vec<dsl_runtime::bf16> = (0..n)
+        .map(|i| dsl_runtime::bf16::from_f32((i % 7) as f32))
+        .collect();
+    let xb = dev.upload(&x).unwrap();
+    let (block, steps) = (64usize, 4usize);
+    let programs = n.div_ceil(block * steps);
+    let out = dev.zeros::<f32>(programs).unwrap();
+    model::bench::stream_sum::launch(
+        &dev,
+        &dsl_runtime::Launch::grid(programs as u32),
+        &xb,
+        &out,
+        n as i32,
+        block,
+        steps,
+    )
+    .unwrap();
+    let total: f32 = out.to_vec().unwrap().iter().sum();
+    assert_eq!(total, (0..n).map(|i| (i % 7) as f32).sum::<f32>());
+}
