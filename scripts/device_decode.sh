@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Qwen3 megakernel decoder on the GPU machine, in ONE device call, over binaries built
-# here by ../shared/gpu/pack.sh (carried in .gpu/: bin/tessera, bin/test-gpu_megakernel,
-# bin/test-gpu_kernels, hf_reference.py, device-env.sh).
+# here by ../shared/gpu/pack.sh (carried in .gpu/: bin/tessera, bin/test-gpu_decode,
+# bin/test-gpu_ops, hf_reference.py, device-env.sh).
 #   device run: carry [".gpu"], command: bash scripts/device_decode.sh [GROUP...]
 # Groups, in the order they run (default: all of them; most important first, so a call cut
 # short by the device's time limit still returns the key results in $OUT):
@@ -22,7 +22,7 @@ mkdir -p "$OUT"
 source .gpu/device-env.sh > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 export RUST_BACKTRACE=1
-git rev-parse --short HEAD > "$OUT/commit" 2>/dev/null || true
+cp .gpu/commit "$OUT/commit" 2>/dev/null || true
 cp .gpu/origin "$OUT/origin" 2>/dev/null || true
 
 failed=()
@@ -46,7 +46,7 @@ for g in "${groups[@]}"; do
   case $g in
   committed)
     step gpu-megakernel 300 env -u TESSERA_HF_CKPT TESSERA_CACHE_DIR=$test_cache \
-      .gpu/bin/test-gpu_megakernel --ignored --test-threads=1 --nocapture
+      .gpu/bin/test-gpu_decode --ignored --test-threads=1 --nocapture
     ;;
   0.6b | 1.7b)
     d=${ckpt[$g]}
@@ -59,7 +59,7 @@ for g in "${groups[@]}"; do
       continue
     fi
     step "gpu-megakernel-$g" 300 env TESSERA_HF_CKPT="$d" TESSERA_CACHE_DIR=$test_cache \
-      .gpu/bin/test-gpu_megakernel --ignored --exact gpu_megakernel_matches_transformers_at_real_shape --nocapture
+      .gpu/bin/test-gpu_decode --ignored --exact gpu_megakernel_matches_transformers_at_real_shape --nocapture
     peers=()
     [[ -f $d/peers.json ]] && peers=(--peers "$d/peers.json")
     # A fresh NVRTC cache, so the reported time to first token includes a cold compile.
@@ -75,7 +75,7 @@ for g in "${groups[@]}"; do
     ;;
   kernels)
     step gpu-kernels 300 env TESSERA_CACHE_DIR=$test_cache \
-      .gpu/bin/test-gpu_kernels --ignored --test-threads=1 --nocapture
+      .gpu/bin/test-gpu_ops --ignored --test-threads=1 --nocapture
     ;;
   *)
     echo "unknown group $g (all, committed, 0.6b, 1.7b, generate, kernels)" | tee -a "$OUT/decode.log"

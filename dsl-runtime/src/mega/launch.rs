@@ -440,8 +440,10 @@ impl MegaDef {
         // the cooperative launch refuses otherwise).
         unsafe { b.launch_cooperative(cfg) }?;
         if opts.check {
-            let w = stream.clone_dtoh(&*sync)?;
-            if w[SyncWords::ERROR] != 0 {
+            // One word per token on the happy path; the records only when a wait gave up.
+            let e = stream.clone_dtoh(&sync.slice(SyncWords::ERROR..SyncWords::ERROR + 1))?;
+            if e[0] != 0 {
+                let w = stream.clone_dtoh(&*sync)?;
                 return Err(self.err(timeout_message(r, plan.s(), &w, opts.timeout_ms)));
             }
         }
