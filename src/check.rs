@@ -10,9 +10,15 @@ impl Rng {
     /// A seed from `TESSERA_SEED`, else from the clock (so each run tries new inputs; a
     /// failure prints the seed that reproduces it).
     pub fn seed_from_env() -> u64 {
-        std::env::var("TESSERA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-        })
+        std::env::var("TESSERA_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            })
     }
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
@@ -29,7 +35,9 @@ impl Rng {
         (0..n).map(|_| self.uniform()).collect()
     }
     pub fn vec_bf16(&mut self, n: usize) -> Vec<half::bf16> {
-        (0..n).map(|_| half::bf16::from_f32(self.uniform())).collect()
+        (0..n)
+            .map(|_| half::bf16::from_f32(self.uniform()))
+            .collect()
     }
 }
 
@@ -41,7 +49,11 @@ pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> Result<(), St
     }
     let mut worst = (0.0f32, 0usize);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let r = if g == w { 0.0 } else { (g - w).abs() / (atol + rtol * w.abs()) };
+        let r = if g == w {
+            0.0
+        } else {
+            (g - w).abs() / (atol + rtol * w.abs())
+        };
         if !(r <= worst.0) {
             worst = (if r.is_nan() { f32::INFINITY } else { r }, i);
         }
@@ -50,7 +62,10 @@ pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> Result<(), St
         Ok(())
     } else {
         let i = worst.1;
-        Err(format!("element {i}: got {}, expected {} (tolerance {atol} + {rtol}·|expected|)", got[i], want[i]))
+        Err(format!(
+            "element {i}: got {}, expected {} (tolerance {atol} + {rtol}·|expected|)",
+            got[i], want[i]
+        ))
     }
 }
 
@@ -82,14 +97,21 @@ pub fn run_example(
     }
     let dev = crate::runtime::Device::auto();
     let seed = Rng::seed_from_env();
-    eprintln!("{}: running on {} (seed {seed})", kernel.name(), dev.describe());
+    eprintln!(
+        "{}: running on {} (seed {seed})",
+        kernel.name(),
+        dev.describe()
+    );
     match body(&dev, &mut Rng::new(seed)) {
         Ok(()) => {
             eprintln!("{}: matches the reference", kernel.name());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{}: MISMATCH: {e} (reproduce with TESSERA_SEED={seed})", kernel.name());
+            eprintln!(
+                "{}: MISMATCH: {e} (reproduce with TESSERA_SEED={seed})",
+                kernel.name()
+            );
             ExitCode::FAILURE
         }
     }

@@ -112,6 +112,11 @@ fn json_output_matches_transformers_greedy() {
         "--max-new-tokens",
         "10",
         "--json",
+        // The default engine depends on the machine (the megakernel where a GPU is present).
+        "--engine",
+        "reference",
+        "--device",
+        "cpu",
     ]);
     let j = json_of(&o);
     assert_eq!(ids(&j["prompt_ids"]), ids(&exp["prompt_ids"]));

@@ -8,12 +8,19 @@ fn a_missing_gpu_is_an_error_not_a_panic() {
         Ok(dev) => assert!(dev.is_cuda()),
         Err(e) => {
             let msg = e.to_string();
-            assert!(msg.contains("libcuda") || msg.contains("CUDA device") || msg.contains("libnvrtc"), "{msg}");
+            assert!(
+                msg.contains("libcuda") || msg.contains("CUDA device") || msg.contains("libnvrtc"),
+                "{msg}"
+            );
         }
     }
     let auto = Device::auto();
     if !auto.is_cuda() {
-        assert!(auto.describe().starts_with("interpreter (CPU; no GPU: "), "{}", auto.describe());
+        assert!(
+            auto.describe().starts_with("interpreter (CPU; no GPU: "),
+            "{}",
+            auto.describe()
+        );
     }
 }
 
@@ -24,5 +31,9 @@ fn the_interpreter_can_be_forced() {
     let dev = Device::auto();
     std::env::remove_var(INTERPRET_ENV);
     assert!(!dev.is_cuda());
-    assert!(dev.describe().contains("TESSERA_INTERPRET"), "{}", dev.describe());
+    assert!(
+        dev.describe().contains("TESSERA_INTERPRET"),
+        "{}",
+        dev.describe()
+    );
 }

@@ -13,10 +13,25 @@ fn every_shipped_kernel_compiles_with_nvrtc() {
         let mut variants = vec![(k.constexprs.clone(), k.num_warps)];
         // The same kernel with every integer constexpr made odd (a tile that is not a power
         // of two) and with one warp.
-        let odd: Vec<_> = k.constexprs.iter().map(|(n, v)| (*n, match v { ConstVal::Int(i) => ConstVal::Int((i - 1).max(1)), b => *b })).collect();
+        let odd: Vec<_> = k
+            .constexprs
+            .iter()
+            .map(|(n, v)| {
+                (
+                    *n,
+                    match v {
+                        ConstVal::Int(i) => ConstVal::Int((i - 1).max(1)),
+                        b => *b,
+                    },
+                )
+            })
+            .collect();
         variants.push((odd, 1));
         for (cx, warps) in variants {
-            let src = k.kernel.cuda_source(&cx, warps).unwrap_or_else(|e| panic!("{}: {e}", k.kernel.name()));
+            let src = k
+                .kernel
+                .cuda_source(&cx, warps)
+                .unwrap_or_else(|e| panic!("{}: {e}", k.kernel.name()));
             for arch in ["sm_80", "sm_90"] {
                 if let Err(e) = nvrtc::compile(&src.code, arch, false) {
                     panic!("{} {cx:?} warps={warps} {arch}:\n{e}", k.kernel.name());

@@ -21,8 +21,13 @@ impl Kernel {
         });
         let mut e = Effects::default();
         walk(&self.body, &mut |s| match s {
-            Stmt::Let { op: Op::Load { ptr, .. }, .. } => e.reads.extend(self.ptr_roots(*ptr, &defs)),
-            Stmt::Store { ptr, .. } | Stmt::Atomic { ptr, .. } => e.writes.extend(self.ptr_roots(*ptr, &defs)),
+            Stmt::Let {
+                op: Op::Load { ptr, .. },
+                ..
+            } => e.reads.extend(self.ptr_roots(*ptr, &defs)),
+            Stmt::Store { ptr, .. } | Stmt::Atomic { ptr, .. } => {
+                e.writes.extend(self.ptr_roots(*ptr, &defs))
+            }
             _ => {}
         });
         e
@@ -38,10 +43,18 @@ impl Kernel {
                 Some(Op::Param(i)) => {
                     out.insert(*i);
                 }
-                Some(Op::Binary(_, p, _)) | Some(Op::Broadcast(p)) | Some(Op::ExpandDims(p, _)) => stack.push(*p),
+                Some(Op::Binary(_, p, _)) | Some(Op::Broadcast(p)) | Some(Op::ExpandDims(p, _)) => {
+                    stack.push(*p)
+                }
                 Some(Op::Where(_, a, b)) => stack.extend([*a, *b]),
                 _ => {
-                    out.extend(self.params.iter().enumerate().filter(|(_, p)| matches!(p.kind, ParamKind::Ptr(_))).map(|(i, _)| i));
+                    out.extend(
+                        self.params
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, p)| matches!(p.kind, ParamKind::Ptr(_)))
+                            .map(|(i, _)| i),
+                    );
                 }
             }
         }

@@ -24,8 +24,18 @@ pub struct Builder {
 }
 
 enum Open {
-    For { iv: ValueId, start: ValueId, end: ValueId, step: ValueId, src: Src },
-    If { cond: ValueId, then: Option<Vec<Stmt>>, src: Src },
+    For {
+        iv: ValueId,
+        start: ValueId,
+        end: ValueId,
+        step: ValueId,
+        src: Src,
+    },
+    If {
+        cond: ValueId,
+        then: Option<Vec<Stmt>>,
+        src: Src,
+    },
 }
 
 impl Builder {
@@ -63,16 +73,28 @@ impl Builder {
                 return Err(format!("scalar parameters are i32 or f32, not {d}"));
             }
         }
-        self.kernel.params.push(Param { name: name.to_string(), kind });
+        self.kernel.params.push(Param {
+            name: name.to_string(),
+            kind,
+        });
         Ok(self.kernel.params.len() - 1)
     }
 
     /// The value of a parameter: a pointer or run-time scalar, or a constexpr as a weak scalar.
     pub fn param_value(&mut self, index: usize, src: Src) -> BResult<ValueId> {
-        let p = self.kernel.params.get(index).ok_or("no such parameter")?.clone();
+        let p = self
+            .kernel
+            .params
+            .get(index)
+            .ok_or("no such parameter")?
+            .clone();
         Ok(match p.kind {
-            ParamKind::Ptr(d) => self.push(Op::Param(index), Type::scalar(Elem::Ptr(d)), false, src),
-            ParamKind::Scalar(d) => self.push(Op::Param(index), Type::scalar(Elem::Num(d)), false, src),
+            ParamKind::Ptr(d) => {
+                self.push(Op::Param(index), Type::scalar(Elem::Ptr(d)), false, src)
+            }
+            ParamKind::Scalar(d) => {
+                self.push(Op::Param(index), Type::scalar(Elem::Num(d)), false, src)
+            }
             ParamKind::Constexpr(ConstKind::Int) => {
                 let op = Op::Const(ConstExpr::Param(p.name.clone()));
                 self.push(op, Type::scalar(Elem::Num(DType::I32)), true, src)
@@ -112,30 +134,58 @@ impl Builder {
     }
 
     fn emit(&mut self, s: Stmt) {
-        self.blocks.last_mut().expect("a block is always open").push(s);
+        self.blocks
+            .last_mut()
+            .expect("a block is always open")
+            .push(s);
     }
 
     pub fn program_id(&mut self, axis: i64, src: Src) -> BResult<ValueId> {
         let a = check_axis3(axis, "program_id")?;
-        Ok(self.push(Op::ProgramId(a), Type::scalar(Elem::Num(DType::I32)), false, src))
+        Ok(self.push(
+            Op::ProgramId(a),
+            Type::scalar(Elem::Num(DType::I32)),
+            false,
+            src,
+        ))
     }
 
     pub fn num_programs(&mut self, axis: i64, src: Src) -> BResult<ValueId> {
         let a = check_axis3(axis, "num_programs")?;
-        Ok(self.push(Op::NumPrograms(a), Type::scalar(Elem::Num(DType::I32)), false, src))
+        Ok(self.push(
+            Op::NumPrograms(a),
+            Type::scalar(Elem::Num(DType::I32)),
+            false,
+            src,
+        ))
     }
 
     pub fn lit_int(&mut self, v: i64, src: Src) -> BResult<ValueId> {
         if i32::try_from(v).is_err() {
             return Err(format!("integer literal {v} does not fit in i32"));
         }
-        Ok(self.push(Op::Lit(Lit::Int(v)), Type::scalar(Elem::Num(DType::I32)), true, src))
+        Ok(self.push(
+            Op::Lit(Lit::Int(v)),
+            Type::scalar(Elem::Num(DType::I32)),
+            true,
+            src,
+        ))
     }
     pub fn lit_float(&mut self, v: f64, src: Src) -> BResult<ValueId> {
-        Ok(self.push(Op::Lit(Lit::Float(v)), Type::scalar(Elem::Num(DType::F32)), true, src))
+        Ok(self.push(
+            Op::Lit(Lit::Float(v)),
+            Type::scalar(Elem::Num(DType::F32)),
+            true,
+            src,
+        ))
     }
     pub fn lit_bool(&mut self, v: bool, src: Src) -> BResult<ValueId> {
-        Ok(self.push(Op::Lit(Lit::Bool(v)), Type::scalar(Elem::Num(DType::Bool)), false, src))
+        Ok(self.push(
+            Op::Lit(Lit::Bool(v)),
+            Type::scalar(Elem::Num(DType::Bool)),
+            false,
+            src,
+        ))
     }
 
     /// A constexpr integer expression (`BLOCK / 2`) as a weak i32 scalar.
@@ -147,7 +197,9 @@ impl Builder {
         let len = ConstExpr::bin(ConstOp::Sub, end.clone(), start.clone());
         if let Some(n) = len.as_lit() {
             if n <= 0 {
-                return Err(format!("arange({start}, {end}) is empty: end must exceed start"));
+                return Err(format!(
+                    "arange({start}, {end}) is empty: end must exceed start"
+                ));
             }
         }
         let ty = Type::num(DType::I32, vec![len]);
@@ -155,10 +207,19 @@ impl Builder {
     }
 
     /// `full(shape, value, dtype)`; `zeros` is `full` of 0.
-    pub fn full(&mut self, shape: Vec<Dim>, value: ValueId, dtype: DType, src: Src) -> BResult<ValueId> {
+    pub fn full(
+        &mut self,
+        shape: Vec<Dim>,
+        value: ValueId,
+        dtype: DType,
+        src: Src,
+    ) -> BResult<ValueId> {
         check_rank(&shape)?;
         if !self.ty(value).is_scalar() {
-            return Err(format!("full() takes a scalar fill value, got {}", self.ty(value)));
+            return Err(format!(
+                "full() takes a scalar fill value, got {}",
+                self.ty(value)
+            ));
         }
         let v = self.convert(value, dtype, src.clone())?;
         let ty = Type::num(dtype, shape);
@@ -170,14 +231,21 @@ impl Builder {
 
     pub fn unary(&mut self, op: UnaryOp, x: ValueId, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
-        let d = t.elem.num().ok_or_else(|| format!("`{}` cannot take a pointer", op.name()))?;
+        let d = t
+            .elem
+            .num()
+            .ok_or_else(|| format!("`{}` cannot take a pointer", op.name()))?;
         let ok = match op {
             UnaryOp::Not => matches!(d, DType::Bool | DType::I32),
             UnaryOp::Neg | UnaryOp::Abs => d != DType::Bool,
             _ => d.is_float(),
         };
         if !ok {
-            let hint = if op.float_only() && d == DType::I32 { ": cast first with `.to(f32)`" } else { "" };
+            let hint = if op.float_only() && d == DType::I32 {
+                ": cast first with `.to(f32)`"
+            } else {
+                ""
+            };
             return Err(format!("`{}` does not take {d} values{hint}", op.name()));
         }
         let weak = self.is_weak(x);
@@ -190,7 +258,11 @@ impl Builder {
             .ok_or_else(|| format!("shape mismatch in `{}`: {} vs {}", op.symbol(), ta, tb))?;
         // Pointer arithmetic.
         if let Some(pd) = ta.elem.pointee().or(tb.elem.pointee()) {
-            let (p, off) = if ta.elem.pointee().is_some() { (a, b) } else { (b, a) };
+            let (p, off) = if ta.elem.pointee().is_some() {
+                (a, b)
+            } else {
+                (b, a)
+            };
             let ok_op = op == BinOp::Add || (op == BinOp::Sub && p == a);
             let off_ty = self.ty(off).elem;
             if !ok_op || off_ty != Elem::Num(DType::I32) {
@@ -204,17 +276,31 @@ impl Builder {
             let p = self.broadcast_to(p, &shape, src.clone())?;
             let off = self.broadcast_to(off, &shape, src.clone())?;
             // The pointer always comes first, whichever side the user wrote it on.
-            return Ok(self.push(Op::Binary(op, p, off), Type { elem: Elem::Ptr(pd), shape }, false, src));
+            return Ok(self.push(
+                Op::Binary(op, p, off),
+                Type {
+                    elem: Elem::Ptr(pd),
+                    shape,
+                },
+                false,
+                src,
+            ));
         }
         let (da, db) = (ta.elem.num().unwrap(), tb.elem.num().unwrap());
         let d = if op.is_bitwise() {
             if da != db && !(self.is_weak(a) || self.is_weak(b)) {
-                return Err(format!("`{}` needs both sides of one type, got {da} and {db}", op.symbol()));
+                return Err(format!(
+                    "`{}` needs both sides of one type, got {da} and {db}",
+                    op.symbol()
+                ));
             }
             let d = if self.is_weak(a) { db } else { da };
             let allowed = matches!(op, BinOp::And | BinOp::Or | BinOp::Xor) && d == DType::Bool;
             if !(d == DType::I32 || allowed) {
-                return Err(format!("`{}` takes i32 or bool values, not {d}", op.symbol()));
+                return Err(format!(
+                    "`{}` takes i32 or bool values, not {d}",
+                    op.symbol()
+                ));
             }
             d
         } else {
@@ -270,7 +356,9 @@ impl Builder {
     pub fn expand_dims(&mut self, x: ValueId, axis: i64, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
         if t.rank() >= 2 {
-            return Err(format!("expand_dims on {t}: tiles have at most 2 dimensions"));
+            return Err(format!(
+                "expand_dims on {t}: tiles have at most 2 dimensions"
+            ));
         }
         if axis < 0 || axis as usize > t.rank() {
             return Err(format!("expand_dims axis {axis} is out of range for {t}"));
@@ -278,7 +366,15 @@ impl Builder {
         let mut shape = t.shape.clone();
         shape.insert(axis as usize, ConstExpr::Lit(1));
         let weak = self.is_weak(x);
-        Ok(self.push(Op::ExpandDims(x, axis as u8), Type { elem: t.elem, shape }, weak, src))
+        Ok(self.push(
+            Op::ExpandDims(x, axis as u8),
+            Type {
+                elem: t.elem,
+                shape,
+            },
+            weak,
+            src,
+        ))
     }
 
     /// `broadcast_to(x, shape)` and every implicit broadcast.
@@ -300,15 +396,28 @@ impl Builder {
             }
         }
         let weak = self.is_weak(x);
-        Ok(self.push(Op::Broadcast(x), Type { elem: t.elem, shape: shape.to_vec() }, weak, src))
+        Ok(self.push(
+            Op::Broadcast(x),
+            Type {
+                elem: t.elem,
+                shape: shape.to_vec(),
+            },
+            weak,
+            src,
+        ))
     }
 
-    pub fn load(&mut self, ptr: ValueId, mask: Option<ValueId>, other: Option<ValueId>, src: Src) -> BResult<ValueId> {
+    pub fn load(
+        &mut self,
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+        src: Src,
+    ) -> BResult<ValueId> {
         let pt = self.ty(ptr).clone();
-        let d = pt
-            .elem
-            .pointee()
-            .ok_or_else(|| format!("load() needs pointers (a Ptr parameter plus offsets), got {pt}"))?;
+        let d = pt.elem.pointee().ok_or_else(|| {
+            format!("load() needs pointers (a Ptr parameter plus offsets), got {pt}")
+        })?;
         let mask = self.mask_for(mask, &pt, "load", &src)?;
         let other = match other {
             None => None,
@@ -319,21 +428,46 @@ impl Builder {
                 let o = self.convert(o, d, src.clone())?;
                 let ot = self.ty(o).clone();
                 if broadcast_shapes(&ot.shape, &pt.shape).as_deref() != Some(&pt.shape[..]) {
-                    return Err(format!("load()'s `other` of shape {ot} does not fit pointers {pt}"));
+                    return Err(format!(
+                        "load()'s `other` of shape {ot} does not fit pointers {pt}"
+                    ));
                 }
                 Some(self.broadcast_to(o, &pt.shape, src.clone())?)
             }
         };
-        Ok(self.push(Op::Load { ptr, mask, other }, Type::num(d, pt.shape), false, src))
+        Ok(self.push(
+            Op::Load { ptr, mask, other },
+            Type::num(d, pt.shape),
+            false,
+            src,
+        ))
     }
 
-    pub fn store(&mut self, ptr: ValueId, value: ValueId, mask: Option<ValueId>, src: Src) -> BResult<()> {
+    pub fn store(
+        &mut self,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        src: Src,
+    ) -> BResult<()> {
         let (ptr, value, mask) = self.write_operands(ptr, value, mask, "store", &src)?;
-        self.emit(Stmt::Store { ptr, value, mask, src });
+        self.emit(Stmt::Store {
+            ptr,
+            value,
+            mask,
+            src,
+        });
         Ok(())
     }
 
-    pub fn atomic(&mut self, op: AtomicOp, ptr: ValueId, value: ValueId, mask: Option<ValueId>, src: Src) -> BResult<()> {
+    pub fn atomic(
+        &mut self,
+        op: AtomicOp,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        src: Src,
+    ) -> BResult<()> {
         let name = match op {
             AtomicOp::Add => "atomic_add",
             AtomicOp::Max => "atomic_max",
@@ -345,7 +479,13 @@ impl Builder {
             }
         }
         let (ptr, value, mask) = self.write_operands(ptr, value, mask, name, &src)?;
-        self.emit(Stmt::Atomic { op, ptr, value, mask, src });
+        self.emit(Stmt::Atomic {
+            op,
+            ptr,
+            value,
+            mask,
+            src,
+        });
         Ok(())
     }
 
@@ -358,9 +498,15 @@ impl Builder {
         src: &Src,
     ) -> BResult<(ValueId, ValueId, Option<ValueId>)> {
         let pt = self.ty(ptr).clone();
-        let d = pt.elem.pointee().ok_or_else(|| format!("{what}() needs pointers, got {pt}"))?;
+        let d = pt
+            .elem
+            .pointee()
+            .ok_or_else(|| format!("{what}() needs pointers, got {pt}"))?;
         let vt = self.ty(value).clone();
-        let vd = vt.elem.num().ok_or_else(|| format!("{what}() of a pointer value is not supported"))?;
+        let vd = vt
+            .elem
+            .num()
+            .ok_or_else(|| format!("{what}() of a pointer value is not supported"))?;
         let value = if vd == d {
             value
         } else if self.is_weak(value) {
@@ -371,18 +517,30 @@ impl Builder {
             ));
         };
         if broadcast_shapes(&vt.shape, &pt.shape).as_deref() != Some(&pt.shape[..]) {
-            return Err(format!("{what}() of shape {} does not fit pointers of shape {}", shape_str(&vt.shape), shape_str(&pt.shape)));
+            return Err(format!(
+                "{what}() of shape {} does not fit pointers of shape {}",
+                shape_str(&vt.shape),
+                shape_str(&pt.shape)
+            ));
         }
         let value = self.broadcast_to(value, &pt.shape, src.clone())?;
         let mask = self.mask_for(mask, &pt, what, src)?;
         Ok((ptr, value, mask))
     }
 
-    fn mask_for(&mut self, mask: Option<ValueId>, pt: &Type, what: &str, src: &Src) -> BResult<Option<ValueId>> {
+    fn mask_for(
+        &mut self,
+        mask: Option<ValueId>,
+        pt: &Type,
+        what: &str,
+        src: &Src,
+    ) -> BResult<Option<ValueId>> {
         let Some(m) = mask else { return Ok(None) };
         let mt = self.ty(m).clone();
         if mt.elem != Elem::Num(DType::Bool) {
-            return Err(format!("{what}() mask must be bool (a comparison), got {mt}"));
+            return Err(format!(
+                "{what}() mask must be bool (a comparison), got {mt}"
+            ));
         }
         if broadcast_shapes(&mt.shape, &pt.shape).as_deref() != Some(&pt.shape[..]) {
             return Err(format!(
@@ -396,15 +554,24 @@ impl Builder {
 
     pub fn reduce(&mut self, op: ReduceOp, x: ValueId, axis: i64, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
-        let d = t.elem.num().ok_or_else(|| format!("{}() of pointers", op.name()))?;
+        let d = t
+            .elem
+            .num()
+            .ok_or_else(|| format!("{}() of pointers", op.name()))?;
         if t.is_scalar() {
             return Err(format!("{}() needs a tile, got the scalar {t}", op.name()));
         }
         if d == DType::Bool {
-            return Err(format!("{}() of bool values: cast with `.to(i32)` first", op.name()));
+            return Err(format!(
+                "{}() of bool values: cast with `.to(i32)` first",
+                op.name()
+            ));
         }
         if axis < 0 || axis as usize >= t.rank() {
-            return Err(format!("{}() axis {axis} is out of range for {t}", op.name()));
+            return Err(format!(
+                "{}() axis {axis} is out of range for {t}",
+                op.name()
+            ));
         }
         let mut shape = t.shape.clone();
         shape.remove(axis as usize);
@@ -412,7 +579,16 @@ impl Builder {
             ReduceOp::Argmax | ReduceOp::Argmin => DType::I32,
             _ => d,
         };
-        Ok(self.push(Op::Reduce { op, x, axis: axis as u8 }, Type::num(out, shape), false, src))
+        Ok(self.push(
+            Op::Reduce {
+                op,
+                x,
+                axis: axis as u8,
+            },
+            Type::num(out, shape),
+            false,
+            src,
+        ))
     }
 
     // ---- variables and control flow ------------------------------------------------------
@@ -420,7 +596,10 @@ impl Builder {
     pub fn decl_var(&mut self, name: &str, init: ValueId, src: Src) -> BResult<VarId> {
         let t = self.ty(init).clone();
         let var = VarId(self.kernel.vars.len() as u32);
-        self.kernel.vars.push(VarInfo { name: name.to_string(), ty: t });
+        self.kernel.vars.push(VarInfo {
+            name: name.to_string(),
+            ty: t,
+        });
         self.emit(Stmt::DeclVar { var, init, src });
         Ok(var)
     }
@@ -442,10 +621,17 @@ impl Builder {
         } else if self.is_weak(value) && ty.elem.num().is_some() {
             self.convert(value, ty.elem.num().unwrap(), src.clone())?
         } else {
-            return Err(format!("cannot assign {} to `{name}` ({ty}): convert explicitly with `.to(..)`", vt.elem));
+            return Err(format!(
+                "cannot assign {} to `{name}` ({ty}): convert explicitly with `.to(..)`",
+                vt.elem
+            ));
         };
         if broadcast_shapes(&vt.shape, &ty.shape).as_deref() != Some(&ty.shape[..]) {
-            return Err(format!("cannot assign a value of shape {} to `{name}` of shape {}", shape_str(&vt.shape), shape_str(&ty.shape)));
+            return Err(format!(
+                "cannot assign a value of shape {} to `{name}` of shape {}",
+                shape_str(&vt.shape),
+                shape_str(&ty.shape)
+            ));
         }
         let value = self.broadcast_to(value, &ty.shape, src.clone())?;
         self.emit(Stmt::Assign { var, value, src });
@@ -453,7 +639,13 @@ impl Builder {
     }
 
     /// Opens `for iv in (start..end).step_by(step)`; returns the induction variable.
-    pub fn begin_for(&mut self, start: ValueId, end: ValueId, step: ValueId, src: Src) -> BResult<ValueId> {
+    pub fn begin_for(
+        &mut self,
+        start: ValueId,
+        end: ValueId,
+        step: ValueId,
+        src: Src,
+    ) -> BResult<ValueId> {
         let mut ids = [start, end, step];
         for v in &mut ids {
             let t = self.ty(*v).clone();
@@ -465,7 +657,13 @@ impl Builder {
         let id = ValueId(self.kernel.values.len() as u32);
         self.kernel.values.push(Type::scalar(Elem::Num(DType::I32)));
         self.weak.push(false);
-        self.open.push(Open::For { iv: id, start, end, step, src });
+        self.open.push(Open::For {
+            iv: id,
+            start,
+            end,
+            step,
+            src,
+        });
         self.blocks.push(vec![]);
         Ok(id)
     }
@@ -473,8 +671,21 @@ impl Builder {
     pub fn end_for(&mut self) -> BResult<()> {
         let body = self.blocks.pop().ok_or("no open block")?;
         match self.open.pop() {
-            Some(Open::For { iv, start, end, step, src }) => {
-                self.emit(Stmt::For { iv, start, end, step, body, src });
+            Some(Open::For {
+                iv,
+                start,
+                end,
+                step,
+                src,
+            }) => {
+                self.emit(Stmt::For {
+                    iv,
+                    start,
+                    end,
+                    step,
+                    body,
+                    src,
+                });
                 Ok(())
             }
             _ => Err("end_for without begin_for".into()),
@@ -486,7 +697,11 @@ impl Builder {
         if !t.is_scalar() || t.elem != Elem::Num(DType::Bool) {
             return Err(format!("`if` needs a bool scalar (uniform over the program), got {t}; use where_ for tiles"));
         }
-        self.open.push(Open::If { cond, then: None, src });
+        self.open.push(Open::If {
+            cond,
+            then: None,
+            src,
+        });
         self.blocks.push(vec![]);
         Ok(())
     }
@@ -509,7 +724,12 @@ impl Builder {
                     Some(t) => (t, last),
                     None => (last, vec![]),
                 };
-                self.emit(Stmt::If { cond, then, els, src });
+                self.emit(Stmt::If {
+                    cond,
+                    then,
+                    els,
+                    src,
+                });
                 Ok(())
             }
             _ => Err("end_if without begin_if".into()),
@@ -521,7 +741,10 @@ impl Builder {
     /// Converts to `d`: a weak literal is re-typed in place of a cast.
     fn convert(&mut self, x: ValueId, d: DType, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
-        let from = t.elem.num().ok_or_else(|| format!("cannot convert a pointer ({t}) to {d}"))?;
+        let from = t
+            .elem
+            .num()
+            .ok_or_else(|| format!("cannot convert a pointer ({t}) to {d}"))?;
         if from == d {
             return Ok(x);
         }
@@ -540,7 +763,10 @@ fn check_axis3(axis: i64, what: &str) -> BResult<u8> {
 
 fn check_rank(shape: &[Dim]) -> BResult<()> {
     if shape.len() > 2 {
-        return Err(format!("tiles have at most 2 dimensions, got {}", shape_str(shape)));
+        return Err(format!(
+            "tiles have at most 2 dimensions, got {}",
+            shape_str(shape)
+        ));
     }
     Ok(())
 }
@@ -551,8 +777,16 @@ pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> Option<Vec<Dim>> {
     let one = ConstExpr::Lit(1);
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let da = if i + a.len() >= n { &a[i + a.len() - n] } else { &one };
-        let db = if i + b.len() >= n { &b[i + b.len() - n] } else { &one };
+        let da = if i + a.len() >= n {
+            &a[i + a.len() - n]
+        } else {
+            &one
+        };
+        let db = if i + b.len() >= n {
+            &b[i + b.len() - n]
+        } else {
+            &one
+        };
         out.push(if da == db || *db == one {
             da.clone()
         } else if *da == one {
@@ -570,7 +804,9 @@ pub fn promote(a: DType, a_weak: bool, b: DType, b_weak: bool) -> BResult<DType>
         return Ok(a);
     }
     if (a == DType::Bool) != (b == DType::Bool) {
-        return Err(format!("cannot combine {a} and {b}: cast the bool with `.to(..)`"));
+        return Err(format!(
+            "cannot combine {a} and {b}: cast the bool with `.to(..)`"
+        ));
     }
     Ok(match (a_weak, b_weak) {
         // A weak literal takes the other side's type, unless it is a float meeting ints.

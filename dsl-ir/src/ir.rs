@@ -85,14 +85,41 @@ pub enum Stmt {
     /// `let mut name = init;` (a loop-carried or conditionally updated value).
     DeclVar { var: VarId, init: ValueId, src: Src },
     /// `name = value;`
-    Assign { var: VarId, value: ValueId, src: Src },
-    Store { ptr: ValueId, value: ValueId, mask: Option<ValueId>, src: Src },
+    Assign {
+        var: VarId,
+        value: ValueId,
+        src: Src,
+    },
+    Store {
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        src: Src,
+    },
     /// Atomic read-modify-write on global memory; the old values are not returned.
-    Atomic { op: AtomicOp, ptr: ValueId, value: ValueId, mask: Option<ValueId>, src: Src },
+    Atomic {
+        op: AtomicOp,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        src: Src,
+    },
     /// `for iv in (start..end).step_by(step) { body }`; all i32 scalars; step > 0.
-    For { iv: ValueId, start: ValueId, end: ValueId, step: ValueId, body: Vec<Stmt>, src: Src },
+    For {
+        iv: ValueId,
+        start: ValueId,
+        end: ValueId,
+        step: ValueId,
+        body: Vec<Stmt>,
+        src: Src,
+    },
     /// `if cond { then } else { els }` on a bool scalar (uniform: no divergence within a program).
-    If { cond: ValueId, then: Vec<Stmt>, els: Vec<Stmt>, src: Src },
+    If {
+        cond: ValueId,
+        then: Vec<Stmt>,
+        els: Vec<Stmt>,
+        src: Src,
+    },
 }
 
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
@@ -106,7 +133,10 @@ pub enum Op {
     /// A literal scalar of the value's dtype.
     Lit(Lit),
     /// `arange(start, end)`: i32 tile `[end - start]`.
-    Arange { start: ConstExpr, end: ConstExpr },
+    Arange {
+        start: ConstExpr,
+        end: ConstExpr,
+    },
     Unary(UnaryOp, ValueId),
     Binary(BinOp, ValueId, ValueId),
     /// `where_(cond, a, b)`, elementwise.
@@ -119,9 +149,17 @@ pub enum Op {
     /// A scalar repeated to the value's shape (`zeros`, `full`, scalar operands), or a tile
     /// of the same rank repeated along its dimensions of size 1.
     Broadcast(ValueId),
-    Load { ptr: ValueId, mask: Option<ValueId>, other: Option<ValueId> },
+    Load {
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+    },
     /// Reduction along `axis`; the axis disappears from the shape.
-    Reduce { op: ReduceOp, x: ValueId, axis: u8 },
+    Reduce {
+        op: ReduceOp,
+        x: ValueId,
+        axis: u8,
+    },
     ReadVar(VarId),
 }
 
@@ -200,9 +238,11 @@ impl UnaryOp {
     }
     pub fn from_name(s: &str) -> Option<UnaryOp> {
         use UnaryOp::*;
-        [Abs, Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Sigmoid, Silu, Sin, Cos, Tanh]
-            .into_iter()
-            .find(|op| op.name() == s)
+        [
+            Abs, Exp, Exp2, Log, Log2, Sqrt, Rsqrt, Sigmoid, Silu, Sin, Cos, Tanh,
+        ]
+        .into_iter()
+        .find(|op| op.name() == s)
     }
     /// True for the transcendental functions, which take float operands only.
     pub fn float_only(self) -> bool {
@@ -237,10 +277,16 @@ pub enum BinOp {
 
 impl BinOp {
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne)
+        matches!(
+            self,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne
+        )
     }
     pub fn is_bitwise(self) -> bool {
-        matches!(self, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr)
+        matches!(
+            self,
+            BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr
+        )
     }
     pub fn symbol(self) -> &'static str {
         match self {
@@ -290,7 +336,9 @@ impl ReduceOp {
     }
     pub fn from_name(s: &str) -> Option<ReduceOp> {
         use ReduceOp::*;
-        [Sum, Max, Min, Argmax, Argmin].into_iter().find(|op| op.name() == s)
+        [Sum, Max, Min, Argmax, Argmin]
+            .into_iter()
+            .find(|op| op.name() == s)
     }
 }
 
@@ -316,7 +364,9 @@ impl Kernel {
     }
     /// Constexpr parameters, in declaration order.
     pub fn constexprs(&self) -> impl Iterator<Item = &Param> {
-        self.params.iter().filter(|p| matches!(p.kind, ParamKind::Constexpr(_)))
+        self.params
+            .iter()
+            .filter(|p| matches!(p.kind, ParamKind::Constexpr(_)))
     }
     /// Run-time parameters (pointers and scalars), in declaration order: the launch arguments.
     pub fn runtime_params(&self) -> impl Iterator<Item = (usize, &Param)> {

@@ -25,17 +25,67 @@ impl Kernel {
         let pad = "    ".repeat(depth);
         for s in body {
             let line = match s {
-                Stmt::Let { id, op, src } => format!("%{}: {} = {}    // {}: {}", id.0, self.ty(*id), self.op_text(op), src.line, src.text),
-                Stmt::DeclVar { var, init, .. } => format!("var {} = %{}", self.vars[var.0 as usize].name, init.0),
-                Stmt::Assign { var, value, .. } => format!("{} = %{}", self.vars[var.0 as usize].name, value.0),
-                Stmt::Store { ptr, value, mask, src } => format!("store %{} <- %{}{}    // {}: {}", ptr.0, value.0, opt(" mask", *mask), src.line, src.text),
-                Stmt::Atomic { op, ptr, value, mask, src } => format!("atomic_{op:?} %{} <- %{}{}    // {}: {}", ptr.0, value.0, opt(" mask", *mask), src.line, src.text).to_lowercase(),
-                Stmt::For { iv, start, end, step, body, .. } => {
-                    let _ = writeln!(out, "{pad}for %{} in (%{}..%{}).step_by(%{}) {{", iv.0, start.0, end.0, step.0);
+                Stmt::Let { id, op, src } => format!(
+                    "%{}: {} = {}    // {}: {}",
+                    id.0,
+                    self.ty(*id),
+                    self.op_text(op),
+                    src.line,
+                    src.text
+                ),
+                Stmt::DeclVar { var, init, .. } => {
+                    format!("var {} = %{}", self.vars[var.0 as usize].name, init.0)
+                }
+                Stmt::Assign { var, value, .. } => {
+                    format!("{} = %{}", self.vars[var.0 as usize].name, value.0)
+                }
+                Stmt::Store {
+                    ptr,
+                    value,
+                    mask,
+                    src,
+                } => format!(
+                    "store %{} <- %{}{}    // {}: {}",
+                    ptr.0,
+                    value.0,
+                    opt(" mask", *mask),
+                    src.line,
+                    src.text
+                ),
+                Stmt::Atomic {
+                    op,
+                    ptr,
+                    value,
+                    mask,
+                    src,
+                } => format!(
+                    "atomic_{op:?} %{} <- %{}{}    // {}: {}",
+                    ptr.0,
+                    value.0,
+                    opt(" mask", *mask),
+                    src.line,
+                    src.text
+                )
+                .to_lowercase(),
+                Stmt::For {
+                    iv,
+                    start,
+                    end,
+                    step,
+                    body,
+                    ..
+                } => {
+                    let _ = writeln!(
+                        out,
+                        "{pad}for %{} in (%{}..%{}).step_by(%{}) {{",
+                        iv.0, start.0, end.0, step.0
+                    );
                     self.body_text(body, depth + 1, out);
                     format!("}}")
                 }
-                Stmt::If { cond, then, els, .. } => {
+                Stmt::If {
+                    cond, then, els, ..
+                } => {
                     let _ = writeln!(out, "{pad}if %{} {{", cond.0);
                     self.body_text(then, depth + 1, out);
                     if !els.is_empty() {
@@ -68,7 +118,12 @@ impl Kernel {
             Op::Cast(x) => format!("cast {}", v(x)),
             Op::ExpandDims(x, a) => format!("expand_dims({}, {a})", v(x)),
             Op::Broadcast(x) => format!("broadcast {}", v(x)),
-            Op::Load { ptr, mask, other } => format!("load {}{}{}", v(ptr), opt(" mask", *mask), opt(" other", *other)),
+            Op::Load { ptr, mask, other } => format!(
+                "load {}{}{}",
+                v(ptr),
+                opt(" mask", *mask),
+                opt(" other", *other)
+            ),
             Op::Reduce { op, x, axis } => format!("{}({}, {axis})", op.name(), v(x)),
             Op::ReadVar(var) => format!("read {}", self.vars[var.0 as usize].name),
         }

@@ -18,12 +18,20 @@ impl Kernel {
         let mut bound = vec![];
         for p in self.constexprs() {
             let Some((_, v)) = bindings.iter().find(|(n, _)| *n == p.name) else {
-                return Err(format!("kernel `{}`: constexpr `{}` is not bound", self.name, p.name));
+                return Err(format!(
+                    "kernel `{}`: constexpr `{}` is not bound",
+                    self.name, p.name
+                ));
             };
             match (p.kind, v) {
                 (ParamKind::Constexpr(ConstKind::Int), ConstVal::Int(_))
                 | (ParamKind::Constexpr(ConstKind::Bool), ConstVal::Bool(_)) => {}
-                _ => return Err(format!("kernel `{}`: constexpr `{}` bound to the wrong kind ({v:?})", self.name, p.name)),
+                _ => {
+                    return Err(format!(
+                        "kernel `{}`: constexpr `{}` bound to the wrong kind ({v:?})",
+                        self.name, p.name
+                    ))
+                }
             }
             bound.push((p.name.clone(), *v));
         }
@@ -34,7 +42,9 @@ impl Kernel {
             })
         };
         let fold = |e: &ConstExpr| -> Result<ConstExpr, String> {
-            e.eval(&lookup).map(ConstExpr::Lit).map_err(|m| format!("kernel `{}`: {m}", self.name))
+            e.eval(&lookup)
+                .map(ConstExpr::Lit)
+                .map_err(|m| format!("kernel `{}`: {m}", self.name))
         };
         let mut k = self.clone();
         for t in &mut k.values {
@@ -49,22 +59,35 @@ impl Kernel {
     }
 }
 
-fn fold_type(t: &mut Type, fold: &dyn Fn(&ConstExpr) -> Result<ConstExpr, String>, kname: &str) -> Result<(), String> {
+fn fold_type(
+    t: &mut Type,
+    fold: &dyn Fn(&ConstExpr) -> Result<ConstExpr, String>,
+    kname: &str,
+) -> Result<(), String> {
     let orig = t.clone();
     for d in &mut t.shape {
         *d = fold(d)?;
     }
     let dims = t.dims();
     if dims.iter().any(|&d| d == 0) || t.shape.iter().any(|d| d.as_lit().unwrap_or(0) <= 0) {
-        return Err(format!("kernel `{kname}`: tile {orig} has a dimension ≤ 0 with these constexprs"));
+        return Err(format!(
+            "kernel `{kname}`: tile {orig} has a dimension ≤ 0 with these constexprs"
+        ));
     }
     if dims.iter().product::<usize>() as i64 > MAX_TILE_ELEMS {
-        return Err(format!("kernel `{kname}`: tile {orig} = {:?} exceeds {MAX_TILE_ELEMS} elements", dims));
+        return Err(format!(
+            "kernel `{kname}`: tile {orig} = {:?} exceeds {MAX_TILE_ELEMS} elements",
+            dims
+        ));
     }
     Ok(())
 }
 
-fn fold_body(body: &mut [Stmt], fold: &dyn Fn(&ConstExpr) -> Result<ConstExpr, String>, values: &[Type]) -> Result<(), String> {
+fn fold_body(
+    body: &mut [Stmt],
+    fold: &dyn Fn(&ConstExpr) -> Result<ConstExpr, String>,
+    values: &[Type],
+) -> Result<(), String> {
     for s in body {
         match s {
             Stmt::Let { id, op, .. } => match op {

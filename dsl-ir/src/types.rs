@@ -187,10 +187,16 @@ pub struct Type {
 
 impl Type {
     pub fn scalar(elem: Elem) -> Type {
-        Type { elem, shape: vec![] }
+        Type {
+            elem,
+            shape: vec![],
+        }
     }
     pub fn num(d: DType, shape: Vec<Dim>) -> Type {
-        Type { elem: Elem::Num(d), shape }
+        Type {
+            elem: Elem::Num(d),
+            shape,
+        }
     }
     pub fn rank(&self) -> usize {
         self.shape.len()
@@ -199,7 +205,10 @@ impl Type {
         self.shape.is_empty()
     }
     pub fn with_elem(&self, elem: Elem) -> Type {
-        Type { elem, shape: self.shape.clone() }
+        Type {
+            elem,
+            shape: self.shape.clone(),
+        }
     }
     /// The concrete shape of a specialised kernel's value.
     ///

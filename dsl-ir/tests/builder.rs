@@ -1,7 +1,11 @@
 use dsl_ir::*;
 
 fn src(t: &str) -> Src {
-    Src { line: 1, text: t.into(), name: String::new() }
+    Src {
+        line: 1,
+        text: t.into(),
+        name: String::new(),
+    }
 }
 
 /// The lesson's RMSNorm, one pass, built by hand the way the macro builds it.
@@ -12,10 +16,17 @@ fn rmsnorm() -> Kernel {
     let y = b.param("y", ParamKind::Ptr(DType::BF16)).unwrap();
     let n = b.param("n_cols", ParamKind::Scalar(DType::I32)).unwrap();
     let eps = b.param("eps", ParamKind::Scalar(DType::F32)).unwrap();
-    b.param("BLOCK", ParamKind::Constexpr(ConstKind::Int)).unwrap();
+    b.param("BLOCK", ParamKind::Constexpr(ConstKind::Int))
+        .unwrap();
     let s = src;
     let row = b.program_id(0, s("row")).unwrap();
-    let cols = b.arange(ConstExpr::Lit(0), b.constexpr_int("BLOCK").unwrap(), s("cols")).unwrap();
+    let cols = b
+        .arange(
+            ConstExpr::Lit(0),
+            b.constexpr_int("BLOCK").unwrap(),
+            s("cols"),
+        )
+        .unwrap();
     let nv = b.param_value(n, s("n_cols")).unwrap();
     let mask = b.binary(BinOp::Lt, cols, nv, s("mask")).unwrap();
     let xp = b.param_value(x, s("x")).unwrap();
@@ -58,8 +69,14 @@ fn rmsnorm_types_and_specialises() {
     let s = k.specialize(&[("BLOCK", ConstVal::Int(1000))]).unwrap();
     let text = s.to_text();
     assert!(text.contains("f32[1000]"), "{text}");
-    assert!(k.specialize(&[]).unwrap_err().contains("`BLOCK` is not bound"));
-    assert!(k.specialize(&[("BLOCK", ConstVal::Int(0))]).unwrap_err().contains("≤ 0"));
+    assert!(k
+        .specialize(&[])
+        .unwrap_err()
+        .contains("`BLOCK` is not bound"));
+    assert!(k
+        .specialize(&[("BLOCK", ConstVal::Int(0))])
+        .unwrap_err()
+        .contains("≤ 0"));
     let e = k.effects();
     assert_eq!(e.reads.iter().copied().collect::<Vec<_>>(), vec![0, 1]);
     assert_eq!(e.writes.iter().copied().collect::<Vec<_>>(), vec![2]);
@@ -70,8 +87,12 @@ fn shapes_broadcast_or_fail() {
     let mut b = Builder::new("k", "t.rs");
     b.param("M", ParamKind::Constexpr(ConstKind::Int)).unwrap();
     b.param("N", ParamKind::Constexpr(ConstKind::Int)).unwrap();
-    let m = b.arange(ConstExpr::Lit(0), b.constexpr_int("M").unwrap(), src("m")).unwrap();
-    let n = b.arange(ConstExpr::Lit(0), b.constexpr_int("N").unwrap(), src("n")).unwrap();
+    let m = b
+        .arange(ConstExpr::Lit(0), b.constexpr_int("M").unwrap(), src("m"))
+        .unwrap();
+    let n = b
+        .arange(ConstExpr::Lit(0), b.constexpr_int("N").unwrap(), src("n"))
+        .unwrap();
     let err = b.binary(BinOp::Add, m, n, src("m+n")).unwrap_err();
     assert!(err.contains("shape mismatch"), "{err}");
     let mc = b.expand_dims(m, 1, src("m col")).unwrap();
@@ -112,7 +133,11 @@ fn loops_and_vars() {
     let mut b = Builder::new("k", "t.rs");
     let z = b.lit_float(0.0, src("0.0")).unwrap();
     let acc = b.decl_var("acc", z, src("let mut acc")).unwrap();
-    let (s, e, st) = (b.lit_int(0, src("0")).unwrap(), b.lit_int(10, src("10")).unwrap(), b.lit_int(2, src("2")).unwrap());
+    let (s, e, st) = (
+        b.lit_int(0, src("0")).unwrap(),
+        b.lit_int(10, src("10")).unwrap(),
+        b.lit_int(2, src("2")).unwrap(),
+    );
     let iv = b.begin_for(s, e, st, src("for")).unwrap();
     let a = b.read_var(acc, src("acc")).unwrap();
     let ivf = b.cast(iv, DType::F32, src("i as f32")).unwrap();
@@ -120,7 +145,10 @@ fn loops_and_vars() {
     b.assign(acc, a2, src("acc = ..")).unwrap();
     b.end_for().unwrap();
     let bad = b.lit_bool(true, src("true")).unwrap();
-    assert!(b.assign(acc, bad, src("acc = true")).unwrap_err().contains("cannot assign"));
+    assert!(b
+        .assign(acc, bad, src("acc = true"))
+        .unwrap_err()
+        .contains("cannot assign"));
     let k = b.finish().unwrap();
     assert!(k.to_text().contains("for %"));
 }
@@ -136,7 +164,10 @@ fn non_finite_literals_survive_json() {
     let back = Kernel::from_json(&k.to_json()).unwrap();
     assert_eq!(back.body[..4], k.body[..4]);
     match &back.body[nan.0 as usize] {
-        Stmt::Let { op: Op::Lit(Lit::Float(v)), .. } => assert!(v.is_nan()),
+        Stmt::Let {
+            op: Op::Lit(Lit::Float(v)),
+            ..
+        } => assert!(v.is_nan()),
         other => panic!("{other:?}"),
     }
 }

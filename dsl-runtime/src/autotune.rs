@@ -10,7 +10,12 @@ use std::time::Instant;
 const FILE: &str = "autotune.json";
 
 /// Index of the fastest config for `id`; `run(i)` launches config `i` once.
-pub(crate) fn choose(id: &str, configs: &[Config], dev: &Device, run: &dyn Fn(usize) -> Result<()>) -> Result<usize> {
+pub(crate) fn choose(
+    id: &str,
+    configs: &[Config],
+    dev: &Device,
+    run: &dyn Fn(usize) -> Result<()>,
+) -> Result<usize> {
     let mut saved = load();
     if let Some(desc) = saved.get(id) {
         if let Some(i) = configs.iter().position(|c| &c.describe_pub() == desc) {
@@ -38,7 +43,10 @@ pub(crate) fn choose(id: &str, configs: &[Config], dev: &Device, run: &dyn Fn(us
     saved.insert(id.to_string(), configs[best.1].describe_pub());
     if let Some(dir) = cache_dir() {
         let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::write(dir.join(FILE), serde_json::to_string_pretty(&saved).unwrap_or_default());
+        let _ = std::fs::write(
+            dir.join(FILE),
+            serde_json::to_string_pretty(&saved).unwrap_or_default(),
+        );
     }
     Ok(best.1)
 }
@@ -52,8 +60,11 @@ fn load() -> BTreeMap<String, String> {
 
 impl Config {
     pub(crate) fn describe_pub(&self) -> String {
-        let parts: Vec<String> =
-            self.constexprs.iter().map(|(n, v)| format!("{n}={}", crate::kernel_def::const_str(v))).collect();
+        let parts: Vec<String> = self
+            .constexprs
+            .iter()
+            .map(|(n, v)| format!("{n}={}", crate::kernel_def::const_str(v)))
+            .collect();
         format!("{} num_warps={}", parts.join(" "), self.num_warps)
     }
 }

@@ -22,7 +22,10 @@ impl Affine {
         Affine { c, terms: vec![] }
     }
     fn var(v: usize) -> Affine {
-        Affine { c: 0, terms: vec![(v, 1)] }
+        Affine {
+            c: 0,
+            terms: vec![(v, 1)],
+        }
     }
     fn add(&self, o: &Affine, sign: i64) -> Affine {
         let mut r = self.clone();
@@ -37,7 +40,15 @@ impl Affine {
         r
     }
     fn scale(&self, k: i64) -> Affine {
-        Affine { c: self.c * k, terms: self.terms.iter().map(|&(v, c)| (v, c * k)).filter(|t| t.1 != 0).collect() }
+        Affine {
+            c: self.c * k,
+            terms: self
+                .terms
+                .iter()
+                .map(|&(v, c)| (v, c * k))
+                .filter(|t| t.1 != 0)
+                .collect(),
+        }
     }
     fn as_const(&self) -> Option<i64> {
         self.terms.is_empty().then_some(self.c)
@@ -66,7 +77,12 @@ enum Val {
 /// Returns an error message for the first access that provably leaves its buffer.
 /// `args[i]` is the i32 value of parameter i, if it is an i32 scalar; `lens[i]` the element
 /// count a pointer parameter reaches.
-pub fn check(k: &Kernel, grid: [u32; 3], ints: &[Option<i64>], lens: &[Option<usize>]) -> Result<(), String> {
+pub fn check(
+    k: &Kernel,
+    grid: [u32; 3],
+    ints: &[Option<i64>],
+    lens: &[Option<usize>],
+) -> Result<(), String> {
     let mut vars: Vec<(i64, i64)> = vec![];
     for g in grid {
         vars.push((0, g as i64 - 1));
@@ -83,7 +99,8 @@ fn walk_body(
     ints: &[Option<i64>],
     lens: &[Option<usize>],
 ) -> Result<(), String> {
-    let get = |vals: &HashMap<ValueId, Val>, v: &ValueId| vals.get(v).cloned().unwrap_or(Val::Unknown);
+    let get =
+        |vals: &HashMap<ValueId, Val>, v: &ValueId| vals.get(v).cloned().unwrap_or(Val::Unknown);
     for s in body {
         match s {
             Stmt::Let { id, op, src } => {
@@ -105,7 +122,15 @@ fn walk_body(
                     Op::Broadcast(x) | Op::ExpandDims(x, _) => get(vals, x),
                     Op::Binary(b, x, y) => binary(*b, get(vals, x), get(vals, y)),
                     Op::Load { ptr, mask, .. } => {
-                        access(k, "load", &get(vals, ptr), mask.map(|m| get(vals, &m)), vars, lens, src)?;
+                        access(
+                            k,
+                            "load",
+                            &get(vals, ptr),
+                            mask.map(|m| get(vals, &m)),
+                            vars,
+                            lens,
+                            src,
+                        )?;
                         Val::Unknown
                     }
                     _ => Val::Unknown,
@@ -113,14 +138,33 @@ fn walk_body(
                 vals.insert(*id, v);
             }
             Stmt::Store { ptr, mask, src, .. } | Stmt::Atomic { ptr, mask, src, .. } => {
-                access(k, "store", &get(vals, ptr), mask.map(|m| get(vals, &m)), vars, lens, src)?;
+                access(
+                    k,
+                    "store",
+                    &get(vals, ptr),
+                    mask.map(|m| get(vals, &m)),
+                    vars,
+                    lens,
+                    src,
+                )?;
             }
-            Stmt::For { iv, start, end, step, body, .. } => {
+            Stmt::For {
+                iv,
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
                 let range = match (get(vals, start), get(vals, end), get(vals, step)) {
-                    (Val::Int(a), Val::Int(b), Val::Int(c)) => match (a.as_const(), b.as_const(), c.as_const()) {
-                        (Some(a), Some(b), Some(c)) if c > 0 && b > a => Some((a, a + (b - 1 - a) / c * c)),
-                        _ => None,
-                    },
+                    (Val::Int(a), Val::Int(b), Val::Int(c)) => {
+                        match (a.as_const(), b.as_const(), c.as_const()) {
+                            (Some(a), Some(b), Some(c)) if c > 0 && b > a => {
+                                Some((a, a + (b - 1 - a) / c * c))
+                            }
+                            _ => None,
+                        }
+                    }
                     _ => None,
                 };
                 let empty = matches!((get(vals, start), get(vals, end)), (Val::Int(a), Val::Int(b))
@@ -173,7 +217,9 @@ fn access(
     src: &Src,
 ) -> Result<(), String> {
     let Val::Ptr(p, off) = ptr else { return Ok(()) };
-    let Some(len) = lens.get(*p).copied().flatten() else { return Ok(()) };
+    let Some(len) = lens.get(*p).copied().flatten() else {
+        return Ok(());
+    };
     let (lo, mut hi) = off.range(vars);
     match mask {
         None => {}
@@ -189,7 +235,10 @@ fn access(
     }
     let name = &k.params[*p].name;
     if lo < 0 {
-        return Err(format!("the {what} at line {} (`{}`) can reach element {lo} of `{name}` (before its start)", src.line, src.text));
+        return Err(format!(
+            "the {what} at line {} (`{}`) can reach element {lo} of `{name}` (before its start)",
+            src.line, src.text
+        ));
     }
     if hi as u64 >= len as u64 {
         return Err(format!(

@@ -17,7 +17,9 @@ pub struct Device(pub(crate) Arc<Kind>);
 
 pub(crate) enum Kind {
     /// Kernels run through the interpreter; `why` says why no GPU is used, if one was asked for.
-    Interpreter { why: Option<String> },
+    Interpreter {
+        why: Option<String>,
+    },
     Cuda(CudaDev),
 }
 
@@ -34,11 +36,15 @@ impl Device {
     /// The GPU if one is usable and `TESSERA_INTERPRET` is not set, else the interpreter.
     pub fn auto() -> Device {
         if std::env::var(INTERPRET_ENV).is_ok_and(|v| !v.is_empty() && v != "0") {
-            return Device(Arc::new(Kind::Interpreter { why: Some(format!("{INTERPRET_ENV} is set")) }));
+            return Device(Arc::new(Kind::Interpreter {
+                why: Some(format!("{INTERPRET_ENV} is set")),
+            }));
         }
         match Device::cuda(0) {
             Ok(d) => d,
-            Err(e) => Device(Arc::new(Kind::Interpreter { why: Some(e.to_string()) })),
+            Err(e) => Device(Arc::new(Kind::Interpreter {
+                why: Some(e.to_string()),
+            })),
         }
     }
 
@@ -49,16 +55,28 @@ impl Device {
     /// GPU `ordinal`. Errors (never panics) when the driver, libnvrtc or the GPU is missing.
     pub fn cuda(ordinal: usize) -> Result<Device> {
         probe_libraries()?;
-        let n = CudaContext::device_count().map_err(|e| Error::Unavailable(format!("no CUDA device: {e}")))?;
+        let n = CudaContext::device_count()
+            .map_err(|e| Error::Unavailable(format!("no CUDA device: {e}")))?;
         if ordinal as i32 >= n {
-            return Err(Error::Unavailable(format!("no CUDA device {ordinal}: {n} found")));
+            return Err(Error::Unavailable(format!(
+                "no CUDA device {ordinal}: {n} found"
+            )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| Error::Unavailable(format!("cannot open CUDA device {ordinal}: {e}")))?;
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| Error::Unavailable(format!("cannot open CUDA device {ordinal}: {e}")))?;
         let (major, minor) = ctx.compute_capability()?;
-        let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let sms = ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )? as u32;
         let name = ctx.name()?;
         let stream = ctx.default_stream();
-        Ok(Device(Arc::new(Kind::Cuda(CudaDev { ctx, stream, arch: arch_name(major, minor), name, sms }))))
+        Ok(Device(Arc::new(Kind::Cuda(CudaDev {
+            ctx,
+            stream,
+            arch: arch_name(major, minor),
+            name,
+            sms,
+        }))))
     }
 
     pub fn is_cuda(&self) -> bool {
@@ -91,7 +109,8 @@ impl Device {
 
     /// GPU memory `(free, total)` in bytes (`cuMemGetInfo`); None for the interpreter.
     pub fn mem_info(&self) -> Option<Result<(usize, usize)>> {
-        self.cuda_dev().map(|c| c.ctx.mem_get_info().map_err(Error::from))
+        self.cuda_dev()
+            .map(|c| c.ctx.mem_get_info().map_err(Error::from))
     }
 
     /// NVRTC's name for the GPU's architecture (`sm_90`); None for the interpreter.
@@ -103,18 +122,32 @@ impl Device {
         let bytes = to_bytes(data);
         let raw = match &*self.0 {
             Kind::Cuda(c) => RawBuf::Cuda(c.stream.clone_htod(&bytes)?),
-            Kind::Interpreter { .. } => RawBuf::Host(Arc::new(Mutex::new(HostMem { dtype: T::DTYPE, bytes }))),
+            Kind::Interpreter { .. } => RawBuf::Host(Arc::new(Mutex::new(HostMem {
+                dtype: T::DTYPE,
+                bytes,
+            }))),
         };
-        Ok(Buffer { raw, len: data.len(), _t: PhantomData })
+        Ok(Buffer {
+            raw,
+            len: data.len(),
+            _t: PhantomData,
+        })
     }
 
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let n = len * T::DTYPE.size_bytes();
         let raw = match &*self.0 {
             Kind::Cuda(c) => RawBuf::Cuda(c.stream.alloc_zeros::<u8>(n.max(1))?),
-            Kind::Interpreter { .. } => RawBuf::Host(Arc::new(Mutex::new(HostMem { dtype: T::DTYPE, bytes: vec![0; n] }))),
+            Kind::Interpreter { .. } => RawBuf::Host(Arc::new(Mutex::new(HostMem {
+                dtype: T::DTYPE,
+                bytes: vec![0; n],
+            }))),
         };
-        Ok(Buffer { raw, len, _t: PhantomData })
+        Ok(Buffer {
+            raw,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// Waits for every launch so far (a no-op for the interpreter, which runs synchronously).
@@ -196,7 +229,14 @@ impl<T: Element> Buffer<T> {
     /// Overwrites the buffer with `data` (same length).
     pub fn copy_from(&mut self, data: &[T]) -> Result<()> {
         if data.len() != self.len {
-            return Err(Error::Launch { kernel: "copy".into(), msg: format!("copy of {} elements into a buffer of {}", data.len(), self.len) });
+            return Err(Error::Launch {
+                kernel: "copy".into(),
+                msg: format!(
+                    "copy of {} elements into a buffer of {}",
+                    data.len(),
+                    self.len
+                ),
+            });
         }
         let bytes = to_bytes(data);
         match &mut self.raw {
@@ -222,7 +262,11 @@ impl<T: Element> Buffer<T> {
             Bound::Unbounded => self.len,
         };
         let end = end.min(self.len);
-        BufferView { buf: self, offset: start.min(end), len: end.saturating_sub(start) }
+        BufferView {
+            buf: self,
+            offset: start.min(end),
+            len: end.saturating_sub(start),
+        }
     }
 }
 
@@ -266,12 +310,22 @@ pub trait AsPtr<T: Element> {
 
 impl<T: Element> AsPtr<T> for Buffer<T> {
     fn as_ptr_arg(&self) -> PtrArg<'_> {
-        PtrArg { raw: &self.raw, dtype: T::DTYPE, offset: 0, len: self.len }
+        PtrArg {
+            raw: &self.raw,
+            dtype: T::DTYPE,
+            offset: 0,
+            len: self.len,
+        }
     }
 }
 
 impl<T: Element> AsPtr<T> for BufferView<'_, T> {
     fn as_ptr_arg(&self) -> PtrArg<'_> {
-        PtrArg { raw: &self.buf.raw, dtype: T::DTYPE, offset: self.offset, len: self.len }
+        PtrArg {
+            raw: &self.buf.raw,
+            dtype: T::DTYPE,
+            offset: self.offset,
+            len: self.len,
+        }
     }
 }

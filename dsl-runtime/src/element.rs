@@ -39,5 +39,8 @@ pub fn to_bytes<T: Element>(data: &[T]) -> Vec<u8> {
 }
 
 pub fn from_bytes<T: Element>(bytes: &[u8]) -> Vec<T> {
-    bytes.chunks_exact(T::DTYPE.size_bytes()).map(T::read_le).collect()
+    bytes
+        .chunks_exact(T::DTYPE.size_bytes())
+        .map(T::read_le)
+        .collect()
 }

@@ -29,10 +29,14 @@ impl Constexprs<'_> {
     /// The integer constexpr `name` (0 if it is not bound: the launch then fails with a
     /// clear message about the missing binding).
     pub fn int(&self, name: &str) -> i64 {
-        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| match v {
-            ConstVal::Int(i) => *i,
-            ConstVal::Bool(b) => *b as i64,
-        }).unwrap_or(0)
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| match v {
+                ConstVal::Int(i) => *i,
+                ConstVal::Bool(b) => *b as i64,
+            })
+            .unwrap_or(0)
     }
 }
 
@@ -96,11 +100,17 @@ pub struct Launch {
 impl Launch {
     /// A fixed grid (a number or a tuple of up to three), 4 warps per program.
     pub fn grid(g: impl IntoGrid) -> Launch {
-        Launch { grid: Grid::Fixed(g.into_grid()), num_warps: 4 }
+        Launch {
+            grid: Grid::Fixed(g.into_grid()),
+            num_warps: 4,
+        }
     }
     /// A grid computed from the constexprs: `Launch::grid_fn(|c| [cdiv(n, c.int("BLOCK")), 1, 1])`.
     pub fn grid_fn(f: impl Fn(&Constexprs) -> [u32; 3] + Send + Sync + 'static) -> Launch {
-        Launch { grid: Grid::Fn(Arc::new(f)), num_warps: 4 }
+        Launch {
+            grid: Grid::Fn(Arc::new(f)),
+            num_warps: 4,
+        }
     }
     pub fn warps(mut self, n: u32) -> Launch {
         self.num_warps = n;
@@ -122,7 +132,10 @@ pub struct Config {
 
 impl Config {
     pub fn new(constexprs: &[Binding], num_warps: u32) -> Config {
-        Config { constexprs: constexprs.to_vec(), num_warps }
+        Config {
+            constexprs: constexprs.to_vec(),
+            num_warps,
+        }
     }
 }
 
@@ -163,7 +176,13 @@ struct Spec {
 
 impl KernelDef {
     pub const fn new(name: &'static str, ir_json: &'static str) -> KernelDef {
-        KernelDef { name, json: ir_json, ir: OnceLock::new(), specs: OnceLock::new(), tuned: OnceLock::new() }
+        KernelDef {
+            name,
+            json: ir_json,
+            ir: OnceLock::new(),
+            specs: OnceLock::new(),
+            tuned: OnceLock::new(),
+        }
     }
 
     pub fn name(&self) -> &'static str {
@@ -172,7 +191,10 @@ impl KernelDef {
 
     /// The kernel's tile IR, before specialisation.
     pub fn ir(&self) -> Result<&Kernel> {
-        self.ir.get_or_init(|| Kernel::from_json(self.json)).as_ref().map_err(|e| Error::Lower(format!("kernel `{}`: {e}", self.name)))
+        self.ir
+            .get_or_init(|| Kernel::from_json(self.json))
+            .as_ref()
+            .map_err(|e| Error::Lower(format!("kernel `{}`: {e}", self.name)))
     }
 
     fn spec(&self, constexprs: &[Binding]) -> Result<Arc<Spec>> {
@@ -183,7 +205,11 @@ impl KernelDef {
             return Ok(s.clone());
         }
         let kernel = self.ir()?.specialize(constexprs).map_err(Error::Lower)?;
-        let spec = Arc::new(Spec { kernel, functions: Mutex::new(HashMap::new()), checked: Mutex::new(Default::default()) });
+        let spec = Arc::new(Spec {
+            kernel,
+            functions: Mutex::new(HashMap::new()),
+            checked: Mutex::new(Default::default()),
+        });
         lock_map(map).insert(key, spec.clone());
         Ok(spec)
     }
@@ -198,18 +224,36 @@ impl KernelDef {
     pub fn cuda_source(&self, constexprs: &[Binding], num_warps: u32) -> Result<CudaSource> {
         let spec = self.spec(constexprs)?;
         let facts = vec![true; spec.kernel.params.len()];
-        cuda::emit(&spec.kernel, &EmitOptions { num_warps, divisible16: facts }).map_err(Error::Lower)
+        cuda::emit(
+            &spec.kernel,
+            &EmitOptions {
+                num_warps,
+                divisible16: facts,
+            },
+        )
+        .map_err(Error::Lower)
     }
 
-    pub fn launch(&self, dev: &Device, launch: &Launch, args: &[Arg<'_>], constexprs: &[Binding]) -> Result<()> {
+    pub fn launch(
+        &self,
+        dev: &Device,
+        launch: &Launch,
+        args: &[Arg<'_>],
+        constexprs: &[Binding],
+    ) -> Result<()> {
         let spec = self.spec(constexprs)?;
         self.check_args(&spec.kernel, args)?;
         let grid = launch.grid.resolve(constexprs);
         if grid.iter().any(|&g| g == 0) || grid[1] > 65535 || grid[2] > 65535 {
-            return Err(self.err(format!("grid {grid:?} is empty or exceeds the limits (y, z ≤ 65535)")));
+            return Err(self.err(format!(
+                "grid {grid:?} is empty or exceeds the limits (y, z ≤ 65535)"
+            )));
         }
         if !(1..=32).contains(&launch.num_warps) {
-            return Err(self.err(format!("num_warps must be 1..=32, got {}", launch.num_warps)));
+            return Err(self.err(format!(
+                "num_warps must be 1..=32, got {}",
+                launch.num_warps
+            )));
         }
         match &*dev.0 {
             // The interpreter checks every access exactly as it runs.
@@ -258,7 +302,15 @@ impl KernelDef {
         let id = format!("{}|{}|{}", self.name, tune.key, dev.name());
         let pick = |i: usize| {
             let c = &tune.configs[i];
-            self.launch(dev, &Launch { grid: tune.grid.clone(), num_warps: c.num_warps }, args, &c.constexprs)
+            self.launch(
+                dev,
+                &Launch {
+                    grid: tune.grid.clone(),
+                    num_warps: c.num_warps,
+                },
+                args,
+                &c.constexprs,
+            )
         };
         let map = self.tuned.get_or_init(Default::default);
         if let Some(&i) = lock_map(map).get(&id) {
@@ -282,7 +334,12 @@ impl KernelDef {
     }
 
     /// Registers, shared memory and spills of the compiled kernel on `dev` (GPU only).
-    pub fn gpu_stats(&self, dev: &Device, constexprs: &[Binding], num_warps: u32) -> Result<String> {
+    pub fn gpu_stats(
+        &self,
+        dev: &Device,
+        constexprs: &[Binding],
+        num_warps: u32,
+    ) -> Result<String> {
         let spec = self.spec(constexprs)?;
         let facts = vec![true; spec.kernel.params.len()];
         let f = self.function(dev, &spec, num_warps, facts)?;
@@ -295,18 +352,26 @@ impl KernelDef {
     }
 
     fn err(&self, msg: String) -> Error {
-        Error::Launch { kernel: self.name.to_string(), msg }
+        Error::Launch {
+            kernel: self.name.to_string(),
+            msg,
+        }
     }
 
     fn check_args(&self, k: &Kernel, args: &[Arg<'_>]) -> Result<()> {
         let params: Vec<_> = k.runtime_params().collect();
         if params.len() != args.len() {
-            return Err(self.err(format!("expects {} arguments, got {}", params.len(), args.len())));
+            return Err(self.err(format!(
+                "expects {} arguments, got {}",
+                params.len(),
+                args.len()
+            )));
         }
         for (n, ((_, p), a)) in params.iter().zip(args).enumerate() {
             let ok = match (p.kind, a) {
                 (ParamKind::Ptr(d), Arg::Ptr(pa)) => pa.dtype == d,
-                (ParamKind::Scalar(DType::I32), Arg::I32(_)) | (ParamKind::Scalar(DType::F32), Arg::F32(_)) => true,
+                (ParamKind::Scalar(DType::I32), Arg::I32(_))
+                | (ParamKind::Scalar(DType::F32), Arg::F32(_)) => true,
                 _ => false,
             };
             if !ok {
@@ -320,11 +385,19 @@ impl KernelDef {
                     Arg::I32(_) => "i32".into(),
                     Arg::F32(_) => "f32".into(),
                 };
-                return Err(self.err(format!("argument {} (`{}`) expects {want}, got {got}", n + 1, p.name)));
+                return Err(self.err(format!(
+                    "argument {} (`{}`) expects {want}, got {got}",
+                    n + 1,
+                    p.name
+                )));
             }
             if let Arg::Ptr(pa) = a {
                 if pa.len == 0 {
-                    return Err(self.err(format!("argument {} (`{}`) is an empty buffer", n + 1, p.name)));
+                    return Err(self.err(format!(
+                        "argument {} (`{}`) is an empty buffer",
+                        n + 1,
+                        p.name
+                    )));
                 }
             }
         }
@@ -342,7 +415,9 @@ impl KernelDef {
                 Arg::F32(v) => InterpArg::F32(*v),
                 Arg::Ptr(p) => {
                     let RawBuf::Host(h) = p.raw else {
-                        return Err(self.err("a GPU buffer was passed to an interpreter launch".into()));
+                        return Err(
+                            self.err("a GPU buffer was passed to an interpreter launch".into())
+                        );
                     };
                     let buf = match owners.iter().position(|o| Arc::ptr_eq(o, h)) {
                         Some(i) => i,
@@ -351,11 +426,26 @@ impl KernelDef {
                             owners.len() - 1
                         }
                     };
-                    InterpArg::Ptr { buf, offset: p.offset, len: p.len }
+                    InterpArg::Ptr {
+                        buf,
+                        offset: p.offset,
+                        len: p.len,
+                    }
                 }
             });
         }
-        let mut mem: Vec<HostMem> = owners.iter().map(|o| std::mem::replace(&mut *lock(o), HostMem { dtype: DType::Bool, bytes: vec![] })).collect();
+        let mut mem: Vec<HostMem> = owners
+            .iter()
+            .map(|o| {
+                std::mem::replace(
+                    &mut *lock(o),
+                    HostMem {
+                        dtype: DType::Bool,
+                        bytes: vec![],
+                    },
+                )
+            })
+            .collect();
         let r = interp::run(k, grid, &iargs, &mut mem, &InterpOptions::default());
         for (o, m) in owners.iter().zip(mem) {
             *lock(o) = m;
@@ -363,21 +453,45 @@ impl KernelDef {
         r.map_err(|e| Error::Interp(e.to_string()))
     }
 
-    fn function(&self, dev: &Device, spec: &Spec, num_warps: u32, facts: Vec<bool>) -> Result<CudaFunction> {
-        let cuda_dev = dev.cuda_dev().ok_or_else(|| self.err("not a GPU device".into()))?;
+    fn function(
+        &self,
+        dev: &Device,
+        spec: &Spec,
+        num_warps: u32,
+        facts: Vec<bool>,
+    ) -> Result<CudaFunction> {
+        let cuda_dev = dev
+            .cuda_dev()
+            .ok_or_else(|| self.err("not a GPU device".into()))?;
         let key = (num_warps, facts, Arc::as_ptr(&cuda_dev.ctx) as usize);
         if let Some(f) = lock_map(&spec.functions).get(&key) {
             return Ok(f.clone());
         }
-        let src = cuda::emit(&spec.kernel, &EmitOptions { num_warps, divisible16: key.1.clone() }).map_err(Error::Lower)?;
+        let src = cuda::emit(
+            &spec.kernel,
+            &EmitOptions {
+                num_warps,
+                divisible16: key.1.clone(),
+            },
+        )
+        .map_err(Error::Lower)?;
         let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
-        let module = cuda_dev.ctx.load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
+        let module = cuda_dev
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
         let f = module.load_function(&src.entry)?;
         lock_map(&spec.functions).insert(key, f.clone());
         Ok(f)
     }
 
-    fn launch_cuda(&self, dev: &Device, spec: &Spec, grid: [u32; 3], num_warps: u32, args: &[Arg<'_>]) -> Result<()> {
+    fn launch_cuda(
+        &self,
+        dev: &Device,
+        spec: &Spec,
+        grid: [u32; 3],
+        num_warps: u32,
+        args: &[Arg<'_>],
+    ) -> Result<()> {
         let cuda_dev = dev.cuda_dev().expect("checked by the caller");
         // Lowering facts (Triton's specialisation): 16-byte aligned pointers and i32 values
         // divisible by 16 allow vector loads. Part of the function's key.
@@ -386,7 +500,9 @@ impl KernelDef {
         for ((i, _), a) in spec.kernel.runtime_params().zip(args) {
             match a {
                 Arg::Ptr(p) => {
-                    let addr = p.device_addr().ok_or_else(|| self.err("a host buffer was passed to a GPU launch".into()))?;
+                    let addr = p.device_addr().ok_or_else(|| {
+                        self.err("a host buffer was passed to a GPU launch".into())
+                    })?;
                     facts[i] = addr % 16 == 0;
                     words.push(addr);
                 }
@@ -408,7 +524,11 @@ impl KernelDef {
                 Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
             };
         }
-        let cfg = LaunchConfig { grid_dim: (grid[0], grid[1], grid[2]), block_dim: (32 * num_warps, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (32 * num_warps, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: arguments were checked against the kernel's signature (count and types);
         // pointers come from live buffers of the right dtype.
         unsafe { b.launch(cfg) }?;

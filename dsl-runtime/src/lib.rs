@@ -19,7 +19,9 @@ pub use dsl_ir as ir;
 pub use dsl_ir::ConstVal;
 pub use element::{bf16, f16, Element};
 pub use error::{Error, Result};
-pub use kernel_def::{cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune};
+pub use kernel_def::{
+    cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune,
+};
 
 /// A kernel parameter type: a pointer to elements of `T` in device memory. Only the
 /// `#[kernel]` macro reads it; it never exists at run time.

@@ -24,7 +24,9 @@ pub fn cache_dir() -> Option<PathBuf> {
     if let Ok(d) = std::env::var("XDG_CACHE_HOME") {
         return Some(PathBuf::from(d).join("tessera"));
     }
-    std::env::var("HOME").ok().map(|h| PathBuf::from(h).join(".cache").join("tessera"))
+    std::env::var("HOME")
+        .ok()
+        .map(|h| PathBuf::from(h).join(".cache").join("tessera"))
 }
 
 /// NVRTC's version, `(major, minor)`.
@@ -39,15 +41,29 @@ pub fn version() -> Result<(i32, i32)> {
 /// Compiles `code` for `arch` (e.g. `sm_90`), using the disk cache unless `use_cache` is false.
 pub fn compile(code: &str, arch: &'static str, use_cache: bool) -> Result<Compiled> {
     let (major, minor) = version()?;
-    let key = format!("{:016x}", fnv1a(&[code.as_bytes(), arch.as_bytes(), format!("{major}.{minor}").as_bytes()]));
+    let key = format!(
+        "{:016x}",
+        fnv1a(&[
+            code.as_bytes(),
+            arch.as_bytes(),
+            format!("{major}.{minor}").as_bytes()
+        ])
+    );
     let dir = cache_dir();
     if use_cache {
         if let Some(dir) = &dir {
             // The source is stored beside the PTX and compared, so a hash collision is harmless.
-            let (src, ptx) = (dir.join(format!("{key}.cu")), dir.join(format!("{key}.ptx")));
+            let (src, ptx) = (
+                dir.join(format!("{key}.cu")),
+                dir.join(format!("{key}.ptx")),
+            );
             if let (Ok(s), Ok(p)) = (std::fs::read_to_string(&src), std::fs::read_to_string(&ptx)) {
                 if s == code {
-                    return Ok(Compiled { ptx: p, from_disk_cache: true, compile_ms: 0.0 });
+                    return Ok(Compiled {
+                        ptx: p,
+                        from_disk_cache: true,
+                        compile_ms: 0.0,
+                    });
                 }
             }
         }
@@ -58,7 +74,8 @@ pub fn compile(code: &str, arch: &'static str, use_cache: bool) -> Result<Compil
         options: vec!["--std=c++17".into()],
         ..Default::default()
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts).map_err(|e| Error::Compile(describe_failure(&e, code)))?;
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(code, opts)
+        .map_err(|e| Error::Compile(describe_failure(&e, code)))?;
     let compile_ms = t.elapsed().as_secs_f64() * 1e3;
     let ptx = ptx.to_src();
     if let Some(dir) = &dir {
@@ -68,7 +85,11 @@ pub fn compile(code: &str, arch: &'static str, use_cache: bool) -> Result<Compil
             let _ = std::fs::write(dir.join(format!("{key}.ptx")), &ptx);
         }
     }
-    Ok(Compiled { ptx, from_disk_cache: false, compile_ms })
+    Ok(Compiled {
+        ptx,
+        from_disk_cache: false,
+        compile_ms,
+    })
 }
 
 /// NVRTC's log, with each generated line it names quoted (and its neighbours), since the
@@ -83,7 +104,13 @@ fn describe_failure(e: &cudarc::nvrtc::CompileError, code: &str) -> String {
     let mut shown = std::collections::BTreeSet::new();
     for l in log.lines() {
         // NVRTC writes `default_program(LINE): error: ...`.
-        let Some(n) = l.split_once('(').and_then(|(_, r)| r.split_once(')')).and_then(|(n, _)| n.parse::<usize>().ok()) else { continue };
+        let Some(n) = l
+            .split_once('(')
+            .and_then(|(_, r)| r.split_once(')'))
+            .and_then(|(n, _)| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
         if !shown.insert(n) {
             continue;
         }

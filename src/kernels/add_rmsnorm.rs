@@ -5,7 +5,15 @@ use crate::runtime::prelude::*;
 use half::bf16;
 
 #[kernel]
-pub fn add_rmsnorm(x: Ptr<bf16>, residual: Ptr<bf16>, w: Ptr<bf16>, y: Ptr<bf16>, n_cols: i32, eps: f32, #[constexpr] BLOCK: usize) {
+pub fn add_rmsnorm(
+    x: Ptr<bf16>,
+    residual: Ptr<bf16>,
+    w: Ptr<bf16>,
+    y: Ptr<bf16>,
+    n_cols: i32,
+    eps: f32,
+    #[constexpr] BLOCK: usize,
+) {
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
@@ -19,7 +27,17 @@ pub fn add_rmsnorm(x: Ptr<bf16>, residual: Ptr<bf16>, w: Ptr<bf16>, y: Ptr<bf16>
 }
 
 /// Returns (y, new residual).
-pub fn add_rmsnorm_ref(x: &[bf16], residual: &[bf16], w: &[bf16], n_cols: usize, eps: f32) -> (Vec<bf16>, Vec<bf16>) {
-    let h: Vec<bf16> = x.iter().zip(residual).map(|(a, b)| bf16::from_f32(a.to_f32() + b.to_f32())).collect();
+pub fn add_rmsnorm_ref(
+    x: &[bf16],
+    residual: &[bf16],
+    w: &[bf16],
+    n_cols: usize,
+    eps: f32,
+) -> (Vec<bf16>, Vec<bf16>) {
+    let h: Vec<bf16> = x
+        .iter()
+        .zip(residual)
+        .map(|(a, b)| bf16::from_f32(a.to_f32() + b.to_f32()))
+        .collect();
     (crate::kernels::rmsnorm::rmsnorm_ref(&h, w, n_cols, eps), h)
 }

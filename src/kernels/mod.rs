@@ -13,10 +13,35 @@ use crate::runtime::{ConstVal, Shipped};
 pub fn shipped() -> Vec<Shipped> {
     let int = ConstVal::Int;
     vec![
-        Shipped { kernel: &vector_add::vector_add::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "z = x + y (f32)" },
-        Shipped { kernel: &rmsnorm::rmsnorm::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "y = x / rms(x) * w, any row length (two streaming passes)" },
-        Shipped { kernel: &softmax::softmax::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "row softmax, one tile per row" },
-        Shipped { kernel: &gemv::gemv::KERNEL, constexprs: vec![("BM", int(8)), ("BK", int(512))], num_warps: 4, about: "y = W·x, bf16 W [M,K], f32 accumulation (decode's matmul)" },
-        Shipped { kernel: &add_rmsnorm::add_rmsnorm::KERNEL, constexprs: vec![("BLOCK", int(1024))], num_warps: 4, about: "h = x + residual; residual = h; y = rmsnorm(h) * w" },
+        Shipped {
+            kernel: &vector_add::vector_add::KERNEL,
+            constexprs: vec![("BLOCK", int(1024))],
+            num_warps: 4,
+            about: "z = x + y (f32)",
+        },
+        Shipped {
+            kernel: &rmsnorm::rmsnorm::KERNEL,
+            constexprs: vec![("BLOCK", int(1024))],
+            num_warps: 4,
+            about: "y = x / rms(x) * w, any row length (two streaming passes)",
+        },
+        Shipped {
+            kernel: &softmax::softmax::KERNEL,
+            constexprs: vec![("BLOCK", int(1024))],
+            num_warps: 4,
+            about: "row softmax, one tile per row",
+        },
+        Shipped {
+            kernel: &gemv::gemv::KERNEL,
+            constexprs: vec![("BM", int(8)), ("BK", int(512))],
+            num_warps: 4,
+            about: "y = W·x, bf16 W [M,K], f32 accumulation (decode's matmul)",
+        },
+        Shipped {
+            kernel: &add_rmsnorm::add_rmsnorm::KERNEL,
+            constexprs: vec![("BLOCK", int(1024))],
+            num_warps: 4,
+            about: "h = x + residual; residual = h; y = rmsnorm(h) * w",
+        },
     ]
 }

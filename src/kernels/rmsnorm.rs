@@ -8,7 +8,14 @@ use crate::runtime::prelude::*;
 use half::bf16;
 
 #[kernel]
-pub fn rmsnorm(x: Ptr<bf16>, w: Ptr<bf16>, y: Ptr<bf16>, n_cols: i32, eps: f32, #[constexpr] BLOCK: usize) {
+pub fn rmsnorm(
+    x: Ptr<bf16>,
+    w: Ptr<bf16>,
+    y: Ptr<bf16>,
+    n_cols: i32,
+    eps: f32,
+    #[constexpr] BLOCK: usize,
+) {
     let row = program_id(0);
     let mut sumsq = zeros([BLOCK], f32);
     for off in (0..n_cols).step_by(BLOCK) {
@@ -33,7 +40,9 @@ pub fn rmsnorm_ref(x: &[bf16], w: &[bf16], n_cols: usize, eps: f32) -> Vec<bf16>
         .flat_map(|row| {
             let ss: f32 = row.iter().map(|v| v.to_f32() * v.to_f32()).sum();
             let inv = 1.0 / (ss / n_cols as f32 + eps).sqrt();
-            row.iter().zip(w).map(move |(v, g)| bf16::from_f32(v.to_f32() * inv * g.to_f32()))
+            row.iter()
+                .zip(w)
+                .map(move |(v, g)| bf16::from_f32(v.to_f32() * inv * g.to_f32()))
         })
         .collect()
 }

@@ -124,7 +124,6 @@ pub fn qwen3_0_6b() -> Config {
     }
 }
 
-
 /// Every kernel of the decode step, with its constexprs at Qwen3-0.6B's dims.
 pub fn shipped() -> Vec<Shipped> {
     let cfg = qwen3_0_6b();
