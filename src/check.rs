@@ -54,6 +54,8 @@ pub fn compare(got: &[f32], want: &[f32], atol: f32, rtol: f32) -> Result<(), St
         } else {
             (g - w).abs() / (atol + rtol * w.abs())
         };
+        // A NaN ratio (a NaN result) must count as the worst, so not `r > worst.0`.
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
         if !(r <= worst.0) {
             worst = (if r.is_nan() { f32::INFINITY } else { r }, i);
         }

@@ -81,7 +81,7 @@ impl Kernel {
                         iv.0, start.0, end.0, step.0
                     );
                     self.body_text(body, depth + 1, out);
-                    format!("}}")
+                    "}".to_string()
                 }
                 Stmt::If {
                     cond, then, els, ..
@@ -92,7 +92,7 @@ impl Kernel {
                         let _ = writeln!(out, "{pad}}} else {{");
                         self.body_text(els, depth + 1, out);
                     }
-                    format!("}}")
+                    "}".to_string()
                 }
             };
             let _ = writeln!(out, "{pad}{line}");

@@ -69,7 +69,7 @@ fn fold_type(
         *d = fold(d)?;
     }
     let dims = t.dims();
-    if dims.iter().any(|&d| d == 0) || t.shape.iter().any(|d| d.as_lit().unwrap_or(0) <= 0) {
+    if dims.contains(&0) || t.shape.iter().any(|d| d.as_lit().unwrap_or(0) <= 0) {
         return Err(format!(
             "kernel `{kname}`: tile {orig} has a dimension ≤ 0 with these constexprs"
         ));

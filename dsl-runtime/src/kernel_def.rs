@@ -44,8 +44,11 @@ impl Constexprs<'_> {
 #[derive(Clone)]
 pub enum Grid {
     Fixed([u32; 3]),
-    Fn(Arc<dyn Fn(&Constexprs) -> [u32; 3] + Send + Sync>),
+    Fn(Arc<GridFn>),
 }
+
+/// A grid computed from the launch's constexprs.
+pub type GridFn = dyn Fn(&Constexprs) -> [u32; 3] + Send + Sync;
 
 impl Grid {
     fn resolve(&self, c: &[Binding]) -> [u32; 3] {
@@ -167,9 +170,13 @@ pub struct KernelDef {
 }
 
 /// A kernel specialised for one constexpr binding, and its GPU functions by lowering facts.
+/// A loaded GPU function's key: warps per program, the lowering facts (16-byte alignment
+/// and divisibility per parameter), and the CUDA context.
+type FunctionKey = (u32, Vec<bool>, usize);
+
 struct Spec {
     kernel: Kernel,
-    functions: Mutex<HashMap<(u32, Vec<bool>, usize), CudaFunction>>,
+    functions: Mutex<HashMap<FunctionKey, CudaFunction>>,
     /// Launch shapes (grid, i32 arguments, buffer lengths) already bounds-checked.
     checked: Mutex<std::collections::HashSet<u64>>,
 }
@@ -244,7 +251,7 @@ impl KernelDef {
         let spec = self.spec(constexprs)?;
         self.check_args(&spec.kernel, args)?;
         let grid = launch.grid.resolve(constexprs);
-        if grid.iter().any(|&g| g == 0) || grid[1] > 65535 || grid[2] > 65535 {
+        if grid.contains(&0) || grid[1] > 65535 || grid[2] > 65535 {
             return Err(self.err(format!(
                 "grid {grid:?} is empty or exceeds the limits (y, z ≤ 65535)"
             )));

@@ -115,9 +115,10 @@ fn describe_failure(e: &cudarc::nvrtc::CompileError, code: &str) -> String {
             continue;
         }
         out.push_str(&format!("\ngenerated source around line {n}:"));
-        for i in n.saturating_sub(3)..(n + 2).min(lines.len()) {
+        let first = n.saturating_sub(3);
+        for (i, line) in lines.iter().enumerate().skip(first).take(n + 2 - first) {
             let mark = if i + 1 == n { ">" } else { " " };
-            out.push_str(&format!("\n{mark}{:5} | {}", i + 1, lines[i]));
+            out.push_str(&format!("\n{mark}{:5} | {line}", i + 1));
         }
     }
     out
