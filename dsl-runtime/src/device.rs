@@ -270,6 +270,40 @@ impl<T: Element> Buffer<T> {
     }
 }
 
+/// The host buffers of an interpreter launch. Each distinct buffer is taken out of its lock
+/// once (arguments may alias: an in-place kernel passes one buffer twice), and put back when
+/// this is dropped, also on an error path.
+#[derive(Default)]
+pub(crate) struct HostBuffers<'a> {
+    owners: Vec<&'a Arc<Mutex<HostMem>>>,
+    pub mem: Vec<HostMem>,
+}
+
+impl<'a> HostBuffers<'a> {
+    /// The index in `mem` of `p`'s buffer; `None` for a GPU buffer.
+    pub fn index(&mut self, p: &PtrArg<'a>) -> Option<usize> {
+        let RawBuf::Host(h) = p.raw else { return None };
+        if let Some(i) = self.owners.iter().position(|o| Arc::ptr_eq(o, h)) {
+            return Some(i);
+        }
+        let empty = HostMem {
+            dtype: dsl_ir::DType::Bool,
+            bytes: vec![],
+        };
+        self.mem.push(std::mem::replace(&mut *lock(h), empty));
+        self.owners.push(h);
+        Some(self.owners.len() - 1)
+    }
+}
+
+impl Drop for HostBuffers<'_> {
+    fn drop(&mut self) {
+        for (o, m) in self.owners.iter().zip(self.mem.drain(..)) {
+            *lock(o) = m;
+        }
+    }
+}
+
 pub(crate) fn lock(h: &Mutex<HostMem>) -> std::sync::MutexGuard<'_, HostMem> {
     h.lock().unwrap_or_else(|p| p.into_inner())
 }

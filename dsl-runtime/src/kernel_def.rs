@@ -2,9 +2,9 @@
 //! derived from it per constexpr binding: the specialised IR, the CUDA C, the loaded GPU
 //! function. `launch` checks the arguments, then interprets or launches.
 use crate::cuda::{self, CudaSource, EmitOptions};
-use crate::device::{lock, Device, Kind, PtrArg, RawBuf};
+use crate::device::{Device, HostBuffers, Kind, PtrArg};
 use crate::error::{Error, Result};
-use crate::interp::{self, HostMem, InterpArg, InterpOptions};
+use crate::interp::{self, InterpArg, InterpOptions};
 use crate::nvrtc;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use dsl_ir::{ConstVal, DType, Kernel, ParamKind};
@@ -412,27 +412,16 @@ impl KernelDef {
     }
 
     fn interpret(&self, k: &Kernel, grid: [u32; 3], args: &[Arg<'_>]) -> Result<()> {
-        // Each distinct buffer is taken out of its lock once (arguments may alias), run, and
-        // put back.
-        let mut owners: Vec<&Arc<Mutex<HostMem>>> = vec![];
+        let mut host = HostBuffers::default();
         let mut iargs = vec![];
         for a in args {
             iargs.push(match a {
                 Arg::I32(v) => InterpArg::I32(*v),
                 Arg::F32(v) => InterpArg::F32(*v),
                 Arg::Ptr(p) => {
-                    let RawBuf::Host(h) = p.raw else {
-                        return Err(
-                            self.err("a GPU buffer was passed to an interpreter launch".into())
-                        );
-                    };
-                    let buf = match owners.iter().position(|o| Arc::ptr_eq(o, h)) {
-                        Some(i) => i,
-                        None => {
-                            owners.push(h);
-                            owners.len() - 1
-                        }
-                    };
+                    let buf = host.index(p).ok_or_else(|| {
+                        self.err("a GPU buffer was passed to an interpreter launch".into())
+                    })?;
                     InterpArg::Ptr {
                         buf,
                         offset: p.offset,
@@ -441,23 +430,8 @@ impl KernelDef {
                 }
             });
         }
-        let mut mem: Vec<HostMem> = owners
-            .iter()
-            .map(|o| {
-                std::mem::replace(
-                    &mut *lock(o),
-                    HostMem {
-                        dtype: DType::Bool,
-                        bytes: vec![],
-                    },
-                )
-            })
-            .collect();
-        let r = interp::run(k, grid, &iargs, &mut mem, &InterpOptions::default());
-        for (o, m) in owners.iter().zip(mem) {
-            *lock(o) = m;
-        }
-        r.map_err(|e| Error::Interp(e.to_string()))
+        interp::run(k, grid, &iargs, &mut host.mem, &InterpOptions::default())
+            .map_err(|e| Error::Interp(e.to_string()))
     }
 
     fn function(

@@ -7,9 +7,8 @@ use super::interp::{self, HostArg, InterpMode};
 use super::program::{Program, Val};
 use super::resolve::{resolve, Resolved};
 use super::schedule::{schedule, sync_text, Schedule};
-use crate::device::{lock, Device, Kind, PtrArg, RawBuf};
+use crate::device::{Device, HostBuffers, Kind, PtrArg, RawBuf};
 use crate::error::{Error, Result};
-use crate::interp::HostMem;
 use crate::kernel_def::{Arg, Binding};
 use crate::nvrtc;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
@@ -279,23 +278,16 @@ impl MegaDef {
 
     fn interpret(&self, plan: &Planned, opts: &MegaOptions, args: &[Arg<'_>]) -> Result<()> {
         let r = plan.r();
-        let mut owners: Vec<&Arc<Mutex<HostMem>>> = vec![];
+        let mut buffers = HostBuffers::default();
         let mut host = vec![HostArg::Val(Val::Int(0)); r.params().len()];
         for ((i, _), a) in r.program.runtime_params().zip(args) {
             host[i] = match a {
                 Arg::I32(v) => HostArg::Val(Val::Int(*v as i64)),
                 Arg::F32(v) => HostArg::Val(Val::Float(*v)),
                 Arg::Ptr(p) => {
-                    let RawBuf::Host(h) = p.raw else {
-                        return Err(self.err("a GPU buffer was passed to an interpreter launch"));
-                    };
-                    let buf = match owners.iter().position(|o| Arc::ptr_eq(o, h)) {
-                        Some(b) => b,
-                        None => {
-                            owners.push(h);
-                            owners.len() - 1
-                        }
-                    };
+                    let buf = buffers.index(p).ok_or_else(|| {
+                        self.err("a GPU buffer was passed to an interpreter launch")
+                    })?;
                     HostArg::Ptr {
                         buf,
                         offset: p.offset,
@@ -304,22 +296,14 @@ impl MegaDef {
                 }
             };
         }
-        let mut mem: Vec<HostMem> = owners
-            .iter()
-            .map(|o| {
-                std::mem::replace(
-                    &mut *lock(o),
-                    HostMem {
-                        dtype: DType::Bool,
-                        bytes: vec![],
-                    },
-                )
-            })
-            .collect();
-        let res = interp::run(r, plan.s(), &host, &mut mem, opts.interp, opts.break_sync);
-        for (o, m) in owners.iter().zip(mem) {
-            *lock(o) = m;
-        }
+        let res = interp::run(
+            r,
+            plan.s(),
+            &host,
+            &mut buffers.mem,
+            opts.interp,
+            opts.break_sync,
+        );
         res.map_err(Error::Interp)
     }
 
