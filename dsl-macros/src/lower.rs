@@ -405,9 +405,15 @@ impl Lower {
                 }
                 _ => err(e, "dereferencing is not supported in kernels"),
             },
-            Expr::Path(_) => {
+            Expr::Path(p) => {
+                if let Some(v) = float_const(p) {
+                    return self.b.lit_float(v, src()).map_err(at);
+                }
                 let Some(id) = plain_ident(e) else {
-                    return err(e, "expected a name (paths are not supported in kernels)");
+                    return err(
+                        e,
+                        "expected a name (the only paths in kernels are f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN and f32::NAN)",
+                    );
                 };
                 self.name_value(id, e)
             }
@@ -893,4 +899,28 @@ fn int_literal(e: &Expr) -> Option<i64> {
         Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => int_literal(&u.expr).map(|v| -v),
         _ => None,
     }
+}
+
+/// `f32::INFINITY` and its kin: weak float literals (a masked softmax lane's `-inf`).
+fn float_const(p: &syn::ExprPath) -> Option<f64> {
+    let segs: Vec<String> = p
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let [ty, name] = segs.as_slice() else {
+        return None;
+    };
+    if ty != "f32" || p.qself.is_some() {
+        return None;
+    }
+    Some(match name.as_str() {
+        "INFINITY" => f64::INFINITY,
+        "NEG_INFINITY" => f64::NEG_INFINITY,
+        "MAX" => f32::MAX as f64,
+        "MIN" => f32::MIN as f64,
+        "NAN" => f64::NAN,
+        _ => return None,
+    })
 }
