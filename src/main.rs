@@ -22,6 +22,9 @@ enum Command {
     /// Decode speed of the megakernel engine (ms/token at several contexts) against the
     /// memory-bandwidth floor and, with --peers, transformers.
     Bench(model::cli::BenchArgs),
+    /// Decode speed over a grid of tile rules and megakernel options, with a per-stage
+    /// profile of each (GPU).
+    Tune(model::cli::TuneArgs),
     /// Print the CUDA C (or tile IR) generated for a kernel tessera ships.
     Explain(cli::explain::ExplainArgs),
 }
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let result: Result<(), String> = match cli.command {
         Command::Generate(args) => model::cli::run_generate(args).map_err(|e| e.to_string()),
         Command::Bench(args) => model::cli::run_bench(args).map_err(|e| e.to_string()),
+        Command::Tune(args) => model::cli::run_tune(args).map_err(|e| e.to_string()),
         Command::Explain(args) => cli::explain::run(args),
     };
     match result {

@@ -230,17 +230,21 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
     if let Err(e) = tessera::runtime::device::probe_nvrtc() {
         panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
     }
-    for (d, f, warps) in [(256, 512, 4), (256, 512, 2)] {
+    for (d, f, warps, profile) in [(256, 512, 4, false), (256, 512, 2, true)] {
+        let mut opts = MegaOptions::default().warps(warps);
+        opts.profile = profile;
         let src = toy_mlp::MEGAKERNEL
-            .cuda_source(&consts(d, f), &MegaOptions::default().warps(warps))
+            .cuda_source(&consts(d, f), &opts)
             .unwrap();
+        // Profiled: three stamps per stage run and CTA.
+        assert_eq!(src.code.contains("p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();"), profile);
         assert_eq!(src.entry, "toy_mlp_mega");
         // One persistent loop over layers; every stage's programs grid-stride over the CTAs;
         // the waits and prefetches the schedule asked for.
         for needle in [
             "for (long long layer = 0LL; layer < (long long)n_layers; ++layer)",
             "for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine)",
-            "if (!tsr_wait(tsr_sync, 6, tsr_done_4, 1u, tsr_step, tsr_timeout_ns, (int)layer, tsr_rec, &tsr_abort)) return;",
+            "if (!tsr_wait(tsr_sync, 7, tsr_done_4, 1u, tsr_step, tsr_timeout_ns, (int)layer, tsr_rec, &tsr_abort)) return;",
             "gemv_BM8_BK64_body(",
             "tsr_prefetch_l2(w_gate + ((layer * 512LL) * 256LL)",
         ] {

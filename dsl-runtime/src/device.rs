@@ -113,6 +113,11 @@ impl Device {
             .map(|c| c.ctx.mem_get_info().map_err(Error::from))
     }
 
+    /// The GPU's streaming multiprocessors; None for the interpreter.
+    pub fn sm_count(&self) -> Option<u32> {
+        self.cuda_dev().map(|c| c.sms)
+    }
+
     /// NVRTC's name for the GPU's architecture (`sm_90`); None for the interpreter.
     pub fn arch(&self) -> Option<&'static str> {
         self.cuda_dev().map(|c| c.arch)

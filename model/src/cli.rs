@@ -460,3 +460,143 @@ pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
     }
     Ok(())
 }
+
+#[derive(clap::Args, Debug)]
+pub struct TuneArgs {
+    /// Checkpoint directory (Hugging Face layout). Without it, the embedded random model.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: Device,
+    /// Context position the timed tokens start at.
+    #[arg(long, default_value_t = 1)]
+    pub position: usize,
+    /// Tokens timed per configuration.
+    #[arg(long, default_value_t = 64)]
+    pub tokens: usize,
+    /// Warps per program (comma-separated values: every combination of the lists runs).
+    #[arg(long, value_name = "LIST")]
+    pub warps: Option<String>,
+    /// Weight-tile elements per thread.
+    #[arg(long, value_name = "LIST")]
+    pub elems: Option<String>,
+    /// Widest k step of a GEMV tile.
+    #[arg(long, value_name = "LIST")]
+    pub bk_max: Option<String>,
+    /// Persistent CTAs per SM.
+    #[arg(long, value_name = "LIST")]
+    pub ctas_per_sm: Option<String>,
+    /// MiB of each stage's weights prefetched into L2 while its CTAs wait.
+    #[arg(long, value_name = "LIST")]
+    pub wait_prefetch_mib: Option<String>,
+    /// Following stages idle CTAs prefetch.
+    #[arg(long, value_name = "LIST")]
+    pub prefetch_depth: Option<String>,
+    /// Also profile one step of every configuration: where the time goes, per stage.
+    #[arg(long)]
+    pub profile: bool,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn list<T: std::str::FromStr + Copy>(
+    flag: &str,
+    v: &Option<String>,
+    default: T,
+) -> Result<Vec<T>, ModelError> {
+    match v {
+        None => Ok(vec![default]),
+        Some(s) => s
+            .split(',')
+            .map(|x| {
+                x.trim().parse::<T>().map_err(|_| {
+                    ModelError::Usage(format!("--{flag}: \"{}\" is not a number", x.trim()))
+                })
+            })
+            .collect(),
+    }
+}
+
+/// `tessera tune`: decode speed over a grid of tile rules and megakernel options.
+pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
+    let d = crate::tune::Knobs::default();
+    let mut grid = vec![];
+    for warps in list("warps", &a.warps, d.warps)? {
+        for elems in list("elems", &a.elems, d.elems_per_thread)? {
+            for bk in list("bk-max", &a.bk_max, d.bk_max)? {
+                for cps in list("ctas-per-sm", &a.ctas_per_sm, d.ctas_per_sm)? {
+                    for wp in list(
+                        "wait-prefetch-mib",
+                        &a.wait_prefetch_mib,
+                        d.wait_prefetch_bytes >> 20,
+                    )? {
+                        for depth in list("prefetch-depth", &a.prefetch_depth, d.prefetch_depth)? {
+                            if !(1..=32).contains(&warps) || elems == 0 || bk == 0 || cps == 0 {
+                                return Err(ModelError::Usage(
+                                    "tune: warps must be 1..=32; elems, bk-max and ctas-per-sm at least 1".into(),
+                                ));
+                            }
+                            grid.push(crate::tune::Knobs {
+                                warps,
+                                elems_per_thread: elems,
+                                bk_max: bk,
+                                ctas_per_sm: cps,
+                                wait_prefetch_bytes: wp << 20,
+                                prefetch_depth: depth,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if a.tokens == 0 {
+        return Err(ModelError::Usage("--tokens must be at least 1".into()));
+    }
+    let (cfg, weights) = match &a.model {
+        Some(dir) => {
+            let ck = Checkpoint::load(dir, std::io::stderr().is_terminal())?;
+            (ck.config, ck.weights)
+        }
+        None => {
+            eprintln!("note: no --model given: tuning the embedded random Qwen3 (tiny)");
+            let cfg = embedded::config();
+            let w = embedded::weights(&cfg);
+            (cfg, w)
+        }
+    };
+    let dev = pick_device(a.device)?;
+    if !dev.is_cuda() {
+        eprintln!("note: no GPU: the interpreter runs, so times say nothing about speed (and nothing is profiled)");
+    }
+    let rows = crate::tune::run(
+        &cfg,
+        &weights,
+        &dev,
+        &grid,
+        a.position,
+        a.tokens,
+        a.profile,
+    )?;
+    let mut out = format!(
+        "tessera tune: {} configurations at context {}, {} tokens each, on {}\n\n",
+        rows.len(),
+        a.position,
+        a.tokens,
+        dev.describe()
+    );
+    out += &crate::tune::table(&rows);
+    for r in &rows {
+        if let Some(p) = &r.profile {
+            out += &format!("\nprofile of {:?}:\n{p}", r.knobs);
+        }
+    }
+    write_out(&out)?;
+    if let Some(path) = &a.json {
+        let text =
+            serde_json::to_string_pretty(&rows).map_err(|e| ModelError::Usage(e.to_string()))?;
+        std::fs::write(path, text + "\n").map_err(|e| ModelError::io(path, e))?;
+    }
+    Ok(())
+}

@@ -7,7 +7,7 @@
 //! buffers, so they compute the same thing from the same bytes.
 use crate::config::Config;
 use crate::error::ModelError;
-use crate::kernels::Tiles;
+use crate::kernels::{TileRule, Tiles};
 use crate::weights::{Tensor, Weights};
 use dsl_runtime::{bf16, Buffer, Device};
 
@@ -74,6 +74,9 @@ pub struct DeviceModel {
     pub v_cache: Buffer<bf16>,
     /// Positions whose K/V are in the cache.
     pub cached: usize,
+    /// The (token, position) `token` / `pos` hold for the next step, when the device set
+    /// them itself (the megakernel's `advance`); None: unknown, the next step copies them.
+    pub on_device: Option<(u32, usize)>,
 }
 
 pub fn engine_err(engine: &str, msg: impl std::fmt::Display) -> ModelError {
@@ -195,7 +198,7 @@ impl DeviceModel {
                 cfg.head_dim
             )));
         }
-        let tiles = tiles.unwrap_or_else(|| Tiles::for_config(&cfg));
+        let tiles = tiles.unwrap_or_else(|| Tiles::with_rule(&cfg, &TileRule::for_device(&dev)));
         let (l, h, hd) = (cfg.num_hidden_layers, cfg.hidden_size, cfg.head_dim);
         // i32 offsets inside kernels: the largest matrix and a layer's cache must fit.
         let biggest = [
@@ -229,34 +232,12 @@ impl DeviceModel {
                 .collect::<Vec<_>>())?,
             down: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
         };
-        let z16 = |n: usize| dev.zeros::<bf16>(n).map_err(e);
-        let z32 = |n: usize| dev.zeros::<f32>(n).map_err(e);
-        let zi = |n: usize| dev.zeros::<i32>(n).map_err(e);
-        let parts = cfg.num_attention_heads * tiles.attn_splits;
-        let lm_blocks = tiles.lm_head.programs(cfg.vocab_size);
-        let a = Activations {
-            token: zi(1)?,
-            pos: zi(1)?,
-            seed: zi(1)?,
-            inv_temp: z32(1)?,
-            x: z16(h)?,
-            qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
-            q: z16(cfg.q_dim())?,
-            attn: z16(cfg.q_dim())?,
-            act: z16(cfg.intermediate_size)?,
-            part_m: z32(parts)?,
-            part_l: z32(parts)?,
-            part_acc: z32(parts * hd)?,
-            logits: z32(cfg.vocab_size)?,
-            part_max: z32(lm_blocks)?,
-            part_idx: zi(lm_blocks)?,
-            next: zi(1)?,
-        };
+        let a = activations(engine, &cfg, &tiles, &dev)?;
         let cache_len = l * cfg.num_key_value_heads * max_seq * hd;
         Ok(DeviceModel {
             engine,
-            k_cache: z16(cache_len)?,
-            v_cache: z16(cache_len)?,
+            k_cache: dev.zeros::<bf16>(cache_len).map_err(e)?,
+            v_cache: dev.zeros::<bf16>(cache_len).map_err(e)?,
             cfg,
             dev,
             tiles,
@@ -264,6 +245,7 @@ impl DeviceModel {
             w,
             a,
             cached: 0,
+            on_device: None,
         })
     }
 
@@ -295,8 +277,21 @@ impl DeviceModel {
         // Rewinding needs nothing more: attention reads positions 0..=pos only.
         let engine = self.engine;
         let e = |x| engine_err(engine, x);
-        self.a.token.copy_from(&[token as i32]).map_err(e)?;
-        self.a.pos.copy_from(&[pos as i32]).map_err(e)?;
+        // The megakernel hands its token and next position to the next step on the device:
+        // while decoding its own tokens, a step copies nothing in.
+        if self.on_device != Some((token, pos)) {
+            self.a.token.copy_from(&[token as i32]).map_err(e)?;
+            self.a.pos.copy_from(&[pos as i32]).map_err(e)?;
+        }
+        self.on_device = None;
+        Ok(())
+    }
+
+    /// New tiles (same weights): reallocates the activations and scratch.
+    pub fn set_tiles(&mut self, tiles: Tiles) -> Result<(), ModelError> {
+        self.a = activations(self.engine, &self.cfg, &tiles, &self.dev)?;
+        self.tiles = tiles;
+        self.on_device = None;
         Ok(())
     }
 
@@ -337,4 +332,39 @@ impl DeviceModel {
     pub fn hidden(&self) -> Result<Vec<bf16>, ModelError> {
         self.a.x.to_vec().map_err(|e| self.err(e))
     }
+}
+
+/// Activations and scratch for `cfg` with `tiles` (the scratch of the two-phase ops
+/// depends on their grids).
+fn activations(
+    engine: &'static str,
+    cfg: &Config,
+    tiles: &Tiles,
+    dev: &Device,
+) -> Result<Activations, ModelError> {
+    let e = |x: dsl_runtime::Error| engine_err(engine, x);
+    let (h, hd) = (cfg.hidden_size, cfg.head_dim);
+    let z16 = |n: usize| dev.zeros::<bf16>(n).map_err(e);
+    let z32 = |n: usize| dev.zeros::<f32>(n).map_err(e);
+    let zi = |n: usize| dev.zeros::<i32>(n).map_err(e);
+    let parts = cfg.num_attention_heads * tiles.attn_splits;
+    let lm_blocks = tiles.lm_head.programs(cfg.vocab_size);
+    Ok(Activations {
+        token: zi(1)?,
+        pos: zi(1)?,
+        seed: zi(1)?,
+        inv_temp: z32(1)?,
+        x: z16(h)?,
+        qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
+        q: z16(cfg.q_dim())?,
+        attn: z16(cfg.q_dim())?,
+        act: z16(cfg.intermediate_size)?,
+        part_m: z32(parts)?,
+        part_l: z32(parts)?,
+        part_acc: z32(parts * hd)?,
+        logits: z32(cfg.vocab_size)?,
+        part_max: z32(lm_blocks)?,
+        part_idx: zi(lm_blocks)?,
+        next: zi(1)?,
+    })
 }

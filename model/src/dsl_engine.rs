@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::{attention, embedding, gemv, lm_head, mlp, rope, Tiles, NUM_WARPS};
+use crate::kernels::{attention, embedding, gemv, lm_head, mlp, rope, Tiles};
 use crate::weights::Weights;
 use dsl_runtime::{cdiv, Buffer, Device, Launch};
 
@@ -127,7 +127,7 @@ impl KernelEngine {
         let (heads, kv_heads) = (cfg.num_attention_heads, cfg.num_key_value_heads);
         let (q_dim, qkv_rows) = (cfg.q_dim(), cfg.q_dim() + 2 * cfg.kv_dim());
         let eps = cfg.rms_norm_eps as f32;
-        let grid = |n: usize| Launch::grid(n as u32).warps(NUM_WARPS);
+        let grid = |n: usize| Launch::grid(n as u32).warps(t.warps);
 
         embedding::embedding::launch(
             dev,
@@ -179,7 +179,7 @@ impl KernelEngine {
                 eps,
                 hd,
             )?;
-            let split = Launch::grid((heads as u32, t.attn_splits as u32)).warps(NUM_WARPS);
+            let split = Launch::grid((heads as u32, t.attn_splits as u32)).warps(t.warps);
             attention::attn_split::launch(
                 dev,
                 &split,

@@ -19,6 +19,7 @@ pub mod mega_engine;
 pub mod reference;
 pub mod sampling;
 pub mod tokenizer;
+pub mod tune;
 pub mod weights;
 
 pub use checkpoint::Checkpoint;

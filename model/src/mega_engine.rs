@@ -13,10 +13,14 @@
 //! compiles the specialised kernel once, and the disk cache keeps it for the next run. The
 //! KV-cache capacity is a run-time scalar: `--max-context` does not recompile.
 //!
-//! A step copies the token id and the position to the device (two 4-byte copies: every
-//! kernel reads them from there, so the launch's arguments never change), launches once,
-//! and reads back the 4-byte token that the lm_head's fused argmax chose (greedy, or a
-//! Gumbel-max draw for temperature sampling). Top-k / top-p read the logits instead.
+//! Every kernel reads the token id and the position from device buffers, so the launch's
+//! arguments never change, and the step's last stage (`advance`) sets them for the next
+//! step itself. A step launches once and reads back the 4-byte token that the lm_head's
+//! fused argmax chose (greedy, or a Gumbel-max draw for temperature sampling); it copies
+//! a token id in only when the host chooses the token (a prompt token, or top-k / top-p
+//! sampling, which reads the logits instead). Nothing else goes on the stream per token:
+//! the kernel leaves its sync words zeroed for the next launch, and the watchdog's error
+//! word is read every `CHECK_EVERY` steps (a hang is a bug; it is reported that late).
 // The generated `decode_step::constexprs` / `explain` take every constexpr (21).
 #![allow(clippy::too_many_arguments)]
 use crate::config::Config;
@@ -27,10 +31,10 @@ use crate::error::ModelError;
 use crate::kernels::attention::{attn_merge, attn_split};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{gemv_residual, rmsnorm_gemv};
-use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
+use crate::kernels::lm_head::{advance, argmax_merge, lm_head_argmax};
 use crate::kernels::mlp::rmsnorm_gate_up_silu;
 use crate::kernels::rope::qk_norm_rope;
-use crate::kernels::{Tiles, NUM_WARPS};
+use crate::kernels::Tiles;
 use crate::sampling::SamplingParams;
 use crate::weights::Weights;
 use dsl_runtime::mega::MegaOptions;
@@ -229,6 +233,8 @@ pub fn decode_step(
         cdiv(VOCAB, LM_BM),
         ARGMAX_BLOCK,
     );
+    // The next step's token and position, on the device (no copies in while decoding).
+    advance(grid(1), next, token, pos);
 }
 
 /// `decode_step`'s constexprs for a model and its tiles.
@@ -277,11 +283,14 @@ impl Default for MegakernelOptions {
             max_seq: None,
             output: Output::Token,
             tiles: None,
-            // Every stage is lowered for the kernels' block size (NUM_WARPS warps).
-            mega: MegaOptions::default().warps(NUM_WARPS),
+            // The warps come from the tiles (`MegakernelEngine::new`).
+            mega: MegaOptions::default(),
         }
     }
 }
+
+/// Steps between two reads of the watchdog's error word (each read waits for the stream).
+pub const CHECK_EVERY: u64 = 16;
 
 pub struct MegakernelEngine {
     m: DeviceModel,
@@ -313,10 +322,18 @@ impl MegakernelEngine {
         .map_err(err)?;
         let m = DeviceModel::new(name, cfg, weights, dev, max_seq, opts.tiles)?;
         let constexprs = constexprs(&m.cfg, &m.tiles);
+        // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
+        // is one CTA per SM unless asked otherwise (the tiles spread rows over the SMs).
+        let mut mega = opts.mega;
+        mega.num_warps = m.tiles.warps;
+        mega.check = false;
+        if mega.ctas.is_none() {
+            mega.ctas = m.dev.sm_count();
+        }
         Ok(MegakernelEngine {
             m,
             output: opts.output,
-            opts: opts.mega,
+            opts: mega,
             constexprs,
             launches: 0,
             note,
@@ -349,6 +366,23 @@ impl MegakernelEngine {
     /// The bound constexprs (for `explain`, the CUDA source, compile timing).
     pub fn constexprs(&self) -> &[Binding] {
         &self.constexprs
+    }
+
+    /// Reads the watchdog's error word: Err if a wait of some launch so far gave up.
+    pub fn check_errors(&self) -> Result<(), ModelError> {
+        decode_step::MEGAKERNEL
+            .check_errors(&self.m.dev, &self.constexprs, &self.opts)
+            .map_err(|e| self.m.err(e))
+    }
+
+    /// New tiles and megakernel options (same weights; the activations are reallocated).
+    /// The warps come from the tiles, as in `new`.
+    pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
+        self.m.set_tiles(tiles)?;
+        self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
+        opts.num_warps = self.m.tiles.warps;
+        self.opts = opts;
+        Ok(())
     }
 
     /// The schedule: stages, syncs and the hazards behind them, prefetches.
@@ -485,8 +519,20 @@ impl Engine for MegakernelEngine {
         self.m.begin_step(token, pos)?;
         self.launch().map_err(|e| self.m.err(e))?;
         self.m.end_step(pos);
+        if self.launches.is_multiple_of(CHECK_EVERY) {
+            self.check_errors()?;
+        }
         match self.output {
-            Output::Token => Ok(StepOutput::Token(self.next_token()?)),
+            Output::Token => {
+                let next = self.next_token()?;
+                if next as usize >= self.m.cfg.vocab_size {
+                    // Only a launch that did not finish leaves this: say why.
+                    self.check_errors()?;
+                    return Err(self.m.err(format!("the step chose token {next}, beyond the vocabulary")));
+                }
+                self.m.on_device = Some((next, pos + 1));
+                Ok(StepOutput::Token(next))
+            }
             Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
         }
     }

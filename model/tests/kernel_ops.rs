@@ -514,11 +514,13 @@ fn argmax_merge_keeps_the_lowest_id_on_ties() {
     }
 }
 
-/// The tile rule from Qwen3-0.6B to 32B: every GEMV grid has ≥ 256 programs, tiles stay
-/// ≤ 8k elements, and the attention grid is ≥ 128 programs.
+/// The tile rule from Qwen3-0.6B to 32B: a GEMV step covers k in one round trip (up to
+/// 4096), a tile stays within its registers, and the busiest CTA streams at most a third
+/// more rows than an even split over the GPU (and never more than one tile's worth more
+/// than the best power-of-two BM could); the attention grid is ≥ 128 programs.
 #[test]
-fn tile_rule_fills_the_gpu_from_0_6b_to_32b() {
-    use model::kernels::{qwen3_0_6b, Tiles, GEMV_MIN_PROGRAMS};
+fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
+    use model::kernels::{qwen3_0_6b, Gemv, TileRule, Tiles};
     // (hidden, intermediate, heads, kv heads): 0.6B, 1.7B, 4B, 8B, 14B, 32B.
     let shapes = [
         (1024, 3072, 16, 8),
@@ -528,6 +530,8 @@ fn tile_rule_fills_the_gpu_from_0_6b_to_32b() {
         (5120, 17408, 40, 8),
         (5120, 25600, 64, 8),
     ];
+    let rule = TileRule::default();
+    let threads = 32 * rule.warps as usize;
     for (h, i, nh, nkv) in shapes {
         let cfg = model::Config {
             hidden_size: h,
@@ -536,29 +540,36 @@ fn tile_rule_fills_the_gpu_from_0_6b_to_32b() {
             num_key_value_heads: nkv,
             ..qwen3_0_6b()
         };
-        let t = Tiles::for_config(&cfg);
+        let t = Tiles::with_rule(&cfg, &rule);
         let rows = [
-            (t.qkv, cfg.q_dim() + 2 * cfg.kv_dim()),
-            (t.o_proj, h),
-            (t.gate_up, i),
-            (t.down, h),
-            (t.lm_head, cfg.vocab_size),
+            (t.qkv, cfg.q_dim() + 2 * cfg.kv_dim(), h, 1),
+            (t.o_proj, h, cfg.q_dim(), 1),
+            (t.gate_up, i, h, 2),
+            (t.down, h, i, 1),
+            (t.lm_head, cfg.vocab_size, h, 1),
         ];
-        for (g, m) in rows {
+        for (g, m, k, tiles) in rows {
+            let busiest = |g: Gemv| g.programs(m).div_ceil(rule.ctas) * g.bm;
+            assert_eq!(g.bk, k.next_power_of_two().min(4096), "hidden {h}: {g:?}");
+            assert!(g.bm * g.bk * tiles <= threads * rule.elems_per_thread, "{g:?}");
+            let even = m.div_ceil(rule.ctas);
             assert!(
-                g.programs(m) >= GEMV_MIN_PROGRAMS,
-                "hidden {h}: {g:?} gives {} programs for {m} rows",
-                g.programs(m)
+                busiest(g) * 3 <= even * 4 || busiest(g) < even + g.bm,
+                "hidden {h}, m {m}: {g:?} leaves the busiest CTA {} rows, an even split {even}",
+                busiest(g)
             );
-            assert_eq!(g.bk, 512, "hidden {h}");
-            assert!(g.bm * g.bk <= 8192);
+            for bm in [1, 2, 4, 8, 16, 32] {
+                if bm * g.bk * tiles <= threads * rule.elems_per_thread {
+                    assert!(busiest(g) <= busiest(Gemv { bm, bk: g.bk }), "{g:?} vs BM {bm}");
+                }
+            }
         }
         assert!(
             nh * t.attn_splits >= 128,
             "hidden {h}: {} attention programs",
             nh * t.attn_splits
         );
-        assert!(t.attn_block_n * cfg.head_dim <= 8192);
+        assert!(t.attn_block_n * cfg.head_dim <= threads * rule.elems_per_thread);
     }
 }
 

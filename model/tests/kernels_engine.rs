@@ -169,8 +169,8 @@ fn bad_steps_fail_cleanly() {
 }
 
 /// Qwen3-0.6B's layer shape (hidden 1024, 16 / 8 heads of 128, intermediate 3072) with two
-/// random layers and a small vocab: the real tile sizes (BM 4..16, BK 512, 16 splits) run
-/// end to end against the reference.
+/// random layers and a small vocab: the real tile sizes (BM 4..16, BK = k up to 4096, BLOCK_N
+/// 128) run end to end against the reference.
 #[test]
 fn qwen3_0_6b_shaped_engine_tracks_the_reference() {
     let cfg = model::Config {
@@ -191,7 +191,7 @@ fn qwen3_0_6b_shaped_engine_tracks_the_reference() {
         },
     )
     .unwrap();
-    assert_eq!(k.tiles().qkv, model::kernels::Gemv { bm: 16, bk: 512 });
+    assert_eq!(k.tiles().qkv, model::kernels::Gemv { bm: 16, bk: 1024 });
     let mut r = Reference::new(cfg, Arc::new(w));
     for (pos, t) in [17u32, 900, 3, 2047, 64].into_iter().enumerate() {
         let want = r.forward(t, pos).unwrap();

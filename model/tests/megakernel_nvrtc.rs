@@ -25,9 +25,11 @@ fn decode_megakernel_compiles_with_nvrtc() {
     )
     .unwrap()
     .config;
-    let opts = MegakernelOptions::default().mega;
-    for cfg in [qwen3_0_6b(), qwen3_1_7b, tiny] {
-        let cx = constexprs(&cfg, &Tiles::for_config(&cfg));
+    for (cfg, profile) in [(qwen3_0_6b(), false), (qwen3_1_7b, true), (tiny, false)] {
+        let t = Tiles::for_config(&cfg);
+        let mut opts = MegakernelOptions::default().mega.warps(t.warps);
+        opts.profile = profile;
+        let cx = constexprs(&cfg, &t);
         let src = decode_step::MEGAKERNEL.cuda_source(&cx, &opts).unwrap();
         let t = std::time::Instant::now();
         if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {

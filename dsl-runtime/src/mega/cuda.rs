@@ -23,8 +23,11 @@ impl SyncWords {
     pub const ERROR: usize = 0;
     /// Barrier arrivals (monotonic).
     pub const BARRIER: usize = 1;
+    /// CTAs that finished: the last one out zeroes the words before it (`records`), so the
+    /// next launch needs no memset.
+    pub const EXIT: usize = 2;
     /// Counter of stage s: word `COUNTERS + s`.
-    pub const COUNTERS: usize = 2;
+    pub const COUNTERS: usize = 3;
     /// Per CTA, after the counters: the wait it gave up in, if any, as
     /// [step + 1 (0: none), 1 + sync id, value seen, target, innermost loop variable].
     /// The host reports the earliest step: later waits only wait on it.
@@ -35,6 +38,12 @@ impl SyncWords {
     pub fn len(stages: usize, ctas: usize) -> usize {
         Self::records(stages) + Self::RECORD * ctas
     }
+    /// `MegaOptions::profile`: after the records (8-byte aligned), per stage run and CTA,
+    /// three u64 `%globaltimer` stamps: entered, past its wait (0: no program there), done.
+    pub fn profile_base(stages: usize, ctas: usize) -> usize {
+        Self::len(stages, ctas).next_multiple_of(2)
+    }
+    pub const PROFILE_STAMPS: usize = 3;
 }
 
 /// One stage body as the emitter gives it.
@@ -53,6 +62,12 @@ pub struct GenOptions {
     pub num_warps: u32,
     /// Sync id whose wait is made unsatisfiable (the watchdog test).
     pub break_sync: Option<usize>,
+    /// Before a CTA waits, it prefetches into L2 its share of the first this-many bytes of
+    /// each weight window the stage reads (0: off): the weights stream in while the
+    /// producers finish, instead of after.
+    pub wait_prefetch_bytes: u64,
+    /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
+    pub profile: bool,
 }
 
 /// The generated persistent kernel.
@@ -357,6 +372,19 @@ pub fn generate(
         "  unsigned tsr_bars = 0, tsr_step = 0;  // tsr_step: stage runs so far"
     );
     let _ = writeln!(c, "  unsigned* tsr_rec = tsr_sync + {} + {} * blockIdx.x;  // where this CTA gave up, if it does", SyncWords::records(r.stages.len()), SyncWords::RECORD);
+    if opts.profile {
+        let _ = writeln!(
+            c,
+            "  // Profile: per stage run and CTA, {} %globaltimer stamps (entered, past the wait, done).",
+            SyncWords::PROFILE_STAMPS
+        );
+        let _ = writeln!(
+            c,
+            "  unsigned long long* tsr_prof = (unsigned long long*)(tsr_sync + (({} + {} * gridDim.x + 1u) & ~1u));",
+            SyncWords::records(r.stages.len()),
+            SyncWords::RECORD
+        );
+    }
     for s in &r.stages {
         if sched.counted[s.index] {
             let _ = writeln!(c, "  unsigned tsr_done_{} = 0;  // {}", s.index, s.label());
@@ -378,6 +406,16 @@ pub fn generate(
     };
     g.nodes(&r.body, 1);
     let mut c = g.out;
+    let _ = writeln!(c, "  // The last CTA out zeroes the sync words (not the records: they are zero unless a");
+    let _ = writeln!(c, "  // wait gave up, and then no CTA gets here), so the next launch starts clean.");
+    let _ = writeln!(c, "  __syncthreads();");
+    let _ = writeln!(c, "  if (threadIdx.x == 0) {{");
+    let _ = writeln!(c, "    __threadfence();");
+    let _ = writeln!(c, "    if (atomicAdd(tsr_sync + {}, 1u) == gridDim.x - 1u) {{", SyncWords::EXIT);
+    let _ = writeln!(c, "      for (int i = 0; i < {}; ++i) tsr_sync[i] = 0u;", SyncWords::records(r.stages.len()));
+    let _ = writeln!(c, "      __threadfence();");
+    let _ = writeln!(c, "    }}");
+    let _ = writeln!(c, "  }}");
     c.push_str("}\n");
     Ok(MegaSource {
         entry,
@@ -451,7 +489,26 @@ impl Gen<'_> {
         );
         let _ = writeln!(o, "{pad}  const unsigned tsr_n = tsr_g0 * tsr_g1 * tsr_g2;");
         let _ = writeln!(o, "{pad}  ++tsr_step;");
+        if self.opts.profile {
+            let _ = writeln!(o, "{pad}  const unsigned long long tsr_t0 = tsr_now();");
+            let _ = writeln!(o, "{pad}  unsigned long long tsr_t1 = 0ull;");
+        }
         let sync = sched.sync_for(s);
+        // Productive waiting: this stage's weights stream into L2 while the producers finish.
+        let wait_prefetch = |o: &mut String, part: &str, parts: &str| {
+            if self.opts.wait_prefetch_bytes == 0 {
+                return;
+            }
+            let wins = super::schedule::weight_windows(r, s);
+            if wins.is_empty() {
+                return;
+            }
+            let _ = writeln!(o, "{pad}    // While waiting: the first {} bytes of each weight window, into L2.", self.opts.wait_prefetch_bytes);
+            for a in wins {
+                let (name, size, lo, hi) = window_c(r, a);
+                let _ = writeln!(o, "{pad}    tsr_prefetch_l2({name} + {lo}, tsr_min(({hi} - {lo}) * {size}LL, {}LL), {part}, {parts});", self.opts.wait_prefetch_bytes);
+            }
+        };
         let brk = |id: usize| {
             if self.opts.break_sync == Some(id) {
                 format!(
@@ -468,6 +525,7 @@ impl Gen<'_> {
                 let _ = writeln!(o, "{pad}  //   {l}");
             }
             if sy.kind == SyncKind::Barrier {
+                wait_prefetch(o, "blockIdx.x", "gridDim.x");
                 let _ = writeln!(
                     o,
                     "{pad}  tsr_arrive(tsr_sync, {}, 1u);",
@@ -488,6 +546,7 @@ impl Gen<'_> {
                 o,
                 "{pad}    // Only CTAs with programs here wait; the others run ahead."
             );
+            wait_prefetch(o, "blockIdx.x", "tsr_min(tsr_n, gridDim.x)");
             for &w in &sy.waits {
                 let _ = writeln!(
                     o,
@@ -499,6 +558,9 @@ impl Gen<'_> {
             }
         }
         let args: Vec<String> = st.args.iter().map(|a| c_arg(r, a)).collect();
+        if self.opts.profile {
+            let _ = writeln!(o, "{pad}    tsr_t1 = tsr_now();");
+        }
         let _ = writeln!(o, "{pad}    unsigned tsr_mine = 0;");
         let _ = writeln!(o, "{pad}    for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {{");
         let _ = writeln!(
@@ -529,18 +591,15 @@ impl Gen<'_> {
             let _ = writeln!(o, "{pad}    // No program here: warm the next stages' weights into L2 instead of idling.");
             let _ = writeln!(o, "{pad}    const long long tsr_part = blockIdx.x - tsr_n, tsr_parts = gridDim.x - tsr_n;");
             for p in pf {
-                let a = &p.access;
-                let name = c_name(&r.params()[a.param].name);
-                let size = match r.params()[a.param].kind {
-                    ParamKind::Ptr(d) => d.size_bytes(),
-                    _ => 1,
-                };
-                let (lo, hi) = (
-                    c_expr(r, &a.offset),
-                    c_expr(r, a.end.as_ref().expect("prefetched windows have an end")),
-                );
+                let (name, size, lo, hi) = window_c(r, &p.access);
                 let _ = writeln!(o, "{pad}    tsr_prefetch_l2({name} + {lo}, ({hi} - {lo}) * {size}LL, tsr_part, tsr_parts);  // for stage {}", p.reader + 1);
             }
+            let _ = writeln!(o, "{pad}  }}");
+        }
+        if self.opts.profile {
+            let _ = writeln!(o, "{pad}  if (threadIdx.x == 0) {{");
+            let _ = writeln!(o, "{pad}    unsigned long long* p = tsr_prof + ((unsigned long long)(tsr_step - 1u) * gridDim.x + blockIdx.x) * {}ull;", SyncWords::PROFILE_STAMPS);
+            let _ = writeln!(o, "{pad}    p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();");
             let _ = writeln!(o, "{pad}  }}");
         }
         if sched.counted[s] {
@@ -548,4 +607,19 @@ impl Gen<'_> {
         }
         let _ = writeln!(o, "{pad}}}");
     }
+}
+
+/// A weight window as C: (pointer name, element size, first element, end element).
+fn window_c(r: &Resolved, a: &super::resolve::Access) -> (String, usize, String, String) {
+    let name = c_name(&r.params()[a.param].name);
+    let size = match r.params()[a.param].kind {
+        ParamKind::Ptr(d) => d.size_bytes(),
+        _ => 1,
+    };
+    (
+        name,
+        size,
+        c_expr(r, &a.offset),
+        c_expr(r, a.end.as_ref().expect("weight windows have an end")),
+    )
 }

@@ -34,8 +34,15 @@ pub struct MegaOptions {
     pub drop_syncs: Vec<usize>,
     /// A sync (by id) whose wait can never complete: for the watchdog test.
     pub break_sync: Option<usize>,
-    /// GPU: wait for the launch and check the error words (a device→host copy).
+    /// GPU: wait for the launch and check the error word (a device→host copy). Off, the
+    /// caller checks when it likes with [`MegaDef::check_errors`].
     pub check: bool,
+    /// GPU: before a CTA waits, it prefetches its share of the first this-many bytes of
+    /// each weight window of the stage into L2 (0: off).
+    pub wait_prefetch_bytes: u64,
+    /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
+    /// read with [`MegaDef::take_profile`] (waits for the launch).
+    pub profile: bool,
 }
 
 impl Default for MegaOptions {
@@ -49,6 +56,8 @@ impl Default for MegaOptions {
             drop_syncs: vec![],
             break_sync: None,
             check: true,
+            wait_prefetch_bytes: 16 << 20,
+            profile: false,
         }
     }
 }
@@ -70,19 +79,38 @@ pub struct MegaDef {
     program: OnceLock<Program>,
     plans: OnceLock<Mutex<HashMap<PlanKey, Arc<(Resolved, Schedule)>>>>,
     functions: OnceLock<Mutex<HashMap<FnKey, Arc<Compiled>>>>,
-    /// Sync words per (stream, length): zeroed before each launch, reused across launches.
-    sync_bufs: OnceLock<Mutex<HashMap<(usize, usize), CudaSlice<u32>>>>,
+    /// Sync words per (stream, length), reused across launches: the kernel leaves them
+    /// zeroed when it completes; the host zeroes them only after a launch that did not.
+    sync_bufs: OnceLock<Mutex<HashMap<(usize, usize), SyncBuf>>>,
+    /// The last profiled launch's stamps.
+    profile: Mutex<Option<super::profile::Profile>>,
+}
+
+struct SyncBuf {
+    words: CudaSlice<u32>,
+    /// The grid it was sized for (the records: one per CTA).
+    ctas: usize,
+    /// False after a launch that may have left counters behind (a watchdog abort, an error).
+    clean: bool,
 }
 
 /// Everything the generated source depends on, and the context it was loaded into.
-type FnKey = (PlanKey, u32, Vec<bool>, Vec<usize>, Option<usize>, usize);
+type FnKey = (
+    PlanKey,
+    u32,
+    Vec<bool>,
+    Vec<usize>,
+    Option<usize>,
+    usize,
+    u64,
+    bool,
+);
 
 /// A loaded persistent kernel.
 struct Compiled {
     f: CudaFunction,
     block_threads: u32,
     smem_bytes: usize,
-    sync_words: usize,
 }
 
 /// A plan as a launch uses it: the cached one, or a copy with syncs left out.
@@ -117,6 +145,7 @@ impl MegaDef {
             plans: OnceLock::new(),
             functions: OnceLock::new(),
             sync_bufs: OnceLock::new(),
+            profile: Mutex::new(None),
         }
     }
 
@@ -197,10 +226,7 @@ impl MegaDef {
             p.s(),
             &prelude,
             &bodies,
-            &GenOptions {
-                num_warps: opts.num_warps,
-                break_sync: opts.break_sync,
-            },
+            &gen_options(opts),
         )
         .map_err(Error::Lower)
     }
@@ -333,6 +359,8 @@ impl MegaDef {
             opts.drop_syncs.clone(),
             opts.break_sync,
             Arc::as_ptr(&cuda_dev.ctx) as usize,
+            opts.wait_prefetch_bytes,
+            opts.profile,
         );
         let fmap = self.functions.get_or_init(Default::default);
         let cached = lock_map(fmap).get(&key).cloned();
@@ -341,10 +369,7 @@ impl MegaDef {
             None => {
                 let (prelude, bodies) =
                     stage_bodies(r, opts.num_warps, &facts).map_err(Error::Lower)?;
-                let gen = GenOptions {
-                    num_warps: opts.num_warps,
-                    break_sync: opts.break_sync,
-                };
+                let gen = gen_options(opts);
                 let src =
                     cuda::generate(r, plan.s(), &prelude, &bodies, &gen).map_err(Error::Lower)?;
                 let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
@@ -356,7 +381,6 @@ impl MegaDef {
                     f,
                     block_threads: src.block_threads,
                     smem_bytes: src.smem_bytes,
-                    sync_words: src.sync_words,
                 });
                 lock_map(fmap).insert(key, k.clone());
                 k
@@ -395,16 +419,35 @@ impl MegaDef {
         let timeout_ns: u64 = opts.timeout_ms.saturating_mul(1_000_000);
         let bufs = self.sync_bufs.get_or_init(Default::default);
         let mut bufs = lock_map(bufs);
-        let words_len = k.sync_words + SyncWords::RECORD * ctas as usize;
+        let stages = r.stages.len();
+        let steps = if opts.profile {
+            super::profile::stage_runs(r, &self.host_vals(r, args))
+                .map_err(|e| self.err(e))?
+                .len()
+        } else {
+            0
+        };
+        let words_len = if opts.profile {
+            SyncWords::profile_base(stages, ctas as usize)
+                + 2 * SyncWords::PROFILE_STAMPS * steps * ctas as usize
+        } else {
+            SyncWords::len(stages, ctas as usize)
+        };
         let bkey = (Arc::as_ptr(stream) as usize, words_len);
         let sync = match bufs.entry(bkey) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(stream.alloc_zeros::<u32>(words_len)?)
-            }
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(SyncBuf {
+                words: stream.alloc_zeros::<u32>(words_len)?,
+                ctas: ctas as usize,
+                clean: true,
+            }),
         };
-        // Counters only grow during a launch: each launch starts from zero.
-        stream.memset_zeros(sync)?;
+        // Counters only grow during a launch, so each starts from zero: the previous launch
+        // left them so, unless it did not complete.
+        if !sync.clean {
+            stream.memset_zeros(&mut sync.words)?;
+        }
+        sync.clean = false;
         let mut b = stream.launch_builder(&k.f);
         for (n, a) in args.iter().enumerate() {
             match a {
@@ -412,7 +455,7 @@ impl MegaDef {
                 Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
             };
         }
-        b.arg(&*sync);
+        b.arg(&sync.words);
         b.arg(&timeout_ns);
         let cfg = LaunchConfig {
             grid_dim: (ctas, 1, 1),
@@ -423,15 +466,91 @@ impl MegaDef {
         // from live buffers of the right dtype; the grid fits co-resident (checked above, and
         // the cooperative launch refuses otherwise).
         unsafe { b.launch_cooperative(cfg) }?;
-        if opts.check {
-            // One word per token on the happy path; the records only when a wait gave up.
-            let e = stream.clone_dtoh(&sync.slice(SyncWords::ERROR..SyncWords::ERROR + 1))?;
+        sync.clean = true;
+        if opts.check || opts.profile {
+            // One word on the happy path; the records only when a wait gave up.
+            let e = stream.clone_dtoh(&sync.words.slice(SyncWords::ERROR..SyncWords::ERROR + 1))?;
             if e[0] != 0 {
-                let w = stream.clone_dtoh(&*sync)?;
-                return Err(self.err(timeout_message(r, plan.s(), &w, opts.timeout_ms)));
+                sync.clean = false;
+                let w = stream.clone_dtoh(&sync.words)?;
+                let w = &w[..SyncWords::len(stages, sync.ctas)];
+                return Err(self.err(timeout_message(r, plan.s(), w, opts.timeout_ms)));
+            }
+        }
+        if opts.profile {
+            let base = SyncWords::profile_base(stages, ctas as usize);
+            let raw = stream.clone_dtoh(&sync.words.slice(base..words_len))?;
+            let runs = super::profile::stage_runs(r, &self.host_vals(r, args))
+                .map_err(|e| self.err(e))?;
+            let p = super::profile::Profile::new(r, runs, ctas as usize, &raw);
+            *lock_map(&self.profile) = Some(p);
+        }
+        Ok(())
+    }
+
+    /// The run-time scalars' values (pointers: None), for host-side evaluation.
+    fn host_vals(&self, r: &Resolved, args: &[Arg<'_>]) -> Vec<Option<Val>> {
+        let mut vals = r.const_env.clone();
+        for ((i, _), a) in r.program.runtime_params().zip(args) {
+            vals[i] = match a {
+                Arg::I32(v) => Some(Val::Int(*v as i64)),
+                Arg::F32(v) => Some(Val::Float(*v)),
+                Arg::Ptr(_) => None,
+            };
+        }
+        vals
+    }
+
+    /// The stamps of the last launch with `MegaOptions::profile` (None if there was none).
+    pub fn take_profile(&self) -> Option<super::profile::Profile> {
+        lock_map(&self.profile).take()
+    }
+
+    /// Reads the error word of every launch so far on `dev` (for launches with
+    /// `MegaOptions::check` off): the watchdog's message if a wait gave up. Waits for the
+    /// stream. `constexprs` and `opts`: as launched (they name the sync in the message).
+    pub fn check_errors(
+        &self,
+        dev: &Device,
+        constexprs: &[Binding],
+        opts: &MegaOptions,
+    ) -> Result<()> {
+        let Some(cuda_dev) = dev.cuda_dev() else {
+            return Ok(());
+        };
+        let stream = &cuda_dev.stream;
+        let Some(bufs) = self.sync_bufs.get() else {
+            return Ok(());
+        };
+        let mut bufs = lock_map(bufs);
+        for ((s, _), buf) in bufs.iter_mut() {
+            if *s != Arc::as_ptr(stream) as usize {
+                continue;
+            }
+            let e = stream.clone_dtoh(&buf.words.slice(SyncWords::ERROR..SyncWords::ERROR + 1))?;
+            if e[0] != 0 {
+                buf.clean = false;
+                let w = stream.clone_dtoh(&buf.words)?;
+                let plan = self.planned(constexprs, opts)?;
+                let w = &w[..SyncWords::len(plan.r().stages.len(), buf.ctas).min(w.len())];
+                return Err(self.err(timeout_message(
+                    plan.r(),
+                    plan.s(),
+                    w,
+                    opts.timeout_ms,
+                )));
             }
         }
         Ok(())
+    }
+}
+
+fn gen_options(opts: &MegaOptions) -> GenOptions {
+    GenOptions {
+        num_warps: opts.num_warps,
+        break_sync: opts.break_sync,
+        wait_prefetch_bytes: opts.wait_prefetch_bytes,
+        profile: opts.profile,
     }
 }
 

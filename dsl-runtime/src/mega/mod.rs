@@ -11,12 +11,14 @@ pub mod cuda;
 pub mod graph;
 pub mod interp;
 pub mod launch;
+pub mod profile;
 pub mod program;
 pub mod resolve;
 pub mod schedule;
 
 pub use interp::{InterpMode, Policy};
 pub use launch::{MegaDef, MegaOptions, Plan};
+pub use profile::Profile;
 pub use program::{ArgExpr, Call, Expr, Hints, Item, Loop, MParam, Op, Program};
 pub use schedule::{Carried, Hazard, HazardKind, Schedule, Sync, SyncKind};
 

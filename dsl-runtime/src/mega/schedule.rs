@@ -603,6 +603,20 @@ pub fn schedule(r: &Resolved, prefetch_depth: usize) -> Schedule {
     }
 }
 
+/// The windows stage `s` reads from pointer parameters no stage writes (weights), whose
+/// extent is known (`&w[a..b]`): what may be prefetched into L2 at any time.
+pub fn weight_windows(r: &Resolved, s: usize) -> Vec<&Access> {
+    r.stages[s]
+        .reads
+        .iter()
+        .filter(|a| {
+            a.end.is_some()
+                && r.read_only(a.param)
+                && matches!(r.params()[a.param].kind, ParamKind::Ptr(_))
+        })
+        .collect()
+}
+
 /// While a stage runs, CTAs with no program in it prefetch the windows the next
 /// `depth` stages of the same loop body read from parameters no stage writes (weights),
 /// when the window's extent is known (`&w[a..b]`).
@@ -626,15 +640,12 @@ fn prefetch_plan(r: &Resolved, depth: usize) -> Vec<Vec<Prefetch>> {
         }
         for (i, &s) in stages.iter().enumerate() {
             for &t in stages.iter().skip(i + 1).take(depth) {
-                for a in &r.stages[t].reads {
-                    let ok = a.end.is_some()
-                        && r.read_only(a.param)
-                        && matches!(r.params()[a.param].kind, ParamKind::Ptr(_));
+                for a in weight_windows(r, t) {
                     let p = Prefetch {
                         reader: t,
                         access: a.clone(),
                     };
-                    if ok && !out[s].iter().any(|q| q.access == p.access) {
+                    if !out[s].iter().any(|q| q.access == p.access) {
                         out[s].push(p);
                     }
                 }

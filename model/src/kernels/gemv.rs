@@ -4,15 +4,16 @@
 //! Tile strategy (all three kernels, and `mlp.rs`, `lm_head.rs`): a program owns BM output
 //! rows and walks k in BK-wide steps with a [BM, BK] tile (rows over warps, columns over
 //! lanes: each row segment is a contiguous, coalesced read). Partial products accumulate
-//! per lane in an f32 [BM, BK] tile; the row sums happen once, after the loop. BM is
-//! chosen so the grid has enough programs to fill the GPU (see `Tiles`), which is the
-//! one rule that decides speed at M = 1.
+//! per lane in an f32 [BM, BK] tile; the row sums happen once, after the loop. BK covers
+//! k in one step where it can and BM spreads the rows evenly over the GPU's SMs (see
+//! `TileRule`): at M = 1 the bytes each SM has in flight decide the speed.
 //!
 //! Fusions that keep the grid full (seed 000's rule):
-//! - `rmsnorm_gemv`: the RMSNorm that feeds the GEMV runs as a *redundant prologue*: every
-//!   program recomputes 1/rms(x) from the whole of x (k elements, L2-resident) before its
-//!   rows. No separate launch, no grid-wide barrier, and the normed vector never goes to
-//!   memory (so it is never rounded to bf16: the reference keeps it in f32 too).
+//! - `rmsnorm_gemv`: the RMSNorm that feeds the GEMV is *recomputed redundantly*: every
+//!   program sums x² over the whole of x (k elements, L2-resident) in the same loop that
+//!   streams its weight rows, and scales its dot products by 1/rms(x) at the end
+//!   (W · (x·g·inv) = inv · (W · (x·g))). No separate launch, no grid-wide barrier, no
+//!   reduction before the first weight load, and the normed vector never goes to memory.
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream, so it updates it in place.
 use dsl_runtime::prelude::*;
@@ -30,33 +31,28 @@ pub fn rmsnorm_gemv(
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
 ) {
-    // Prologue: 1/rms(x), recomputed by every program.
-    let mut sumsq = zeros([BK], f32);
-    for k0 in (0..k).step_by(BK) {
-        let cols = k0 + arange(0, BK);
-        let xv = load(x + cols, cols < k, 0.0).to(f32);
-        sumsq += xv * xv;
-    }
-    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
-
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
     let mut acc = zeros([BM, BK], f32);
+    let mut sumsq = zeros([BK], f32);
     for k0 in (0..k).step_by(BK) {
         let cols = k0 + arange(0, BK);
         let col_mask = cols < k;
-        // The normed activation, in f32, never stored.
-        let h = load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32);
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
+        // The weight tile first: nothing it needs waits on the norm.
         let wv = load(
             w + rows.expand_dims(1) * k + cols.expand_dims(0),
             tile_mask,
             0.0,
         )
         .to(f32);
-        acc += wv * h.expand_dims(0);
+        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        sumsq += xv * xv;
+        acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     }
-    store(y + rows, sum(acc, 1).to(bf16), row_mask);
+    // W · (x * g * inv) = inv · (W · (x * g)): the norm's scalar applies once, at the end.
+    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
+    store(y + rows, (sum(acc, 1) * inv).to(bf16), row_mask);
 }
 
 /// res += W · x: a projection whose output is added to the residual stream (o_proj, down).

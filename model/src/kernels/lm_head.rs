@@ -1,4 +1,4 @@
-//! The output head with greedy decoding fused in: final RMSNorm (redundant prologue, as in
+//! The output head with greedy decoding fused in: final RMSNorm (recomputed per program, as in
 //! `gemv.rs`), logits = W · h, and a two-phase argmax, so a greedy step reads back ONE int.
 //!
 //! Phase 1, `lm_head_argmax`: the GEMV over vocab / BM programs (the widest grid of the
@@ -34,22 +34,14 @@ pub fn lm_head_argmax(
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
 ) {
-    let mut sumsq = zeros([BK], f32);
-    for k0 in (0..k).step_by(BK) {
-        let cols = k0 + arange(0, BK);
-        let xv = load(x + cols, cols < k, 0.0).to(f32);
-        sumsq += xv * xv;
-    }
-    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
-
     let pid = program_id(0);
     let rows = pid * BM + arange(0, BM);
     let row_mask = rows < vocab;
     let mut acc = zeros([BM, BK], f32);
+    let mut sumsq = zeros([BK], f32);
     for k0 in (0..k).step_by(BK) {
         let cols = k0 + arange(0, BK);
         let col_mask = cols < k;
-        let h = load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32);
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
         let wv = load(
             w + rows.expand_dims(1) * k + cols.expand_dims(0),
@@ -57,9 +49,13 @@ pub fn lm_head_argmax(
             0.0,
         )
         .to(f32);
-        acc += wv * h.expand_dims(0);
+        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        sumsq += xv * xv;
+        acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     }
-    let z = sum(acc, 1);
+    // The final norm's 1/rms(x) scales the dot products once (as in `gemv.rs`).
+    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
+    let z = sum(acc, 1) * inv;
     store(logits + rows, z, row_mask);
 
     // Gumbel noise: absorb the 16-bit words of seed, position and row into two 16-bit lanes
@@ -109,4 +105,12 @@ pub fn argmax_merge(
         best = where_(better, max(v, 0), best);
     }
     store(token, best_idx);
+}
+
+/// The next step's inputs, set on the device: token = next, pos += 1. The last stage of the
+/// megakernel's step, so a step that decodes its own token needs nothing copied in.
+#[kernel]
+pub fn advance(next: Ptr<i32>, token: Ptr<i32>, pos: Ptr<i32>) {
+    store(token, load(next));
+    store(pos, load(pos) + 1);
 }

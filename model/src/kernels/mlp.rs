@@ -3,7 +3,7 @@
 //! Weights are repacked once as `[gate; up]` (`LayerWeights::fused_gate_up`), so a program
 //! that owns gate rows r..r+BM finds the matching up rows at `intermediate + r`: both dot
 //! products share each load of h, and SiLU·mul happens in registers, in f32. The
-//! post-attention RMSNorm is the redundant prologue (as in `gemv.rs`). The grid is
+//! post-attention RMSNorm is recomputed by every program in the same loop (as in `gemv.rs`). The grid is
 //! intermediate / BM programs, the widest of the layer: the fusion costs no parallelism.
 use dsl_runtime::prelude::*;
 
@@ -19,30 +19,27 @@ pub fn rmsnorm_gate_up_silu(
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
 ) {
-    let mut sumsq = zeros([BK], f32);
-    for k0 in (0..k).step_by(BK) {
-        let cols = k0 + arange(0, BK);
-        let xv = load(x + cols, cols < k, 0.0).to(f32);
-        sumsq += xv * xv;
-    }
-    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
-
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < inter;
     let mut acc_gate = zeros([BM, BK], f32);
     let mut acc_up = zeros([BM, BK], f32);
+    let mut sumsq = zeros([BK], f32);
     for k0 in (0..k).step_by(BK) {
         let cols = k0 + arange(0, BK);
         let col_mask = cols < k;
-        let h =
-            (load(x + cols, col_mask, 0.0).to(f32) * inv * load(g + cols, col_mask, 0.0).to(f32))
-                .expand_dims(0);
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
         let offs = rows.expand_dims(1) * k + cols.expand_dims(0);
-        acc_gate += load(w + offs, tile_mask, 0.0).to(f32) * h;
-        acc_up += load(w + inter * k + offs, tile_mask, 0.0).to(f32) * h;
+        let wg = load(w + offs, tile_mask, 0.0).to(f32);
+        let wu = load(w + inter * k + offs, tile_mask, 0.0).to(f32);
+        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        sumsq += xv * xv;
+        let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+        acc_gate += wg * xg;
+        acc_up += wu * xg;
     }
-    let gate = sum(acc_gate, 1);
-    let up = sum(acc_up, 1);
+    // The norm's 1/rms(x) scales both dot products once, at the end (as in `gemv.rs`).
+    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
+    let gate = sum(acc_gate, 1) * inv;
+    let up = sum(acc_up, 1) * inv;
     store(act + rows, (silu(gate) * up).to(bf16), row_mask);
 }

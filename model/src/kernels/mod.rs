@@ -29,13 +29,49 @@ pub mod rope;
 use crate::config::Config;
 use dsl_runtime::{ConstVal, Shipped};
 
-/// Programs a GEMV grid should have at least: ~2 per SM of a 132-SM H100, so the weight
-/// stream is spread over the whole GPU (at M = 1 the grid size *is* the speed).
-pub const GEMV_MIN_PROGRAMS: usize = 256;
 /// Programs the attention split phase aims for (heads × splits).
 pub const ATTN_TARGET_PROGRAMS: usize = 256;
-/// Warps per program for every op (4 warps = 128 threads; the tiles below are ≤ 8k elements).
-pub const NUM_WARPS: u32 = 4;
+/// Warps per program for every op, in both engines (the megakernel lowers every stage for
+/// one block size). 16 warps = 512 threads: one CTA per SM of the persistent grid.
+pub const NUM_WARPS: u32 = 16;
+
+/// What the tile sizes are chosen for. At M = 1 a GEMV's speed is the bytes each SM has in
+/// flight (Little's law: ~4 TB/s × ~1 µs of DRAM latency is ~32 KB per SM of an H100/H200),
+/// so a program loads one big tile per step, and the rows are spread so the busiest CTA
+/// of the persistent grid streams as few bytes as possible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileRule {
+    /// CTAs the rows are spread over (the GPU's SMs: one persistent CTA each).
+    pub ctas: usize,
+    /// Warps per program.
+    pub warps: u32,
+    /// Elements of a weight tile per thread (registers: this many bf16 loads in flight).
+    pub elems_per_thread: usize,
+    /// The widest k step: k up to this is one step, one round trip to memory.
+    pub bk_max: usize,
+}
+
+impl Default for TileRule {
+    /// A 132-SM H100 / H200.
+    fn default() -> Self {
+        TileRule {
+            ctas: 132,
+            warps: NUM_WARPS,
+            elems_per_thread: 32,
+            bk_max: 4096,
+        }
+    }
+}
+
+impl TileRule {
+    /// The default rule, spread over this device's SMs (132 for the interpreter).
+    pub fn for_device(dev: &dsl_runtime::Device) -> TileRule {
+        TileRule {
+            ctas: dev.sm_count().map_or(132, |n| n as usize),
+            ..TileRule::default()
+        }
+    }
+}
 
 /// Tile sizes of one GEMV: BM output rows per program, BK columns per step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,23 +81,30 @@ pub struct Gemv {
 }
 
 impl Gemv {
-    /// The rule: BK = min(512, k rounded up to a power of two) (a 1 KB contiguous bf16
-    /// segment per row and step; the tail is masked); BM = the largest of 16, 8, 4, 2, 1
-    /// that still leaves `GEMV_MIN_PROGRAMS` programs.
-    ///
-    /// Every real Qwen3 gets BK = 512. Tiles need not be powers of two, but a BK like 160
-    /// (a test checkpoint's intermediate size) leaves padding lanes in the CUDA layout
-    /// whose shared-memory reads run past the array (an emitter bug, reported); a power
-    /// of two avoids it and costs only masked lanes.
+    /// [`Gemv::with_rule`] with the default rule, one weight tile per program.
     pub fn for_shape(m: usize, k: usize) -> Gemv {
-        let mut bm = 16;
-        while bm > 1 && m.div_ceil(bm) < GEMV_MIN_PROGRAMS {
-            bm /= 2;
+        Gemv::with_rule(m, k, 1, &TileRule::default())
+    }
+
+    /// BK = k rounded up to a power of two, at most `bk_max` (the tail is masked; a power
+    /// of two keeps every lane of the CUDA layout busy). BM: a power of two such that the
+    /// `tiles` weight tiles of a program (2 for gate/up) hold at most `elems_per_thread`
+    /// elements per thread; among those, the one whose busiest CTA streams the fewest rows
+    /// (`⌈programs / ctas⌉ · BM`), the largest on a tie (fewer, bigger loads).
+    pub fn with_rule(m: usize, k: usize, tiles: usize, r: &TileRule) -> Gemv {
+        let bk = k.next_power_of_two().clamp(1, r.bk_max.max(1));
+        let threads = 32 * r.warps as usize;
+        let cap = floor_pow2(threads * r.elems_per_thread / (bk * tiles.max(1)));
+        let busiest = |bm: usize| m.div_ceil(bm).div_ceil(r.ctas.max(1)) * bm;
+        let mut bm = cap;
+        let mut c = cap;
+        while c > 1 {
+            c /= 2;
+            if busiest(c) < busiest(bm) {
+                bm = c;
+            }
         }
-        Gemv {
-            bm,
-            bk: k.next_power_of_two().clamp(1, 512),
-        }
+        Gemv { bm, bk }
     }
     /// Programs for `m` rows.
     pub fn programs(&self, m: usize) -> usize {
@@ -72,6 +115,8 @@ impl Gemv {
 /// Every constexpr of a decode step, derived from the config (`Tiles::for_config`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tiles {
+    /// Warps per program (both engines launch every op with this many).
+    pub warps: u32,
     pub embed_block: usize,
     pub qkv: Gemv,
     pub o_proj: Gemv,
@@ -87,19 +132,33 @@ pub struct Tiles {
 }
 
 impl Tiles {
+    /// The default rule (a 132-SM GPU).
     pub fn for_config(cfg: &Config) -> Tiles {
+        Tiles::with_rule(cfg, &TileRule::default())
+    }
+
+    pub fn with_rule(cfg: &Config, r: &TileRule) -> Tiles {
         let h = cfg.hidden_size;
-        let lm_head = Gemv::for_shape(cfg.vocab_size, h);
+        let gemv = |m, k, tiles| Gemv::with_rule(m, k, tiles, r);
+        let lm_head = gemv(cfg.vocab_size, h, 1);
         Tiles {
+            warps: r.warps,
             embed_block: h.min(1024),
-            qkv: Gemv::for_shape(cfg.q_dim() + 2 * cfg.kv_dim(), h),
-            o_proj: Gemv::for_shape(h, cfg.q_dim()),
+            qkv: gemv(cfg.q_dim() + 2 * cfg.kv_dim(), h, 1),
+            o_proj: gemv(h, cfg.q_dim(), 1),
             // m = intermediate: a program owns BM gate rows and the BM matching up rows.
-            gate_up: Gemv::for_shape(cfg.intermediate_size, h),
-            down: Gemv::for_shape(h, cfg.intermediate_size),
+            gate_up: gemv(cfg.intermediate_size, h, 2),
+            down: gemv(h, cfg.intermediate_size, 1),
             lm_head,
-            attn_block_n: 32,
-            attn_splits: (ATTN_TARGET_PROGRAMS / cfg.num_attention_heads).clamp(1, 16),
+            // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread, and
+            // about two programs per CTA: at long contexts each program's chunk is a few
+            // big round trips rather than many small ones.
+            attn_block_n: floor_pow2(
+                32 * r.warps as usize * r.elems_per_thread / cfg.head_dim.max(1),
+            )
+            .clamp(16, 128),
+            attn_splits: (2 * r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
+                .clamp(1, 32),
             argmax_block: lm_head.programs(cfg.vocab_size).min(1024),
         }
     }
@@ -134,7 +193,7 @@ pub fn shipped() -> Vec<Shipped> {
     let k = |kernel, constexprs, about| Shipped {
         kernel,
         constexprs,
-        num_warps: NUM_WARPS,
+        num_warps: t.warps,
         about,
     };
     vec![
@@ -193,4 +252,9 @@ pub fn shipped() -> Vec<Shipped> {
             "argmax over the lm_head blocks: greedy phase 2, one int out",
         ),
     ]
+}
+
+/// The largest power of two ≤ n (1 for 0).
+fn floor_pow2(n: usize) -> usize {
+    1usize << n.max(1).ilog2()
 }

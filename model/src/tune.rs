@@ -1,0 +1,176 @@
+//! `tessera tune`: the decode megakernel's speed over a grid of tile rules and megakernel
+//! options, on one loaded model, with a per-stage profile of any of them.
+//!
+//! Each configuration re-tiles the same resident weights (`MegakernelEngine::retune`),
+//! compiles (NVRTC, or the disk cache), decodes a few warm-up tokens at the given context
+//! position, then times `tokens` greedy steps exactly as `generate` runs them. With
+//! `profile`, one more step runs with `%globaltimer` stamps per stage and CTA
+//! (`MegaOptions::profile`) and the table of where the step's time went is kept.
+use crate::config::Config;
+use crate::dsl_engine::Output;
+use crate::engine::{Engine, StepOutput};
+use crate::error::ModelError;
+use crate::kernels::{TileRule, Tiles};
+use crate::mega_engine::{decode_step, MegakernelEngine, MegakernelOptions};
+use crate::weights::Weights;
+use dsl_runtime::mega::MegaOptions;
+use dsl_runtime::Device;
+use serde::Serialize;
+use std::time::Instant;
+
+/// One point of the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Knobs {
+    pub warps: u32,
+    pub elems_per_thread: usize,
+    pub bk_max: usize,
+    /// Persistent CTAs per SM (the tile rule spreads rows over all of them).
+    pub ctas_per_sm: u32,
+    pub wait_prefetch_bytes: u64,
+    pub prefetch_depth: usize,
+}
+
+impl Default for Knobs {
+    /// What the engines use by default.
+    fn default() -> Self {
+        let (r, m) = (TileRule::default(), MegaOptions::default());
+        Knobs {
+            warps: r.warps,
+            elems_per_thread: r.elems_per_thread,
+            bk_max: r.bk_max,
+            ctas_per_sm: 1,
+            wait_prefetch_bytes: m.wait_prefetch_bytes,
+            prefetch_depth: m.prefetch_depth,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TuneRow {
+    pub knobs: Knobs,
+    pub ms_per_token: Option<f64>,
+    pub error: Option<String>,
+    /// Per-stage profile (one step), when asked for.
+    pub profile: Option<String>,
+}
+
+/// Runs every configuration; a configuration that fails (it does not fit, say) reports
+/// its error and the others go on.
+pub fn run(
+    cfg: &Config,
+    weights: &Weights,
+    dev: &Device,
+    grid: &[Knobs],
+    position: usize,
+    tokens: usize,
+    profile: bool,
+) -> Result<Vec<TuneRow>, ModelError> {
+    let opts = MegakernelOptions {
+        max_seq: Some((position + tokens + 8).min(cfg.max_position_embeddings)),
+        output: Output::Token,
+        ..Default::default()
+    };
+    let mut engine = MegakernelEngine::new(cfg.clone(), weights, dev.clone(), opts)?;
+    let sms = dev.sm_count().unwrap_or(1);
+    let mut rows = vec![];
+    for (i, k) in grid.iter().enumerate() {
+        eprintln!("tune {}/{}: {k:?}", i + 1, grid.len());
+        let rule = TileRule {
+            ctas: (sms * k.ctas_per_sm) as usize,
+            warps: k.warps,
+            elems_per_thread: k.elems_per_thread,
+            bk_max: k.bk_max,
+        };
+        let mega = MegaOptions {
+            ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
+            prefetch_depth: k.prefetch_depth,
+            wait_prefetch_bytes: k.wait_prefetch_bytes,
+            check: false,
+            ..MegaOptions::default()
+        };
+        let res = one(&mut engine, cfg, rule, mega, position, tokens, profile);
+        rows.push(match res {
+            Ok((ms, prof)) => TuneRow {
+                knobs: *k,
+                ms_per_token: Some(ms),
+                error: None,
+                profile: prof,
+            },
+            Err(e) => TuneRow {
+                knobs: *k,
+                ms_per_token: None,
+                error: Some(e.to_string()),
+                profile: None,
+            },
+        });
+    }
+    Ok(rows)
+}
+
+fn one(
+    engine: &mut MegakernelEngine,
+    cfg: &Config,
+    rule: TileRule,
+    mega: MegaOptions,
+    position: usize,
+    tokens: usize,
+    profile: bool,
+) -> Result<(f64, Option<String>), ModelError> {
+    engine.retune(Tiles::with_rule(cfg, &rule), mega)?;
+    engine.compile()?;
+    let tok = |o: StepOutput| match o {
+        StepOutput::Token(t) => t,
+        StepOutput::Logits(l) => crate::sampling::argmax(&l),
+    };
+    let mut t = 0u32;
+    engine.assume_cached(position)?;
+    for i in 0..3 {
+        t = tok(engine.step(t, position + i)?);
+    }
+    engine.assume_cached(position)?;
+    let start = Instant::now();
+    for i in 0..tokens {
+        t = tok(engine.step(t, position + i)?);
+    }
+    let ms = start.elapsed().as_secs_f64() * 1e3 / tokens as f64;
+    engine.check_errors()?;
+    let mut prof = None;
+    if profile && engine.mega_options().ctas.is_some() {
+        let mut o = engine.mega_options().clone();
+        o.profile = true;
+        engine.set_mega_options(o.clone());
+        engine.assume_cached(position)?;
+        engine.step(t, position)?;
+        o.profile = false;
+        engine.set_mega_options(o);
+        prof = decode_step::MEGAKERNEL.take_profile().map(|p| p.summary());
+    }
+    Ok((ms, prof))
+}
+
+/// The grid's results, fastest first.
+pub fn table(rows: &[TuneRow]) -> String {
+    let mut sorted: Vec<&TuneRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| {
+        let key = |r: &TuneRow| r.ms_per_token.unwrap_or(f64::INFINITY);
+        key(a).total_cmp(&key(b))
+    });
+    let mut s = String::from(
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in sorted {
+        let k = &r.knobs;
+        s += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            r.ms_per_token
+                .map_or_else(|| format!("error: {}", r.error.as_deref().unwrap_or("?")), |m| format!("{m:.3}")),
+            k.warps,
+            k.elems_per_thread,
+            k.bk_max,
+            k.ctas_per_sm,
+            k.wait_prefetch_bytes >> 20,
+            k.prefetch_depth
+        );
+    }
+    s
+}
