@@ -237,7 +237,11 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
             .cuda_source(&consts(d, f), &opts)
             .unwrap();
         // Profiled: three stamps per stage run and CTA.
-        assert_eq!(src.code.contains("p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();"), profile);
+        assert_eq!(
+            src.code
+                .contains("p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();"),
+            profile
+        );
         assert_eq!(src.entry, "toy_mlp_mega");
         // One persistent loop over layers; every stage's programs grid-stride over the CTAs;
         // the waits and prefetches the schedule asked for.

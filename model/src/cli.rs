@@ -492,6 +492,9 @@ pub struct TuneArgs {
     /// Following stages idle CTAs prefetch.
     #[arg(long, value_name = "LIST")]
     pub prefetch_depth: Option<String>,
+    /// Lookahead prefetch of the next program's weights: true, false or both (e.g. true,false).
+    #[arg(long, value_name = "LIST")]
+    pub lookahead: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -511,7 +514,10 @@ fn list<T: std::str::FromStr + Copy>(
             .split(',')
             .map(|x| {
                 x.trim().parse::<T>().map_err(|_| {
-                    ModelError::Usage(format!("--{flag}: \"{}\" is not a number", x.trim()))
+                    ModelError::Usage(format!(
+                        "--{flag}: \"{}\" is not a value of this list",
+                        x.trim()
+                    ))
                 })
             })
             .collect(),
@@ -532,19 +538,22 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
                         d.wait_prefetch_bytes >> 20,
                     )? {
                         for depth in list("prefetch-depth", &a.prefetch_depth, d.prefetch_depth)? {
-                            if !(1..=32).contains(&warps) || elems == 0 || bk == 0 || cps == 0 {
-                                return Err(ModelError::Usage(
+                            for la in list("lookahead", &a.lookahead, d.lookahead_prefetch)? {
+                                if !(1..=32).contains(&warps) || elems == 0 || bk == 0 || cps == 0 {
+                                    return Err(ModelError::Usage(
                                     "tune: warps must be 1..=32; elems, bk-max and ctas-per-sm at least 1".into(),
                                 ));
+                                }
+                                grid.push(crate::tune::Knobs {
+                                    warps,
+                                    elems_per_thread: elems,
+                                    bk_max: bk,
+                                    ctas_per_sm: cps,
+                                    wait_prefetch_bytes: wp << 20,
+                                    prefetch_depth: depth,
+                                    lookahead_prefetch: la,
+                                });
                             }
-                            grid.push(crate::tune::Knobs {
-                                warps,
-                                elems_per_thread: elems,
-                                bk_max: bk,
-                                ctas_per_sm: cps,
-                                wait_prefetch_bytes: wp << 20,
-                                prefetch_depth: depth,
-                            });
                         }
                     }
                 }
@@ -570,15 +579,7 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
     if !dev.is_cuda() {
         eprintln!("note: no GPU: the interpreter runs, so times say nothing about speed (and nothing is profiled)");
     }
-    let rows = crate::tune::run(
-        &cfg,
-        &weights,
-        &dev,
-        &grid,
-        a.position,
-        a.tokens,
-        a.profile,
-    )?;
+    let rows = crate::tune::run(&cfg, &weights, &dev, &grid, a.position, a.tokens, a.profile)?;
     let mut out = format!(
         "tessera tune: {} configurations at context {}, {} tokens each, on {}\n\n",
         rows.len(),

@@ -276,6 +276,8 @@ impl KernelEngine {
             &a.part_max,
             &a.part_idx,
             &a.next,
+            &a.token,
+            &a.pos,
             blocks as i32,
             t.argmax_block,
         )?;

@@ -14,8 +14,8 @@
 //! KV-cache capacity is a run-time scalar: `--max-context` does not recompile.
 //!
 //! Every kernel reads the token id and the position from device buffers, so the launch's
-//! arguments never change, and the step's last stage (`advance`) sets them for the next
-//! step itself. A step launches once and reads back the 4-byte token that the lm_head's
+//! arguments never change, and the step's last stage (`argmax_merge`) sets them for the
+//! next step itself. A step launches once and reads back the 4-byte token that the lm_head's
 //! fused argmax chose (greedy, or a Gumbel-max draw for temperature sampling); it copies
 //! a token id in only when the host chooses the token (a prompt token, or top-k / top-p
 //! sampling, which reads the logits instead). Nothing else goes on the stream per token:
@@ -31,7 +31,7 @@ use crate::error::ModelError;
 use crate::kernels::attention::{attn_merge, attn_split};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{gemv_residual, rmsnorm_gemv};
-use crate::kernels::lm_head::{advance, argmax_merge, lm_head_argmax};
+use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
 use crate::kernels::mlp::rmsnorm_gate_up_silu;
 use crate::kernels::rope::qk_norm_rope;
 use crate::kernels::Tiles;
@@ -230,11 +230,11 @@ pub fn decode_step(
         part_max,
         part_idx,
         next,
+        token,
+        pos,
         cdiv(VOCAB, LM_BM),
         ARGMAX_BLOCK,
     );
-    // The next step's token and position, on the device (no copies in while decoding).
-    advance(grid(1), next, token, pos);
 }
 
 /// `decode_step`'s constexprs for a model and its tiles.
@@ -323,12 +323,12 @@ impl MegakernelEngine {
         let m = DeviceModel::new(name, cfg, weights, dev, max_seq, opts.tiles)?;
         let constexprs = constexprs(&m.cfg, &m.tiles);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
-        // is one CTA per SM unless asked otherwise (the tiles spread rows over the SMs).
+        // is the CTAs the tiles spread their rows over, unless asked otherwise.
         let mut mega = opts.mega;
         mega.num_warps = m.tiles.warps;
         mega.check = false;
-        if mega.ctas.is_none() {
-            mega.ctas = m.dev.sm_count();
+        if mega.ctas.is_none() && m.dev.is_cuda() {
+            mega.ctas = Some(m.tiles.ctas as u32);
         }
         Ok(MegakernelEngine {
             m,
@@ -399,6 +399,13 @@ impl MegakernelEngine {
     /// The token the lm_head chose at the last step (written whatever the output mode).
     pub fn next_token(&self) -> Result<u32, ModelError> {
         self.m.next_token()
+    }
+    /// The (token, position) the device holds for the next step (`argmax_merge` sets them).
+    pub fn next_inputs(&self) -> Result<(u32, usize), ModelError> {
+        let e = |x| self.m.err(x);
+        let t = self.m.a.token.to_vec().map_err(e)?[0];
+        let p = self.m.a.pos.to_vec().map_err(e)?[0];
+        Ok((t as u32, p as usize))
     }
     /// The residual stream after the last step's last layer (for checks).
     pub fn hidden(&self) -> Result<Vec<bf16>, ModelError> {
@@ -528,7 +535,9 @@ impl Engine for MegakernelEngine {
                 if next as usize >= self.m.cfg.vocab_size {
                     // Only a launch that did not finish leaves this: say why.
                     self.check_errors()?;
-                    return Err(self.m.err(format!("the step chose token {next}, beyond the vocabulary")));
+                    return Err(self.m.err(format!(
+                        "the step chose token {next}, beyond the vocabulary"
+                    )));
                 }
                 self.m.on_device = Some((next, pos + 1));
                 Ok(StepOutput::Token(next))

@@ -28,6 +28,7 @@ pub struct Knobs {
     pub ctas_per_sm: u32,
     pub wait_prefetch_bytes: u64,
     pub prefetch_depth: usize,
+    pub lookahead_prefetch: bool,
 }
 
 impl Default for Knobs {
@@ -38,9 +39,10 @@ impl Default for Knobs {
             warps: r.warps,
             elems_per_thread: r.elems_per_thread,
             bk_max: r.bk_max,
-            ctas_per_sm: 1,
+            ctas_per_sm: crate::kernels::CTAS_PER_SM,
             wait_prefetch_bytes: m.wait_prefetch_bytes,
             prefetch_depth: m.prefetch_depth,
+            lookahead_prefetch: m.lookahead_prefetch,
         }
     }
 }
@@ -85,6 +87,7 @@ pub fn run(
             ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
+            lookahead_prefetch: k.lookahead_prefetch,
             check: false,
             ..MegaOptions::default()
         };
@@ -156,20 +159,23 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | lookahead |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
-            r.ms_per_token
-                .map_or_else(|| format!("error: {}", r.error.as_deref().unwrap_or("?")), |m| format!("{m:.3}")),
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.ms_per_token.map_or_else(
+                || format!("error: {}", r.error.as_deref().unwrap_or("?")),
+                |m| format!("{m:.3}")
+            ),
             k.warps,
             k.elems_per_thread,
             k.bk_max,
             k.ctas_per_sm,
             k.wait_prefetch_bytes >> 20,
-            k.prefetch_depth
+            k.prefetch_depth,
+            k.lookahead_prefetch
         );
     }
     s

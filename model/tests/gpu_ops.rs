@@ -230,6 +230,8 @@ fn run_ops(
         &pmax,
         &pidx,
         &next,
+        &dev.zeros::<i32>(1).unwrap(),
+        &dev.zeros::<i32>(1).unwrap(),
         blocks as i32,
         t.argmax_block,
     )

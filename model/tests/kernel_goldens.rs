@@ -289,6 +289,8 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             &pmax,
             &pidx,
             &tok,
+            &dev().zeros::<i32>(1).unwrap(),
+            &dev().zeros::<i32>(1).unwrap(),
             blocks as i32,
             t.argmax_block,
         )

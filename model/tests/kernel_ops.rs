@@ -478,6 +478,8 @@ fn lm_head_argmax_finds_the_greedy_token_in_two_phases() {
                 &pmax,
                 &pidx,
                 &tok,
+                &dev().zeros::<i32>(1).unwrap(),
+                &dev().zeros::<i32>(1).unwrap(),
                 blocks as i32,
                 block,
             )
@@ -508,16 +510,38 @@ fn argmax_merge_keeps_the_lowest_id_on_ties() {
     let pidx = [1i32, 10, 20, 30, 40, 50, 60];
     let tok = dev().zeros::<i32>(1).unwrap();
     for block in [1, 2, 3, 7] {
-        lm_head::argmax_merge::launch(&dev(), &grid(1), &up(&pmax), &up(&pidx), &tok, 7, block)
-            .unwrap();
+        let pos = up(&[41i32]);
+        let next_in = dev().zeros::<i32>(1).unwrap();
+        lm_head::argmax_merge::launch(
+            &dev(),
+            &grid(1),
+            &up(&pmax),
+            &up(&pidx),
+            &tok,
+            &next_in,
+            &pos,
+            7,
+            block,
+        )
+        .unwrap();
         assert_eq!(down(&tok)[0], 20, "BLOCK {block}");
+        assert_eq!(
+            down(&next_in)[0],
+            20,
+            "BLOCK {block}: handed to the next step"
+        );
+        assert_eq!(
+            down(&pos)[0],
+            42,
+            "BLOCK {block}: the position is advanced once"
+        );
     }
 }
 
 /// The tile rule from Qwen3-0.6B to 32B: a GEMV step covers k in one round trip (up to
 /// 4096), a tile stays within its registers, and the busiest CTA streams at most a third
 /// more rows than an even split over the GPU (and never more than one tile's worth more
-/// than the best power-of-two BM could); the attention grid is ≥ 128 programs.
+/// than the best power-of-two BM could); the attention splits fill one round of CTAs.
 #[test]
 fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
     use model::kernels::{qwen3_0_6b, Gemv, TileRule, Tiles};
@@ -551,7 +575,10 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
         for (g, m, k, tiles) in rows {
             let busiest = |g: Gemv| g.programs(m).div_ceil(rule.ctas) * g.bm;
             assert_eq!(g.bk, k.next_power_of_two().min(4096), "hidden {h}: {g:?}");
-            assert!(g.bm * g.bk * tiles <= threads * rule.elems_per_thread, "{g:?}");
+            assert!(
+                g.bm * g.bk * tiles <= threads * rule.elems_per_thread,
+                "{g:?}"
+            );
             let even = m.div_ceil(rule.ctas);
             assert!(
                 busiest(g) * 3 <= even * 4 || busiest(g) < even + g.bm,
@@ -560,12 +587,19 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
             );
             for bm in [1, 2, 4, 8, 16, 32] {
                 if bm * g.bk * tiles <= threads * rule.elems_per_thread {
-                    assert!(busiest(g) <= busiest(Gemv { bm, bk: g.bk }), "{g:?} vs BM {bm}");
+                    assert!(
+                        busiest(g) <= busiest(Gemv { bm, bk: g.bk }),
+                        "{g:?} vs BM {bm}"
+                    );
                 }
             }
         }
+        // One round of split programs: as many splits as fit in the CTAs (≥ 128 programs'
+        // worth), at most 32.
+        let room = rule.ctas.max(128);
         assert!(
-            nh * t.attn_splits >= 128,
+            nh * t.attn_splits <= room.max(nh)
+                && (t.attn_splits == 32 || nh * (t.attn_splits + 1) > room),
             "hidden {h}: {} attention programs",
             nh * t.attn_splits
         );

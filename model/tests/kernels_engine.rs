@@ -191,7 +191,8 @@ fn qwen3_0_6b_shaped_engine_tracks_the_reference() {
         },
     )
     .unwrap();
-    assert_eq!(k.tiles().qkv, model::kernels::Gemv { bm: 16, bk: 1024 });
+    assert_eq!(k.tiles().qkv.bk, 1024);
+    assert!(k.tiles().qkv.bm >= 16);
     let mut r = Reference::new(cfg, Arc::new(w));
     for (pos, t) in [17u32, 900, 3, 2047, 64].into_iter().enumerate() {
         let want = r.forward(t, pos).unwrap();

@@ -371,12 +371,18 @@ fn qwen3_0_6b_shaped_megakernel_tracks_the_reference() {
 fn every_sync_is_needed() {
     let name = "tied_gqa2_v4";
     let prompt = ids(&expected(name)["prompt_ids"]);
-    let run = |opts: &MegakernelOptions| -> Result<Vec<(Vec<f32>, u32)>, String> {
-        let mut m = mega(name, Output::Logits, opts);
+    // A prompt token, then the step's own tokens: those reach the next step on the device
+    // (`advance`), with nothing copied in.
+    let run = |opts: &MegakernelOptions| -> Result<Vec<(Vec<f32>, u32, (u32, usize))>, String> {
+        let mut m = mega(name, Output::Token, opts);
         let mut out = vec![];
-        for (pos, &t) in prompt.iter().take(4).enumerate() {
-            let z = logits(m.step(t, pos).map_err(|e| e.to_string())?);
-            out.push((z, m.next_token().unwrap()));
+        let mut t = prompt[0];
+        for pos in 0..4 {
+            t = match m.step(t, pos).map_err(|e| e.to_string())? {
+                StepOutput::Token(n) => n,
+                StepOutput::Logits(_) => unreachable!("Output::Token"),
+            };
+            out.push((m.logits().unwrap(), t, m.next_inputs().unwrap()));
         }
         Ok(out)
     };

@@ -68,6 +68,10 @@ pub struct GenOptions {
     pub wait_prefetch_bytes: u64,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
+    /// In a stage with more programs than CTAs, a CTA prefetches into L2 the share of the
+    /// weight windows its next program reads (window / programs, at that program's index:
+    /// exact for a row-blocked GEMV) before it runs the current one.
+    pub lookahead_prefetch: bool,
 }
 
 /// The generated persistent kernel.
@@ -406,13 +410,27 @@ pub fn generate(
     };
     g.nodes(&r.body, 1);
     let mut c = g.out;
-    let _ = writeln!(c, "  // The last CTA out zeroes the sync words (not the records: they are zero unless a");
-    let _ = writeln!(c, "  // wait gave up, and then no CTA gets here), so the next launch starts clean.");
+    let _ = writeln!(
+        c,
+        "  // The last CTA out zeroes the sync words (not the records: they are zero unless a"
+    );
+    let _ = writeln!(
+        c,
+        "  // wait gave up, and then no CTA gets here), so the next launch starts clean."
+    );
     let _ = writeln!(c, "  __syncthreads();");
     let _ = writeln!(c, "  if (threadIdx.x == 0) {{");
     let _ = writeln!(c, "    __threadfence();");
-    let _ = writeln!(c, "    if (atomicAdd(tsr_sync + {}, 1u) == gridDim.x - 1u) {{", SyncWords::EXIT);
-    let _ = writeln!(c, "      for (int i = 0; i < {}; ++i) tsr_sync[i] = 0u;", SyncWords::records(r.stages.len()));
+    let _ = writeln!(
+        c,
+        "    if (atomicAdd(tsr_sync + {}, 1u) == gridDim.x - 1u) {{",
+        SyncWords::EXIT
+    );
+    let _ = writeln!(
+        c,
+        "      for (int i = 0; i < {}; ++i) tsr_sync[i] = 0u;",
+        SyncWords::records(r.stages.len())
+    );
     let _ = writeln!(c, "      __threadfence();");
     let _ = writeln!(c, "    }}");
     let _ = writeln!(c, "  }}");
@@ -503,7 +521,11 @@ impl Gen<'_> {
             if wins.is_empty() {
                 return;
             }
-            let _ = writeln!(o, "{pad}    // While waiting: the first {} bytes of each weight window, into L2.", self.opts.wait_prefetch_bytes);
+            let _ = writeln!(
+                o,
+                "{pad}    // While waiting: the first {} bytes of each weight window, into L2.",
+                self.opts.wait_prefetch_bytes
+            );
             for a in wins {
                 let (name, size, lo, hi) = window_c(r, a);
                 let _ = writeln!(o, "{pad}    tsr_prefetch_l2({name} + {lo}, tsr_min(({hi} - {lo}) * {size}LL, {}LL), {part}, {parts});", self.opts.wait_prefetch_bytes);
@@ -563,6 +585,16 @@ impl Gen<'_> {
         }
         let _ = writeln!(o, "{pad}    unsigned tsr_mine = 0;");
         let _ = writeln!(o, "{pad}    for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {{");
+        let wins = super::schedule::weight_windows(r, s);
+        if self.opts.lookahead_prefetch && !wins.is_empty() {
+            let _ = writeln!(o, "{pad}      if (tsr_p + gridDim.x < tsr_n) {{  // the next program's share of the weights, into L2");
+            for a in wins {
+                let (name, size, lo, hi) = window_c(r, a);
+                let _ = writeln!(o, "{pad}        {{ const long long b = ({hi} - {lo}) * {size}LL, q = tsr_p + gridDim.x;");
+                let _ = writeln!(o, "{pad}          tsr_prefetch_l2((const char*)({name} + {lo}) + b * q / tsr_n, b / tsr_n, 0, 1); }}");
+            }
+            let _ = writeln!(o, "{pad}      }}");
+        }
         let _ = writeln!(
             o,
             "{pad}      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
@@ -599,7 +631,10 @@ impl Gen<'_> {
         if self.opts.profile {
             let _ = writeln!(o, "{pad}  if (threadIdx.x == 0) {{");
             let _ = writeln!(o, "{pad}    unsigned long long* p = tsr_prof + ((unsigned long long)(tsr_step - 1u) * gridDim.x + blockIdx.x) * {}ull;", SyncWords::PROFILE_STAMPS);
-            let _ = writeln!(o, "{pad}    p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();");
+            let _ = writeln!(
+                o,
+                "{pad}    p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();"
+            );
             let _ = writeln!(o, "{pad}  }}");
         }
         if sched.counted[s] {

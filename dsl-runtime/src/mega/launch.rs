@@ -43,6 +43,9 @@ pub struct MegaOptions {
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
+    /// GPU: in a stage with more programs than CTAs, prefetch the next program's share of
+    /// the weights into L2 while the current one runs.
+    pub lookahead_prefetch: bool,
 }
 
 impl Default for MegaOptions {
@@ -58,6 +61,7 @@ impl Default for MegaOptions {
             check: true,
             wait_prefetch_bytes: 16 << 20,
             profile: false,
+            lookahead_prefetch: true,
         }
     }
 }
@@ -103,6 +107,7 @@ type FnKey = (
     Option<usize>,
     usize,
     u64,
+    bool,
     bool,
 );
 
@@ -221,14 +226,7 @@ impl MegaDef {
         let p = self.planned(constexprs, opts)?;
         let (prelude, bodies) =
             stage_bodies(p.r(), opts.num_warps, &MegaFacts::all(p.r())).map_err(Error::Lower)?;
-        cuda::generate(
-            p.r(),
-            p.s(),
-            &prelude,
-            &bodies,
-            &gen_options(opts),
-        )
-        .map_err(Error::Lower)
+        cuda::generate(p.r(), p.s(), &prelude, &bodies, &gen_options(opts)).map_err(Error::Lower)
     }
 
     /// Runs the megakernel. `args`: the run-time parameters in declaration order.
@@ -361,6 +359,7 @@ impl MegaDef {
             Arc::as_ptr(&cuda_dev.ctx) as usize,
             opts.wait_prefetch_bytes,
             opts.profile,
+            opts.lookahead_prefetch,
         );
         let fmap = self.functions.get_or_init(Default::default);
         let cached = lock_map(fmap).get(&key).cloned();
@@ -480,8 +479,8 @@ impl MegaDef {
         if opts.profile {
             let base = SyncWords::profile_base(stages, ctas as usize);
             let raw = stream.clone_dtoh(&sync.words.slice(base..words_len))?;
-            let runs = super::profile::stage_runs(r, &self.host_vals(r, args))
-                .map_err(|e| self.err(e))?;
+            let runs =
+                super::profile::stage_runs(r, &self.host_vals(r, args)).map_err(|e| self.err(e))?;
             let p = super::profile::Profile::new(r, runs, ctas as usize, &raw);
             *lock_map(&self.profile) = Some(p);
         }
@@ -533,12 +532,7 @@ impl MegaDef {
                 let w = stream.clone_dtoh(&buf.words)?;
                 let plan = self.planned(constexprs, opts)?;
                 let w = &w[..SyncWords::len(plan.r().stages.len(), buf.ctas).min(w.len())];
-                return Err(self.err(timeout_message(
-                    plan.r(),
-                    plan.s(),
-                    w,
-                    opts.timeout_ms,
-                )));
+                return Err(self.err(timeout_message(plan.r(), plan.s(), w, opts.timeout_ms)));
             }
         }
         Ok(())
@@ -551,6 +545,7 @@ fn gen_options(opts: &MegaOptions) -> GenOptions {
         break_sync: opts.break_sync,
         wait_prefetch_bytes: opts.wait_prefetch_bytes,
         profile: opts.profile,
+        lookahead_prefetch: opts.lookahead_prefetch,
     }
 }
 

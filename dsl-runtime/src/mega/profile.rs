@@ -55,10 +55,9 @@ pub fn stage_runs(r: &Resolved, vals: &[Option<Val>]) -> Result<Vec<Run>, String
                             _ => 1,
                         };
                         let end = a.end.as_ref().expect("weight windows have an end");
-                        if let (Ok(Val::Int(lo)), Ok(Val::Int(hi))) = (
-                            a.offset.eval(&env, r.params()),
-                            end.eval(&env, r.params()),
-                        ) {
+                        if let (Ok(Val::Int(lo)), Ok(Val::Int(hi))) =
+                            (a.offset.eval(&env, r.params()), end.eval(&env, r.params()))
+                        {
                             bytes += (hi - lo).max(0) as u64 * size;
                         }
                     }
@@ -106,7 +105,10 @@ pub struct StageRow {
 
 impl Profile {
     pub fn new(r: &Resolved, runs: Vec<Run>, ctas: usize, raw: &[u32]) -> Profile {
-        let word = |i: usize| raw.get(2 * i).copied().unwrap_or(0) as u64 | (raw.get(2 * i + 1).copied().unwrap_or(0) as u64) << 32;
+        let word = |i: usize| {
+            raw.get(2 * i).copied().unwrap_or(0) as u64
+                | (raw.get(2 * i + 1).copied().unwrap_or(0) as u64) << 32
+        };
         let stamps = (0..runs.len() * ctas)
             .map(|i| [word(3 * i), word(3 * i + 1), word(3 * i + 2)])
             .collect();
@@ -124,7 +126,9 @@ impl Profile {
 
     /// (first CTA past its wait, last CTA done) of a run, over the CTAs with programs there.
     fn window(&self, run: usize) -> Option<(u64, u64)> {
-        let busy = (0..self.ctas).map(|c| self.cta(run, c)).filter(|t| t[1] != 0);
+        let busy = (0..self.ctas)
+            .map(|c| self.cta(run, c))
+            .filter(|t| t[1] != 0);
         busy.fold(None, |acc, t| match acc {
             None => Some((t[1], t[2])),
             Some((a, b)) => Some((a.min(t[1]), b.max(t[2]))),
@@ -143,7 +147,13 @@ impl Profile {
 
     /// One row per stage of the program, in program order.
     pub fn rows(&self) -> Vec<StageRow> {
-        let start = self.stamps.iter().map(|t| t[0]).filter(|&t| t != 0).min().unwrap_or(0);
+        let start = self
+            .stamps
+            .iter()
+            .map(|t| t[0])
+            .filter(|&t| t != 0)
+            .min()
+            .unwrap_or(0);
         let mut per: Vec<(Vec<u64>, Vec<u64>, Vec<i64>, u64, usize)> =
             vec![(vec![], vec![], vec![], 0, 0); self.labels.len()];
         let mut prev_done = start;

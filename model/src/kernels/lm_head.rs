@@ -85,11 +85,15 @@ pub fn lm_head_argmax(
     store(part_idx + pid, pid * BM + argmax(zm, 0));
 }
 
+/// Phase 2; it also hands the step's result to the next step on the device: `token` =
+/// the chosen id, `pos` += 1, so a step that decodes its own token needs nothing copied in.
 #[kernel]
 pub fn argmax_merge(
     part_max: Ptr<f32>,
     part_idx: Ptr<i32>,
+    next: Ptr<i32>,
     token: Ptr<i32>,
+    pos: Ptr<i32>,
     n: i32,
     #[constexpr] BLOCK: usize,
 ) {
@@ -104,13 +108,7 @@ pub fn argmax_merge(
         best_idx = where_(better, cand, best_idx);
         best = where_(better, max(v, 0), best);
     }
+    store(next, best_idx);
     store(token, best_idx);
-}
-
-/// The next step's inputs, set on the device: token = next, pos += 1. The last stage of the
-/// megakernel's step, so a step that decodes its own token needs nothing copied in.
-#[kernel]
-pub fn advance(next: Ptr<i32>, token: Ptr<i32>, pos: Ptr<i32>) {
-    store(token, load(next));
     store(pos, load(pos) + 1);
 }

@@ -29,11 +29,13 @@ pub mod rope;
 use crate::config::Config;
 use dsl_runtime::{ConstVal, Shipped};
 
-/// Programs the attention split phase aims for (heads × splits).
+/// Programs the attention split phase aims for at least (heads × splits ≥ half of it).
 pub const ATTN_TARGET_PROGRAMS: usize = 256;
 /// Warps per program for every op, in both engines (the megakernel lowers every stage for
-/// one block size). 16 warps = 512 threads: one CTA per SM of the persistent grid.
+/// one block size). Chosen with `tessera tune` on an H200 (docs/PERF.md).
 pub const NUM_WARPS: u32 = 16;
+/// Persistent CTAs per SM of the megakernel on a GPU (the tiles spread rows over them).
+pub const CTAS_PER_SM: u32 = 1;
 
 /// What the tile sizes are chosen for. At M = 1 a GEMV's speed is the bytes each SM has in
 /// flight (Little's law: ~4 TB/s × ~1 µs of DRAM latency is ~32 KB per SM of an H100/H200),
@@ -57,17 +59,18 @@ impl Default for TileRule {
         TileRule {
             ctas: 132,
             warps: NUM_WARPS,
-            elems_per_thread: 32,
+            elems_per_thread: 64,
             bk_max: 4096,
         }
     }
 }
 
 impl TileRule {
-    /// The default rule, spread over this device's SMs (132 for the interpreter).
+    /// The default rule, spread over this device's SMs (132 for the interpreter), with
+    /// `CTAS_PER_SM` persistent CTAs each.
     pub fn for_device(dev: &dsl_runtime::Device) -> TileRule {
         TileRule {
-            ctas: dev.sm_count().map_or(132, |n| n as usize),
+            ctas: dev.sm_count().map_or(132, |n| (n * CTAS_PER_SM) as usize),
             ..TileRule::default()
         }
     }
@@ -117,6 +120,8 @@ impl Gemv {
 pub struct Tiles {
     /// Warps per program (both engines launch every op with this many).
     pub warps: u32,
+    /// CTAs the rows were spread over: the megakernel's persistent grid on a GPU.
+    pub ctas: usize,
     pub embed_block: usize,
     pub qkv: Gemv,
     pub o_proj: Gemv,
@@ -143,6 +148,7 @@ impl Tiles {
         let lm_head = gemv(cfg.vocab_size, h, 1);
         Tiles {
             warps: r.warps,
+            ctas: r.ctas,
             embed_block: h.min(1024),
             qkv: gemv(cfg.q_dim() + 2 * cfg.kv_dim(), h, 1),
             o_proj: gemv(h, cfg.q_dim(), 1),
@@ -150,14 +156,14 @@ impl Tiles {
             gate_up: gemv(cfg.intermediate_size, h, 2),
             down: gemv(h, cfg.intermediate_size, 1),
             lm_head,
-            // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread, and
-            // about two programs per CTA: at long contexts each program's chunk is a few
-            // big round trips rather than many small ones.
+            // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
+            // contexts each program's chunk is a few big round trips, not many small ones.
             attn_block_n: floor_pow2(
                 32 * r.warps as usize * r.elems_per_thread / cfg.head_dim.max(1),
             )
             .clamp(16, 128),
-            attn_splits: (2 * r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
+            // One round of split programs over the CTAs.
+            attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
                 .clamp(1, 32),
             argmax_block: lm_head.programs(cfg.vocab_size).min(1024),
         }
