@@ -15,7 +15,7 @@ cp .gpu/commit "$OUT/commit" 2>/dev/null || true
 d=/tmp/q-$shape
 if [[ ! -f $d/config.json ]]; then
   echo "=== [$(date +%T)] hf_reference.py --shape $shape --no-bench"
-  python3 .gpu/hf_reference.py --shape "$shape" --out "$d" --steps 8 --no-bench > "$OUT/hf-$shape.log" 2>&1 \
+  python3 .gpu/hf_reference.py --shape "$shape" --out "$d" --steps 64 --no-bench > "$OUT/hf-$shape.log" 2>&1 \
     || { tail -20 "$OUT/hf-$shape.log"; exit 1; }
 fi
 echo "=== [$(date +%T)] tessera tune --model $d $*"

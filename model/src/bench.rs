@@ -5,8 +5,8 @@
 //! bandwidth is measured on the same GPU in the same run, by [`stream_sum`] (a DSL kernel
 //! that only reads: 1 GiB of bf16, one f32 out per 32 KiB read). For each context position
 //! the KV cache is declared filled up to it (the contents do not change the time), then
-//! 128 tokens are decoded greedily, each one step = two 4-byte copies in, one launch, one
-//! 4-byte read back, as `generate` runs them.
+//! 128 tokens are decoded greedily as `generate` runs them: one launch and one 4-byte read
+//! back per token (the step hands its token and position to the next on the device).
 //!
 //! Also measured: NVRTC compile of the decode megakernel, cold and from the disk cache, and
 //! the time to the first token of a fresh engine (compile and module load included).

@@ -77,6 +77,8 @@ pub struct DeviceModel {
     /// The (token, position) `token` / `pos` hold for the next step, when the device set
     /// them itself (the megakernel's `advance`); None: unknown, the next step copies them.
     pub on_device: Option<(u32, usize)>,
+    /// Steps that copied their token and position in (the others found them on the device).
+    pub steps_copied_in: u64,
 }
 
 pub fn engine_err(engine: &str, msg: impl std::fmt::Display) -> ModelError {
@@ -246,6 +248,7 @@ impl DeviceModel {
             a,
             cached: 0,
             on_device: None,
+            steps_copied_in: 0,
         })
     }
 
@@ -282,6 +285,7 @@ impl DeviceModel {
         if self.on_device != Some((token, pos)) {
             self.a.token.copy_from(&[token as i32]).map_err(e)?;
             self.a.pos.copy_from(&[pos as i32]).map_err(e)?;
+            self.steps_copied_in += 1;
         }
         self.on_device = None;
         Ok(())

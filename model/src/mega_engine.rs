@@ -349,6 +349,11 @@ impl MegakernelEngine {
     pub fn set_output(&mut self, output: Output) {
         self.output = output;
     }
+    /// Steps so far that copied a token id (and position) in: the host chose the token (a
+    /// prompt token, top-k / top-p); a step that decodes its own token copies nothing.
+    pub fn steps_copied_in(&self) -> u64 {
+        self.m.steps_copied_in
+    }
     /// Megakernel launches so far (one per step: the test of "one launch per token").
     pub fn launches(&self) -> u64 {
         self.launches

@@ -120,6 +120,13 @@ fn greedy_matches_transformers_while_decisive_one_launch_per_token() {
                 steps as u64,
                 "{name} ({mode}): launches per step"
             );
+            // Token ids go in for the prompt only: a generated token reaches the next step
+            // on the device (argmax_merge hands it over, with the position).
+            assert_eq!(
+                m.steps_copied_in(),
+                prompt.len() as u64,
+                "{name} ({mode}): steps that copied a token in"
+            );
             eprintln!(
                 "{name} ({mode}): {decisive} greedy tokens equal transformers', {steps} steps = {} launches",
                 m.launches()
