@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The Qwen3 megakernel decoder on the GPU machine, in ONE device call, over binaries built
-# here by ../shared/gpu/pack.sh (carried in .gpu/: bin/tessera, bin/test-gpu_decode,
-# bin/test-gpu_ops, hf_reference.py, device-env.sh).
+# here by scripts/pack_gpu.sh (carried in .gpu/: bin/tessera, bin/test-gpu_decode,
+# bin/test-gpu_ops, hf_reference.py, hf_peers.py, device-env.sh).
 #   device run: carry [".gpu"], command: bash scripts/device_decode.sh [GROUP...]
 # Groups, in the order they run (default: all of them; most important first, so a call cut
 # short by the device's time limit still returns the key results in $OUT):
 #   committed  GPU tests on the committed checkpoints: megakernel = kernels engine,
 #              transformers' greedy tokens, one launch per token, Gumbel sampling
 #   0.6b 1.7b  hf_reference.py writes /tmp/q06 (/tmp/q17): a random-weight Qwen3 at that
-#              shape, transformers' greedy tokens (expected.json) and speed (peers.json);
-#              the real-shape GPU test (TESSERA_HF_CKPT); `tessera bench` with peers
+#              shape and transformers' greedy tokens (expected.json); hf_peers.py times
+#              transformers (eager, static cache + torch.compile) at the bench's contexts
+#              (peers.json); the real-shape GPU test (TESSERA_HF_CKPT); `tessera bench`
+#              with those peers
 #   generate   one `tessera generate` (the megakernel is the default engine on a GPU)
 #   kernels    the kernels engine's GPU tests (gpu_kernels)
 # Every step is logged under $OUT (one .log each, decode.log for the summary); a failed
@@ -50,14 +52,17 @@ for g in "${groups[@]}"; do
     ;;
   0.6b | 1.7b)
     d=${ckpt[$g]}
-    step "hf-$g" 300 python3 .gpu/hf_reference.py --shape "$g" --out "$d" --steps 64
+    step "hf-$g" 300 python3 .gpu/hf_reference.py --shape "$g" --out "$d" --steps 64 --no-bench
     cp "$d/expected.json" "$OUT/expected-$g.json" 2>/dev/null
-    cp "$d/peers.json" "$OUT/peers-$g.json" 2>/dev/null
     if [[ ! -f $d/expected.json ]]; then
       echo "skip the $g GPU test and bench: no $d/expected.json" | tee -a "$OUT/decode.log"
       failed+=("$g: no checkpoint")
       continue
     fi
+    # transformers' ms/token at 1, 512, 2048, 8192 (peers.json is rewritten after each
+    # measurement, so a run cut short still leaves what it finished).
+    step "peers-$g" 420 python3 .gpu/hf_peers.py --model "$d" --out "$d/peers.json"
+    cp "$d/peers.json" "$OUT/peers-$g.json" 2>/dev/null
     step "gpu-megakernel-$g" 300 env TESSERA_HF_CKPT="$d" TESSERA_CACHE_DIR=$test_cache \
       .gpu/bin/test-gpu_decode --ignored --exact gpu_megakernel_matches_transformers_at_real_shape --nocapture
     peers=()

@@ -10,8 +10,9 @@
 //!
 //! Also measured: NVRTC compile of the decode megakernel, cold and from the disk cache, and
 //! the time to the first token of a fresh engine (compile and module load included).
-//! `--peers peers.json` (written by `hf_reference.py` on the same GPU) adds transformers'
-//! eager and static-cache + torch.compile ms/token.
+//! `--peers peers.json` (written by `scripts/hf_peers.py` on the same GPU) adds transformers'
+//! eager and static-cache + torch.compile ms/token at each context; an older peers.json
+//! (`hf_reference.py`'s, one short context) fills the context-1 row only.
 use crate::config::Config;
 use crate::device_model::{kv_bytes_per_position, weight_bytes_per_token};
 use crate::dsl_engine::Output;
@@ -76,7 +77,7 @@ pub struct Row {
     pub x_floor: Option<f64>,
     /// 100 · floor_ms / ms_per_token.
     pub pct_of_floor: Option<f64>,
-    /// Transformers (from --peers), at its own short context.
+    /// Transformers (from --peers) at this context: see [`peer_ms`].
     pub hf_eager_ms: Option<f64>,
     pub hf_compiled_ms: Option<f64>,
 }
@@ -198,7 +199,6 @@ pub fn run(
     };
     let wbytes = weight_bytes_per_token(&cfg);
     let per_pos = kv_bytes_per_position(&cfg);
-    let peer = |k: &str| peers.as_ref().and_then(|p| p[k].as_f64());
 
     let mut rows = vec![];
     for &p in &plan.positions {
@@ -225,8 +225,7 @@ pub fn run(
         let kv = per_pos as f64 * (p as f64 + (plan.tokens as f64 + 1.0) / 2.0);
         let bytes = wbytes as f64 + kv;
         let floor_ms = bw.map(|g| bytes / (g * 1e9) * 1e3);
-        // Transformers was timed at its own short context (a 12-token prompt + 128).
-        let short = p <= 1;
+        let (hf_eager_ms, hf_compiled_ms) = peer_ms(peers.as_ref(), p);
         rows.push(Row {
             context: p,
             ms_per_token: ms,
@@ -235,8 +234,8 @@ pub fn run(
             floor_ms,
             x_floor: floor_ms.map(|f| ms / f),
             pct_of_floor: floor_ms.map(|f| 100.0 * f / ms),
-            hf_eager_ms: peer("hf_eager_ms_per_token").filter(|_| short),
-            hf_compiled_ms: peer("hf_compiled_static_ms_per_token").filter(|_| short),
+            hf_eager_ms,
+            hf_compiled_ms,
         });
     }
     let ttft_note = if gpu && cache_entries == 0 {
@@ -269,6 +268,63 @@ pub fn run(
         skipped,
         peers,
     })
+}
+
+/// Transformers' (eager, compiled) ms/token at `context` from a peers.json. The format of
+/// `scripts/hf_peers.py` has `contexts: [{context, eager_ms, compiled_ms, ..}]`: the entry
+/// with this context. The older one (`hf_reference.py`) has only top-level
+/// `hf_eager_ms_per_token` and `hf_compiled_static_ms_per_token`, timed after a 12-token
+/// prompt: shown at context 1 only.
+pub fn peer_ms(peers: Option<&serde_json::Value>, context: usize) -> (Option<f64>, Option<f64>) {
+    let Some(p) = peers else {
+        return (None, None);
+    };
+    match p["contexts"].as_array() {
+        Some(entries) => entries
+            .iter()
+            .find(|e| e["context"].as_u64() == Some(context as u64))
+            .map_or((None, None), |e| {
+                (e["eager_ms"].as_f64(), e["compiled_ms"].as_f64())
+            }),
+        None if context <= 1 => (
+            p["hf_eager_ms_per_token"].as_f64(),
+            p["hf_compiled_static_ms_per_token"].as_f64(),
+        ),
+        None => (None, None),
+    }
+}
+
+/// The lines under the table that say where the HF columns come from (empty without peers).
+pub fn peers_note(peers: Option<&serde_json::Value>) -> String {
+    let Some(p) = peers else {
+        return String::new();
+    };
+    let Some(entries) = p["contexts"].as_array() else {
+        return "\nHF columns: transformers on the same GPU (hf_reference.py), at a 12-token prompt + 128 tokens, so shown at context 1 only.\n".into();
+    };
+    let steps = p["steps"].as_u64().map_or("N".into(), |n| n.to_string());
+    let versions = match (p["transformers"].as_str(), p["torch"].as_str()) {
+        (Some(t), Some(torch)) => format!("transformers {t}, torch {torch}"),
+        _ => "transformers".into(),
+    };
+    let dtype = p["dtype"]
+        .as_str()
+        .unwrap_or("bf16")
+        .trim_start_matches("torch.");
+    let attn = p["attn_implementation"].as_str().unwrap_or("sdpa");
+    let mut s = format!(
+        "\nHF columns: {versions} on the same GPU (scripts/hf_peers.py, {dtype}, {attn}): greedy decode of {steps} tokens after a context of that many positions, median ms/token; eager = DynamicCache, compiled = StaticCache + torch.compile(mode=\"reduce-overhead\") (CUDA graphs).\n"
+    );
+    for e in entries {
+        for (key, name) in [("eager_error", "eager"), ("compiled_error", "compiled")] {
+            if let Some(msg) = e[key].as_str() {
+                let short: String = msg.chars().take(160).collect();
+                let ctx = e["context"].as_u64().map_or("?".into(), |c| c.to_string());
+                s += &format!("HF {name} at context {ctx}: {short}\n");
+            }
+        }
+    }
+    s
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -321,11 +377,54 @@ pub fn table(r: &Report) -> String {
             opt(row.hf_compiled_ms, 3),
         );
     }
-    if r.peers.is_some() {
-        s += "\nHF columns: transformers on the same GPU (hf_reference.py), at a 12-token prompt + 128 tokens, so shown at context 1 only.\n";
-    }
+    s += &peers_note(r.peers.as_ref());
     for k in &r.skipped {
         s += &format!("skipped: {k}\n");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn peers_by_context_from_hf_peers() {
+        let p = json!({
+            "torch": "2.11.0+cu130", "transformers": "4.57.1", "gpu": "NVIDIA H200", "steps": 128,
+            "hf_eager_ms_per_token": 25.1, "hf_compiled_static_ms_per_token": 6.2,
+            "contexts": [
+                {"context": 1, "eager_ms": 25.1, "compiled_ms": 6.2, "eager_error": null, "compiled_error": null},
+                {"context": 512, "eager_ms": 25.9, "compiled_ms": null, "eager_error": null,
+                 "compiled_error": "OutOfMemoryError: CUDA out of memory"},
+            ]
+        });
+        assert_eq!(peer_ms(Some(&p), 1), (Some(25.1), Some(6.2)));
+        assert_eq!(peer_ms(Some(&p), 512), (Some(25.9), None));
+        // A context the peers did not measure: no figures (not the top-level ones).
+        assert_eq!(peer_ms(Some(&p), 2048), (None, None));
+        let note = peers_note(Some(&p));
+        assert!(note.contains("scripts/hf_peers.py"), "{note}");
+        assert!(note.contains("128 tokens after a context"), "{note}");
+        assert!(note.contains("transformers 4.57.1"), "{note}");
+        assert!(
+            note.contains("HF compiled at context 512: OutOfMemoryError"),
+            "{note}"
+        );
+        assert!(!note.contains("HF eager at"), "{note}");
+    }
+
+    #[test]
+    fn peers_from_hf_reference_fill_context_1_only() {
+        let p = json!({"gpu": "NVIDIA H200", "hf_eager_ms_per_token": 25.844,
+                       "hf_compiled_error": "RuntimeError(...)"});
+        assert_eq!(peer_ms(Some(&p), 1), (Some(25.844), None));
+        assert_eq!(peer_ms(Some(&p), 512), (None, None));
+        let p = json!({"hf_eager_ms_per_token": 25.0, "hf_compiled_static_ms_per_token": 5.0});
+        assert_eq!(peer_ms(Some(&p), 1), (Some(25.0), Some(5.0)));
+        assert_eq!(peer_ms(None, 1), (None, None));
+        assert!(peers_note(Some(&p)).contains("context 1 only"));
+        assert_eq!(peers_note(None), "");
+    }
 }
