@@ -375,7 +375,7 @@ pub struct BenchArgs {
     /// Checkpoint directory (Hugging Face layout). Without it, the embedded random model.
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
-    /// peers.json from hf_reference.py (transformers on the same GPU): adds its columns.
+    /// peers.json from scripts/hf_peers.py (transformers on the same GPU): adds its columns.
     #[arg(long, value_name = "FILE")]
     pub peers: Option<PathBuf>,
     /// Also write the report as JSON to FILE.
