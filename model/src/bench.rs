@@ -138,7 +138,8 @@ pub fn read_bandwidth(dev: &Device, bytes: usize) -> Result<f64, ModelError> {
     Ok((n * 2) as f64 / best / 1e9)
 }
 
-fn token_of(out: StepOutput) -> u32 {
+/// The token of a step: chosen on the device, or the argmax of its logits.
+pub fn token_of(out: StepOutput) -> u32 {
     match out {
         StepOutput::Token(t) => t,
         StepOutput::Logits(l) => crate::sampling::argmax(&l),

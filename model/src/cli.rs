@@ -526,39 +526,63 @@ fn list<T: std::str::FromStr + Copy>(
 
 /// `tessera tune`: decode speed over a grid of tile rules and megakernel options.
 pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
-    let d = crate::tune::Knobs::default();
-    let mut grid = vec![];
-    for warps in list("warps", &a.warps, d.warps)? {
-        for elems in list("elems", &a.elems, d.elems_per_thread)? {
-            for bk in list("bk-max", &a.bk_max, d.bk_max)? {
-                for cps in list("ctas-per-sm", &a.ctas_per_sm, d.ctas_per_sm)? {
-                    for wp in list(
-                        "wait-prefetch-mib",
-                        &a.wait_prefetch_mib,
-                        d.wait_prefetch_bytes >> 20,
-                    )? {
-                        for depth in list("prefetch-depth", &a.prefetch_depth, d.prefetch_depth)? {
-                            for la in list("lookahead", &a.lookahead, d.lookahead_prefetch)? {
-                                if !(1..=32).contains(&warps) || elems == 0 || bk == 0 || cps == 0 {
-                                    return Err(ModelError::Usage(
-                                    "tune: warps must be 1..=32; elems, bk-max and ctas-per-sm at least 1".into(),
-                                ));
-                                }
-                                grid.push(crate::tune::Knobs {
-                                    warps,
-                                    elems_per_thread: elems,
-                                    bk_max: bk,
-                                    ctas_per_sm: cps,
-                                    wait_prefetch_bytes: wp << 20,
-                                    prefetch_depth: depth,
-                                    lookahead_prefetch: la,
-                                });
-                            }
-                        }
-                    }
-                }
-            }
-        }
+    use crate::tune::Knobs;
+    let d = Knobs::default();
+    // Every combination of the lists: each flag multiplies the grid by its values.
+    fn times<T: Copy>(grid: Vec<Knobs>, values: Vec<T>, set: fn(&mut Knobs, T)) -> Vec<Knobs> {
+        grid.iter()
+            .flat_map(|k| {
+                values.iter().map(move |&v| {
+                    let mut k = *k;
+                    set(&mut k, v);
+                    k
+                })
+            })
+            .collect()
+    }
+    let mut grid = vec![d];
+    grid = times(grid, list("warps", &a.warps, d.warps)?, |k, v| k.warps = v);
+    grid = times(
+        grid,
+        list("elems", &a.elems, d.elems_per_thread)?,
+        |k, v| k.elems_per_thread = v,
+    );
+    grid = times(grid, list("bk-max", &a.bk_max, d.bk_max)?, |k, v| {
+        k.bk_max = v
+    });
+    grid = times(
+        grid,
+        list("ctas-per-sm", &a.ctas_per_sm, d.ctas_per_sm)?,
+        |k, v| k.ctas_per_sm = v,
+    );
+    grid = times(
+        grid,
+        list(
+            "wait-prefetch-mib",
+            &a.wait_prefetch_mib,
+            d.wait_prefetch_bytes >> 20,
+        )?,
+        |k, v| k.wait_prefetch_bytes = v << 20,
+    );
+    grid = times(
+        grid,
+        list("prefetch-depth", &a.prefetch_depth, d.prefetch_depth)?,
+        |k, v| k.prefetch_depth = v,
+    );
+    grid = times(
+        grid,
+        list("lookahead", &a.lookahead, d.lookahead_prefetch)?,
+        |k, v| k.lookahead_prefetch = v,
+    );
+    if grid.iter().any(|k| {
+        !(1..=32).contains(&k.warps)
+            || k.elems_per_thread == 0
+            || k.bk_max == 0
+            || k.ctas_per_sm == 0
+    }) {
+        return Err(ModelError::Usage(
+            "tune: warps must be 1..=32; elems, bk-max and ctas-per-sm at least 1".into(),
+        ));
     }
     if a.tokens == 0 {
         return Err(ModelError::Usage("--tokens must be at least 1".into()));

@@ -8,7 +8,7 @@
 //! (`MegaOptions::profile`) and the table of where the step's time went is kept.
 use crate::config::Config;
 use crate::dsl_engine::Output;
-use crate::engine::{Engine, StepOutput};
+use crate::engine::Engine;
 use crate::error::ModelError;
 use crate::kernels::{TileRule, Tiles};
 use crate::mega_engine::{decode_step, MegakernelEngine, MegakernelOptions};
@@ -121,10 +121,7 @@ fn one(
 ) -> Result<(f64, Option<String>), ModelError> {
     engine.retune(Tiles::with_rule(cfg, &rule), mega)?;
     engine.compile()?;
-    let tok = |o: StepOutput| match o {
-        StepOutput::Token(t) => t,
-        StepOutput::Logits(l) => crate::sampling::argmax(&l),
-    };
+    let tok = crate::bench::token_of;
     let mut t = 0u32;
     engine.assume_cached(position)?;
     for i in 0..3 {

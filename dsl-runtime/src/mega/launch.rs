@@ -419,13 +419,13 @@ impl MegaDef {
         let bufs = self.sync_bufs.get_or_init(Default::default);
         let mut bufs = lock_map(bufs);
         let stages = r.stages.len();
-        let steps = if opts.profile {
-            super::profile::stage_runs(r, &self.host_vals(r, args))
-                .map_err(|e| self.err(e))?
-                .len()
+        // Profiled: the stage runs this launch makes (one stamp triple per run and CTA).
+        let runs = if opts.profile {
+            super::profile::stage_runs(r, &self.host_vals(r, args)).map_err(|e| self.err(e))?
         } else {
-            0
+            vec![]
         };
+        let steps = runs.len();
         let words_len = if opts.profile {
             SyncWords::profile_base(stages, ctas as usize)
                 + 2 * SyncWords::PROFILE_STAMPS * steps * ctas as usize
@@ -479,8 +479,6 @@ impl MegaDef {
         if opts.profile {
             let base = SyncWords::profile_base(stages, ctas as usize);
             let raw = stream.clone_dtoh(&sync.words.slice(base..words_len))?;
-            let runs =
-                super::profile::stage_runs(r, &self.host_vals(r, args)).map_err(|e| self.err(e))?;
             let p = super::profile::Profile::new(r, runs, ctas as usize, &raw);
             *lock_map(&self.profile) = Some(p);
         }
