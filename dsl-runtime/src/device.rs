@@ -30,6 +30,8 @@ pub(crate) struct CudaDev {
     pub arch: &'static str,
     pub name: String,
     pub sms: u32,
+    /// Shared memory one block may have when it asks for it (the opt-in maximum).
+    pub smem_optin: usize,
 }
 
 impl Device {
@@ -68,6 +70,9 @@ impl Device {
         let sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )? as u32;
+        let smem_optin = ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )? as usize;
         let name = ctx.name()?;
         let stream = ctx.default_stream();
         Ok(Device(Arc::new(Kind::Cuda(CudaDev {
@@ -76,6 +81,7 @@ impl Device {
             arch: arch_name(major, minor),
             name,
             sms,
+            smem_optin,
         }))))
     }
 

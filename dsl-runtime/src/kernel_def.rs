@@ -236,6 +236,7 @@ impl KernelDef {
             &EmitOptions {
                 num_warps,
                 divisible16: facts,
+                early: vec![],
             },
         )
         .map_err(Error::Lower)
@@ -453,6 +454,7 @@ impl KernelDef {
             &EmitOptions {
                 num_warps,
                 divisible16: key.1.clone(),
+                early: vec![],
             },
         )
         .map_err(Error::Lower)?;

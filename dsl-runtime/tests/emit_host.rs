@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use dsl_ir::*;
-use dsl_runtime::cuda::{emit, prelude::PRELUDE, EmitOptions};
+use dsl_runtime::cuda::{emit_body, prelude::PRELUDE, EmitOptions};
 use half::bf16;
 use std::path::PathBuf;
 use std::process::Command;
@@ -31,23 +31,48 @@ fn run_host(
     grid: [u32; 3],
     args: Vec<Arg>,
 ) -> Vec<Vec<u8>> {
-    let src = emit(
+    run_host_staged(k, warps, div16, vec![], grid, args)
+}
+
+/// The prelude with its PTX blocks (conversions, async copies) swapped for CPU versions.
+fn host_prelude() -> String {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/host_emu");
+    let mut p = PRELUDE.to_string();
+    for (block, file) in [
+        ("conversions", "conversions.h"),
+        ("async copies", "async_copies.h"),
+    ] {
+        let with = std::fs::read_to_string(here.join(file)).unwrap();
+        let a = p.find(&format!("// -- {block}")).unwrap();
+        let b = p.find(&format!("// -- end {block} --")).unwrap();
+        p = format!("{}{}{}", &p[..a], with, &p[b..]);
+    }
+    p
+}
+
+/// As `run_host`, with the pointer parameters marked in `early` staged (`EmitOptions::early`):
+/// each program first runs `<name>_issue` into a stage buffer (poisoned first), then the
+/// body, which reads its staged loads from there.
+fn run_host_staged(
+    k: &Kernel,
+    warps: u32,
+    div16: Vec<bool>,
+    early: Vec<bool>,
+    grid: [u32; 3],
+    args: Vec<Arg>,
+) -> Vec<Vec<u8>> {
+    let src = emit_body(
         k,
         &EmitOptions {
             num_warps: warps,
             divisible16: div16,
+            early,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/host_emu");
-    let conv = std::fs::read_to_string(here.join("conversions.h")).unwrap();
-    let (a, b) = (
-        PRELUDE.find("// -- conversions").unwrap(),
-        PRELUDE.find("// -- end conversions --").unwrap(),
-    );
-    let prelude = format!("{}{}{}", &PRELUDE[..a], conv, &PRELUDE[b..]);
-    let body = &src.code[PRELUDE.len()..];
-    let body = &body[..body.find("\nextern \"C\" __global__").unwrap()];
+    let prelude = host_prelude();
+    let body = &src.code;
     let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
     let mut call = vec!["(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x, (int)gridDim.y, (int)gridDim.z".to_string()];
     let ptr_types: Vec<String> = k
@@ -90,19 +115,37 @@ fn run_host(
     main.push_str(&format!(
         "  alignas(16) static unsigned char smem[{smem}];\n"
     ));
+    let mut issue = String::new();
+    if let Some(i) = &src.issue {
+        // Poisoned, so a slot the body reads but `_issue` never wrote shows as NaN.
+        main.push_str(&format!(
+            "  alignas(16) static unsigned char stage[{}];\n  std::memset(stage, 0xff, sizeof stage);\n",
+            src.stage_bytes
+        ));
+        let mut icall = call.clone();
+        icall.push("stage".into());
+        issue = format!(
+            "{}({}); tsr_cp_commit(); tsr_cp_wait(0); ",
+            i.name,
+            icall.join(", ")
+        );
+    }
     let call_smem = if src.smem_bytes > 0 {
         "smem"
     } else {
         "nullptr"
     };
     call.push(call_smem.into());
+    if src.issue.is_some() {
+        call.push("stage".into());
+    }
     main.push_str(&format!(
-        "  launch(dim3{{{}, {}, {}}}, {}, [&] {{ {}_body({}); }});\n",
+        "  launch(dim3{{{}, {}, {}}}, {}, [&] {{ {issue}{}({}); }});\n",
         grid[0],
         grid[1],
         grid[2],
         src.block_threads,
-        src.entry,
+        src.name,
         call.join(", ")
     ));
     for (n, (i, _, len)) in bufs.iter().enumerate() {
@@ -474,6 +517,63 @@ fn gemv_matches_reference() {
             &want,
             1e-2,
             &format!("gemv BM={bm} BK={bk}"),
+        );
+    }
+}
+
+#[test]
+fn staged_gemv_matches_reference() {
+    if skip() {
+        return;
+    }
+    // The weight tile issued ahead into shared memory (`gemv_issue`), then read there by
+    // the body: one K step, several (only the first is staged), masked rows and K tails.
+    for (bm, bk, warps, m, kk) in [
+        (16, 256, 4, 37, 1040),
+        (8, 512, 4, 20, 1040),
+        (4, 1024, 8, 9, 1024),
+        (8, 1024, 4, 16, 512),
+        (1, 2048, 2, 3, 2000),
+    ] {
+        let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
+        let div16 = vec![true, true, true, m % 16 == 0, kk % 16 == 0];
+        let early = vec![true, false, false, false, false];
+        let opts = EmitOptions {
+            num_warps: warps,
+            divisible16: div16.clone(),
+            early: early.clone(),
+        };
+        let staged = emit_body(&k, &opts).unwrap().stage_bytes;
+        assert_eq!(
+            staged > 0,
+            kk % 16 == 0,
+            "BM={bm} BK={bk}: staged {staged} bytes"
+        );
+        let w = to_bf16(&rand_f32(m * kk, 13));
+        let x = to_bf16(&rand_f32(kk, 14));
+        let grid = (m as u32).div_ceil(bm as u32);
+        let out = run_host_staged(
+            &k,
+            warps,
+            div16,
+            early,
+            [grid, 1, 1],
+            vec![
+                Arg::Buf(bf16_bytes(&w)),
+                Arg::Buf(bf16_bytes(&x)),
+                Arg::Buf(bf16_bytes(&vec![0.0; m])),
+                Arg::I32(m as i32),
+                Arg::I32(kk as i32),
+            ],
+        );
+        let want: Vec<f32> = (0..m)
+            .map(|i| bf16::from_f32((0..kk).map(|j| w[i * kk + j] * x[j]).sum()).to_f32())
+            .collect();
+        close(
+            &from_bf16_bytes(&out[2]),
+            &want,
+            1e-2,
+            &format!("staged gemv BM={bm} BK={bk}"),
         );
     }
 }

@@ -495,6 +495,9 @@ pub struct TuneArgs {
     /// Lookahead prefetch of the next program's weights: true, false or both (e.g. true,false).
     #[arg(long, value_name = "LIST")]
     pub lookahead: Option<String>,
+    /// The staging ring (weights issued ahead into shared memory): true, false or both.
+    #[arg(long, value_name = "LIST")]
+    pub staging: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -574,6 +577,9 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         list("lookahead", &a.lookahead, d.lookahead_prefetch)?,
         |k, v| k.lookahead_prefetch = v,
     );
+    grid = times(grid, list("staging", &a.staging, d.staging)?, |k, v| {
+        k.staging = v
+    });
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)
             || k.elems_per_thread == 0

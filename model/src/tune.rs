@@ -29,6 +29,9 @@ pub struct Knobs {
     pub wait_prefetch_bytes: u64,
     pub prefetch_depth: usize,
     pub lookahead_prefetch: bool,
+    /// The staging ring (weight loads issued ahead into shared memory, across syncs), as
+    /// large as the GPU allows; false: no staging.
+    pub staging: bool,
 }
 
 impl Default for Knobs {
@@ -43,6 +46,7 @@ impl Default for Knobs {
             wait_prefetch_bytes: m.wait_prefetch_bytes,
             prefetch_depth: m.prefetch_depth,
             lookahead_prefetch: m.lookahead_prefetch,
+            staging: m.stage_ring != Some(0),
         }
     }
 }
@@ -88,6 +92,7 @@ pub fn run(
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             lookahead_prefetch: k.lookahead_prefetch,
+            stage_ring: if k.staging { None } else { Some(0) },
             check: false,
             ..MegaOptions::default()
         };
@@ -156,12 +161,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | lookahead |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | lookahead | staging |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -172,7 +177,8 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.ctas_per_sm,
             k.wait_prefetch_bytes >> 20,
             k.prefetch_depth,
-            k.lookahead_prefetch
+            k.lookahead_prefetch,
+            k.staging
         );
     }
     s

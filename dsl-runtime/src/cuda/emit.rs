@@ -11,6 +11,7 @@
 //! Scalars are uniform: every thread holds the same value in an ordinary C variable.
 use super::analysis::{self, Facts};
 use super::layout::{self, Layout};
+use super::staging::{self, Staging};
 use super::EmitOptions;
 use dsl_ir::*;
 use std::collections::{BTreeMap, HashSet};
@@ -81,6 +82,11 @@ pub(crate) struct Emitter<'a> {
     cur_src: Src,
     /// Global memory accesses since the last barrier.
     pending: Vec<MemOp>,
+    /// Loads issued early into shared memory (`staging.rs`), and in the issue pass, what
+    /// to emit at all.
+    pub(crate) staging: Staging,
+    /// Enclosing loops: (induction variable, its C name, the C expression of its start).
+    loops: Vec<(ValueId, String, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -263,7 +269,10 @@ impl<'a> Emitter<'a> {
             pending_section: None,
             cur_src: Src::default(),
             pending: vec![],
+            staging: Staging::default(),
+            loops: vec![],
         };
+        e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
                 id,
@@ -813,6 +822,9 @@ impl<'a> Emitter<'a> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
+        if self.staging.issue {
+            return self.issue_stmt(s);
+        }
         let src = match s {
             Stmt::Let { src, .. }
             | Stmt::DeclVar { src, .. }
@@ -884,6 +896,7 @@ impl<'a> Emitter<'a> {
                     strip(&b),
                     strip(&c)
                 ));
+                self.loops.push((*iv, name.clone(), strip(&a)));
                 // The previous iteration's accesses are pending too, at other addresses.
                 let carried: Vec<MemOp> = self
                     .mem_ops(body)
@@ -902,6 +915,7 @@ impl<'a> Emitter<'a> {
                 self.loop_depth += 1;
                 self.body(body)?;
                 self.loop_depth -= 1;
+                self.loops.pop();
                 self.pending.extend(carried);
                 self.close("}");
                 Ok(())
@@ -924,6 +938,47 @@ impl<'a> Emitter<'a> {
                 self.close("}");
                 Ok(())
             }
+        }
+    }
+
+    /// The issue pass (`<name>_issue`): only the staged loads, as copies, and the pure
+    /// values they need; a loop holding staged loads runs its first iteration, if any.
+    fn issue_stmt(&mut self, s: &Stmt) -> R<()> {
+        match s {
+            Stmt::Let { id, op, src }
+                if self.staging.slice.contains(id) || self.staging.slots.contains_key(id) =>
+            {
+                self.note_src(src);
+                if let Some(sec) = self.section_of(s) {
+                    self.pending_section = Some(sec);
+                }
+                self.let_(*id, op, src)
+            }
+            Stmt::For {
+                iv,
+                start,
+                end,
+                body,
+                src,
+                ..
+            } if self.staging.loops.contains(iv) => {
+                self.note_src(src);
+                let name = self.value_name(*iv, src);
+                let (a, b) = (
+                    self.access(*start, &At::Idx(vec![]))?,
+                    self.access(*end, &At::Idx(vec![]))?,
+                );
+                self.open("{  // the loop's first iteration (later ones load from global memory)");
+                self.line(format!("const int {name} = {};", strip(&a)));
+                self.open(format!("if ({name} < {}) {{", strip(&b)));
+                for st in body {
+                    self.issue_stmt(st)?;
+                }
+                self.close("}");
+                self.close("}");
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -1282,7 +1337,9 @@ impl<'a> Emitter<'a> {
             me.close("}");
             Ok(())
         };
-        self.line(format!("{cty} {n}[{k_slots}];"));
+        if !self.staging.issue {
+            self.line(format!("{cty} {n}[{k_slots}];"));
+        }
         match self.vector_bytes(ptr, lay, d) {
             Some(vb) => {
                 let epv = vb / d.size_bytes();
@@ -1297,8 +1354,41 @@ impl<'a> Emitter<'a> {
                 if self.mask_per_vector(lay, epv, mask, other) {
                     let c = cond(self, &format!("q * {epv}"))?;
                     let p = self.access(ptr, &at(&format!("q * {epv}")))?;
-                    let ld = format!("*(const {vty}*)({})", strip(&p));
+                    let mut ld = format!("*(const {vty}*)({})", strip(&p));
                     let q = k_slots / epv;
+                    if vb == 16 && self.staging.candidates.contains(&id) {
+                        // Staged: this thread's vectors were copied into its own slots of
+                        // `stage` by `_issue` (see staging.rs).
+                        let off = match self.staging.slots.get(&id) {
+                            Some(&off) => off,
+                            None => {
+                                let off = self.staging.bytes;
+                                self.staging.slots.insert(id, off);
+                                self.staging.bytes += q * self.threads * 16;
+                                off
+                            }
+                        };
+                        let slot = format!("stage + {off} + (q * {} + tid) * 16", self.threads);
+                        if self.staging.issue {
+                            self.line("#pragma unroll");
+                            self.line(format!(
+                                "for (int q = 0; q < {q}; ++q)  // this thread's 16-byte vectors, into its slots"
+                            ));
+                            self.line(format!(
+                                "  tsr_cp_async16({slot}, {}, {});",
+                                strip(&p),
+                                c.as_deref().map_or("true".to_string(), strip)
+                            ));
+                            self.close("}");
+                            return Ok(());
+                        }
+                        let st = format!("*(const {vty}*)({slot})");
+                        ld = match self.loops.last() {
+                            // In a loop, only the first iteration was staged.
+                            Some((_, iv, start)) => format!("({iv} == {start} ? {st} : {ld})"),
+                            None => st,
+                        };
+                    }
                     self.line(format!("{vty} raw[{q}];"));
                     self.line("#pragma unroll");
                     match c {
@@ -2016,6 +2106,10 @@ impl<'a> Emitter<'a> {
             }
         }
         h
+    }
+
+    pub(crate) fn facts(&self) -> &Facts {
+        &self.f
     }
 
     pub fn statements(&self) -> &str {

@@ -35,6 +35,7 @@ mod analysis;
 mod emit;
 pub mod layout;
 pub mod prelude;
+mod staging;
 
 use dsl_ir::Kernel;
 
@@ -46,6 +47,11 @@ pub struct EmitOptions {
     /// address is 16-byte aligned; for i32 scalars, whether the value is divisible by 16.
     /// Launch checks these facts and they are part of the compile key (Triton does the same).
     pub divisible16: Vec<bool>,
+    /// Per kernel parameter: a pointer whose memory nothing writes while the kernel runs
+    /// (a megakernel's weights), so its tile loads may be issued early into shared memory
+    /// (`staging.rs`: the body then has a `stage` parameter and an `_issue` twin). Empty:
+    /// none (a standalone kernel).
+    pub early: Vec<bool>,
 }
 
 impl EmitOptions {
@@ -54,6 +60,7 @@ impl EmitOptions {
         EmitOptions {
             num_warps,
             divisible16: vec![],
+            early: vec![],
         }
     }
 }
@@ -82,12 +89,33 @@ pub struct CudaBody {
     pub params: Vec<(String, String)>,
     pub block_threads: u32,
     pub smem_bytes: usize,
+    /// Bytes of `stage` per program when some loads are staged (`EmitOptions::early`), 0
+    /// when none: the body then takes a last parameter `const unsigned char* stage`, which
+    /// `issue` filled.
+    pub stage_bytes: usize,
+    /// `<name>_issue(pid0, .., npid2, params..., unsigned char* stage)`: the staged loads'
+    /// copies (`cp.async`, one commit group is the caller's business).
+    pub issue: Option<CudaIssue>,
+}
+
+/// The copy half of a body with staged loads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CudaIssue {
+    /// `<name>_issue`.
+    pub name: String,
+    pub code: String,
 }
 
 pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String> {
     let entry = c_ident(&kernel.name);
     let mut e = emit::Emitter::new(kernel, opts)?;
     e.body(&kernel.body)?;
+    let stage_bytes = e.staging.bytes;
+    let issue = if stage_bytes > 0 {
+        Some(emit_issue(kernel, opts, &e.staging.slots)?)
+    } else {
+        None
+    };
     let params = e.params_c();
     let mut code = String::new();
     let bound: Vec<String> = kernel
@@ -107,6 +135,12 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
     sig.extend(params.iter().map(|(t, n)| format!("{t} {n}")));
     sig.push("unsigned char* smem".into());
+    if stage_bytes > 0 {
+        sig.push("const unsigned char* stage".into());
+    }
+    if let Some(i) = &issue {
+        code.push_str(&i.code);
+    }
     code.push_str(&format!(
         "__device__ __forceinline__ void {entry}_body({}) {{\n",
         sig.join(", ")
@@ -120,6 +154,39 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
         params,
         block_threads: e.threads as u32,
         smem_bytes: e.smem_top,
+        stage_bytes,
+        issue,
+    })
+}
+
+/// `<name>_issue`: the same IR, emitted for the staged loads alone.
+fn emit_issue(
+    kernel: &Kernel,
+    opts: &EmitOptions,
+    staged: &std::collections::BTreeMap<dsl_ir::ValueId, usize>,
+) -> Result<CudaIssue, String> {
+    let entry = c_ident(&kernel.name);
+    let mut e = emit::Emitter::new(kernel, opts)?;
+    e.staging = staging::slice(kernel, e.facts(), staged);
+    e.body(&kernel.body)?;
+    let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
+    sig.extend(e.params_c().iter().map(|(t, n)| format!("{t} {n}")));
+    sig.push("unsigned char* stage".into());
+    let mut code = format!(
+        "// `{}`'s staged loads, issued ahead as asynchronous copies into `stage` (each thread\n\
+         // copies the vectors it will read itself); the caller commits the group.\n",
+        kernel.name
+    );
+    code.push_str(&format!(
+        "__device__ __forceinline__ void {entry}_issue({}) {{\n",
+        sig.join(", ")
+    ));
+    code.push_str(&e.header());
+    code.push_str(e.statements());
+    code.push_str("}\n");
+    Ok(CudaIssue {
+        name: format!("{entry}_issue"),
+        code,
     })
 }
 

@@ -28,6 +28,29 @@ __device__ __forceinline__ f16_t tsr_f32_to_f16(float f) {
   return r;
 }
 // -- end conversions --
+// -- async copies (PTX, sm_80+; a CPU emulator of the generated code swaps this block) --
+// Staged loads: 16 bytes global -> shared, around L1; `pred` false writes zeros, reads nothing.
+__device__ __forceinline__ void tsr_cp_async16(const unsigned char* dst, const void* src, bool pred) {
+  unsigned d;
+  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(pred ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void tsr_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Until at most n of this thread's commit groups are in flight (n above 7 waits as for 7:
+// waiting for more than needed is always safe).
+__device__ __forceinline__ void tsr_cp_wait(unsigned n) {
+  switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+  }
+}
+// -- end async copies --
 // Round a float to the nearest bf16 / f16 value (kept in a float register).
 __device__ __forceinline__ float tsr_rbf16(float f) { return tsr_bf16_to_f32(tsr_f32_to_bf16(f)); }
 __device__ __forceinline__ float tsr_rf16(float f) { return tsr_f16_to_f32(tsr_f32_to_f16(f)); }

@@ -68,12 +68,26 @@ pub fn stage_facts(r: &Resolved, s: usize, facts: &MegaFacts) -> Vec<bool> {
     out
 }
 
+/// Per kernel parameter of stage `s`: a pointer into a megakernel parameter that no stage
+/// writes (its loads may be issued early: `EmitOptions::early`).
+pub fn stage_early(r: &Resolved, s: usize) -> Vec<bool> {
+    let st = &r.stages[s];
+    let mut out = vec![false; st.kernel.params.len()];
+    for ((i, _), a) in st.kernel.runtime_params().zip(&st.args) {
+        out[i] = matches!(a, ArgExpr::Ptr { param, .. } if r.read_only(*param));
+    }
+    out
+}
+
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
-/// one kernel binding with different facts get two bodies (`name_v2`).
+/// one kernel binding with different facts get two bodies (`name_v2`). With a staging
+/// ring of `ring_bytes` (0: none), a body stages its weight loads when one program's
+/// worth fits in half the ring (so at least two programs are in flight).
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
+    ring_bytes: usize,
 ) -> Result<(String, Vec<BodyCode>), String> {
     let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
     for s in &r.stages {
@@ -93,14 +107,26 @@ pub fn stage_bodies(
         if variant > 0 {
             kernel.name = format!("{name}_v{}", variant + 1);
         }
-        let b = cuda::emit_body(
-            &kernel,
-            &EmitOptions {
-                num_warps,
-                divisible16: f.clone(),
-            },
-        )
-        .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;
+        let emit = |early: Vec<bool>| {
+            cuda::emit_body(
+                &kernel,
+                &EmitOptions {
+                    num_warps,
+                    divisible16: f.clone(),
+                    early,
+                },
+            )
+            .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))
+        };
+        let early = if ring_bytes > 0 {
+            stage_early(r, stages[0])
+        } else {
+            vec![]
+        };
+        let mut b = emit(early)?;
+        if b.stage_bytes > ring_bytes / 2 {
+            b = emit(vec![])?;
+        }
         if b.block_threads != 32 * num_warps {
             return Err(format!(
                 "{}: the emitter lowered it for {} threads, the megakernel runs {}",
@@ -114,6 +140,8 @@ pub fn stage_bodies(
             fn_name: b.name,
             code: b.code,
             smem_bytes: b.smem_bytes,
+            stage_bytes: b.stage_bytes,
+            issue_fn: b.issue.map(|i| i.name),
         });
     }
     Ok((cuda::prelude::PRELUDE.to_string(), bodies))

@@ -55,6 +55,10 @@ pub struct BodyCode {
     pub fn_name: String,
     pub code: String,
     pub smem_bytes: usize,
+    /// Bytes of the staging ring one program of it takes (0: no staged loads).
+    pub stage_bytes: usize,
+    /// `<name>_issue`, when it has staged loads.
+    pub issue_fn: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -72,6 +76,10 @@ pub struct GenOptions {
     /// weight windows its next program reads (window / programs, at that program's index:
     /// exact for a row-blocked GEMV) before it runs the current one.
     pub lookahead_prefetch: bool,
+    /// Bytes of shared memory for the staging ring (0: no staging): each CTA issues its
+    /// staged programs' weight loads (`cp.async`) in the order it will run them, as far
+    /// ahead as the ring has room, before any wait (see `staging` below).
+    pub stage_ring_bytes: usize,
 }
 
 /// The generated persistent kernel.
@@ -80,6 +88,7 @@ pub struct MegaSource {
     pub entry: String,
     pub code: String,
     pub block_threads: u32,
+    /// Dynamic shared memory per CTA (the stage bodies' scratch, then the staging ring).
     pub smem_bytes: usize,
     /// u32 words of sync state before the per-CTA records: the launch allocates
     /// `SyncWords::len(stages, ctas)` and zeroes them.
@@ -278,7 +287,7 @@ pub fn c_expr(r: &Resolved, e: &Expr) -> String {
     }
 }
 
-fn c_arg(r: &Resolved, a: &ArgExpr) -> String {
+pub(super) fn c_arg(r: &Resolved, a: &ArgExpr) -> String {
     match a {
         ArgExpr::Ptr {
             param,
@@ -323,6 +332,28 @@ pub fn generate(
         body_of(s.index)?;
     }
     let smem = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
+    // Staged stages: bytes of the ring per program, and the issue function.
+    let (mut stage_bytes, mut issue) = (vec![0; r.stages.len()], vec![None; r.stages.len()]);
+    if opts.stage_ring_bytes > 0 {
+        for s in &r.stages {
+            let b = body_of(s.index)?;
+            if b.stage_bytes > 0 && b.stage_bytes <= opts.stage_ring_bytes / 2 {
+                stage_bytes[s.index] = b.stage_bytes;
+                issue[s.index] = b.issue_fn.clone();
+            }
+        }
+    }
+    let ring = if stage_bytes.iter().any(|&b| b > 0) {
+        opts.stage_ring_bytes
+    } else {
+        0
+    };
+    // Dynamic shared memory: the bodies' scratch, then the ring.
+    let scratch = if ring > 0 {
+        smem.next_multiple_of(128)
+    } else {
+        smem
+    };
     let mut c = String::new();
     let _ = writeln!(
         c,
@@ -354,6 +385,22 @@ pub fn generate(
             }
         });
     }
+    let arg_names: Vec<String> = r
+        .program
+        .runtime_params()
+        .map(|(_, p)| c_name(&p.name))
+        .collect();
+    if ring > 0 {
+        c.push_str(&super::staging::ring_code(
+            r,
+            &stage_bytes,
+            &issue,
+            ring,
+            &params,
+            &arg_names,
+        ));
+        c.push('\n');
+    }
     params.push("unsigned* tsr_sync".into());
     params.push("unsigned long long tsr_timeout_ns".into());
     let _ = writeln!(
@@ -361,8 +408,17 @@ pub fn generate(
         "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}({}) {{",
         params.join(", ")
     );
+    if scratch + ring > 0 {
+        let _ = writeln!(
+            c,
+            "  extern __shared__ __align__(128) unsigned char tsr_dyn[];"
+        );
+    }
     if smem > 0 {
-        let _ = writeln!(c, "  __shared__ __align__(16) unsigned char smem[{smem}];");
+        let _ = writeln!(
+            c,
+            "  unsigned char* smem = tsr_dyn;  // the stage bodies' scratch"
+        );
     }
     let _ = writeln!(c, "  __shared__ int tsr_abort;");
     let _ = writeln!(c, "  if (threadIdx.x == 0) tsr_abort = 0;");
@@ -394,6 +450,21 @@ pub fn generate(
             let _ = writeln!(c, "  unsigned tsr_done_{} = 0;  // {}", s.index, s.label());
         }
     }
+    if ring > 0 {
+        let a = arg_names.join(", ");
+        let _ = writeln!(
+            c,
+            "  // The staging ring: start issuing this CTA's first staged programs now."
+        );
+        let _ = writeln!(c, "  unsigned char* tsr_ring = tsr_dyn + {scratch};");
+        let _ = writeln!(c, "  tsr_ring_t tsr_q;");
+        let _ = writeln!(
+            c,
+            "  tsr_q.head = tsr_q.tail = 0ull; tsr_q.issued = tsr_q.used = 0u;"
+        );
+        let _ = writeln!(c, "  tsr_walk(tsr_q, 0, blockIdx.x, {a});");
+        let _ = writeln!(c, "  tsr_top_up(tsr_q, tsr_ring, {a});");
+    }
     let fns: Vec<String> = r
         .stages
         .iter()
@@ -407,6 +478,8 @@ pub fn generate(
         smem: if smem > 0 { "smem" } else { "nullptr" },
         out: c,
         loops: vec![],
+        stage_bytes,
+        ring_args: arg_names.join(", "),
     };
     g.nodes(&r.body, 1);
     let mut c = g.out;
@@ -439,7 +512,7 @@ pub fn generate(
         entry,
         code: c,
         block_threads: threads,
-        smem_bytes: smem,
+        smem_bytes: scratch + ring,
         sync_words: SyncWords::records(r.stages.len()),
     })
 }
@@ -454,6 +527,10 @@ struct Gen<'a> {
     out: String,
     /// Enclosing loop variables (C names), innermost last.
     loops: Vec<String>,
+    /// Per stage: bytes of the staging ring one program takes (0: not staged).
+    stage_bytes: Vec<usize>,
+    /// The run-time arguments, as the ring's functions take them.
+    ring_args: String,
 }
 
 impl Gen<'_> {
@@ -513,8 +590,10 @@ impl Gen<'_> {
         }
         let sync = sched.sync_for(s);
         // Productive waiting: this stage's weights stream into L2 while the producers finish.
+        let staged = self.stage_bytes[s];
         let wait_prefetch = |o: &mut String, part: &str, parts: &str| {
-            if self.opts.wait_prefetch_bytes == 0 {
+            // A staged stage's weights are already streaming into the ring.
+            if self.opts.wait_prefetch_bytes == 0 || staged > 0 {
                 return;
             }
             let wins = super::schedule::weight_windows(r, s);
@@ -586,7 +665,7 @@ impl Gen<'_> {
         let _ = writeln!(o, "{pad}    unsigned tsr_mine = 0;");
         let _ = writeln!(o, "{pad}    for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {{");
         let wins = super::schedule::weight_windows(r, s);
-        if self.opts.lookahead_prefetch && !wins.is_empty() {
+        if self.opts.lookahead_prefetch && !wins.is_empty() && staged == 0 {
             let _ = writeln!(o, "{pad}      if (tsr_p + gridDim.x < tsr_n) {{  // the next program's share of the weights, into L2");
             for a in wins {
                 let (name, size, lo, hi) = window_c(r, a);
@@ -595,9 +674,23 @@ impl Gen<'_> {
             }
             let _ = writeln!(o, "{pad}      }}");
         }
+        let stage_arg = if staged > 0 {
+            // Its loads were issued ahead (mega/staging.rs): wait for its own group only.
+            let _ = writeln!(
+                o,
+                "{pad}      const unsigned long long tsr_v = tsr_pad(tsr_q.tail, {staged}u);  // where its loads landed"
+            );
+            let _ = writeln!(
+                o,
+                "{pad}      tsr_cp_wait(tsr_q.issued - tsr_q.used - 1u);  // its copies are done (later ones may not be)"
+            );
+            ", tsr_ring + tsr_v % TSR_RING"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
-            "{pad}      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
+            "{pad}      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{}{stage_arg});",
             self.fns[s],
             args.join(", "),
             if args.is_empty() { "" } else { ", " },
@@ -607,6 +700,17 @@ impl Gen<'_> {
             o,
             "{pad}      __syncthreads();  // the next program reuses shared memory"
         );
+        if staged > 0 {
+            let _ = writeln!(
+                o,
+                "{pad}      tsr_q.tail = tsr_v + {staged}u; ++tsr_q.used;  // its ring bytes are free: issue further ahead"
+            );
+            let _ = writeln!(
+                o,
+                "{pad}      tsr_top_up(tsr_q, tsr_ring, {});",
+                self.ring_args
+            );
+        }
         let _ = writeln!(o, "{pad}    }}");
         if sched.counted[s] {
             let _ = writeln!(

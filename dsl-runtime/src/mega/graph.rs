@@ -27,6 +27,7 @@ pub fn capturable(dev: &Device) -> Result<Device> {
         arch: c.arch,
         name: c.name.clone(),
         sms: c.sms,
+        smem_optin: c.smem_optin,
     }))))
 }
 

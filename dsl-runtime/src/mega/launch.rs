@@ -46,7 +46,16 @@ pub struct MegaOptions {
     /// GPU: in a stage with more programs than CTAs, prefetch the next program's share of
     /// the weights into L2 while the current one runs.
     pub lookahead_prefetch: bool,
+    /// GPU: bytes of shared memory per CTA for the staging ring (`mega/staging.rs`: weight
+    /// loads issued ahead, across syncs). None: as much as the GPU gives a block, less
+    /// [`STAGE_RESERVE`]; Some(0): no staging.
+    pub stage_ring: Option<usize>,
 }
+
+/// Shared memory left to the stage bodies' own scratch when the ring takes the rest.
+pub const STAGE_RESERVE: usize = 8 << 10;
+/// The ring when no GPU says how much it has (explain, NVRTC checks): an H100's 227 KiB.
+pub const DEFAULT_SMEM_OPTIN: usize = 227 << 10;
 
 impl Default for MegaOptions {
     fn default() -> Self {
@@ -62,6 +71,7 @@ impl Default for MegaOptions {
             wait_prefetch_bytes: 16 << 20,
             profile: false,
             lookahead_prefetch: true,
+            stage_ring: None,
         }
     }
 }
@@ -109,6 +119,7 @@ type FnKey = (
     u64,
     bool,
     bool,
+    usize,
 );
 
 /// A loaded persistent kernel.
@@ -224,9 +235,11 @@ impl MegaDef {
     /// The persistent kernel's CUDA C (no GPU needed).
     pub fn cuda_source(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<MegaSource> {
         let p = self.planned(constexprs, opts)?;
-        let (prelude, bodies) =
-            stage_bodies(p.r(), opts.num_warps, &MegaFacts::all(p.r())).map_err(Error::Lower)?;
-        cuda::generate(p.r(), p.s(), &prelude, &bodies, &gen_options(opts)).map_err(Error::Lower)
+        let ring = ring_bytes(opts, DEFAULT_SMEM_OPTIN);
+        let (prelude, bodies) = stage_bodies(p.r(), opts.num_warps, &MegaFacts::all(p.r()), ring)
+            .map_err(Error::Lower)?;
+        cuda::generate(p.r(), p.s(), &prelude, &bodies, &gen_options(opts, ring))
+            .map_err(Error::Lower)
     }
 
     /// Runs the megakernel. `args`: the run-time parameters in declaration order.
@@ -360,22 +373,37 @@ impl MegaDef {
             opts.wait_prefetch_bytes,
             opts.profile,
             opts.lookahead_prefetch,
+            ring_bytes(opts, cuda_dev.smem_optin),
         );
         let fmap = self.functions.get_or_init(Default::default);
         let cached = lock_map(fmap).get(&key).cloned();
         let k = match cached {
             Some(k) => k,
             None => {
+                let ring = ring_bytes(opts, cuda_dev.smem_optin);
                 let (prelude, bodies) =
-                    stage_bodies(r, opts.num_warps, &facts).map_err(Error::Lower)?;
-                let gen = gen_options(opts);
+                    stage_bodies(r, opts.num_warps, &facts, ring).map_err(Error::Lower)?;
+                let gen = gen_options(opts, ring);
                 let src =
                     cuda::generate(r, plan.s(), &prelude, &bodies, &gen).map_err(Error::Lower)?;
+                if src.smem_bytes > cuda_dev.smem_optin {
+                    return Err(self.err(format!(
+                        "needs {} B of shared memory per CTA, the GPU gives a block at most {} (set MegaOptions::stage_ring lower)",
+                        src.smem_bytes, cuda_dev.smem_optin
+                    )));
+                }
                 let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
                 let module = cuda_dev
                     .ctx
                     .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
                 let f = module.load_function(&src.entry)?;
+                if src.smem_bytes > 48 << 10 {
+                    // Above 48 KiB a block must ask for its dynamic shared memory.
+                    f.set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        src.smem_bytes as i32,
+                    )?;
+                }
                 let k = Arc::new(Compiled {
                     f,
                     block_threads: src.block_threads,
@@ -387,8 +415,11 @@ impl MegaDef {
         };
         // Co-residency is checked, not hoped for: a persistent grid larger than what fits
         // would wait forever on CTAs that never start.
-        let per_sm =
-            k.f.occupancy_max_active_blocks_per_multiprocessor(k.block_threads, 0, None)?;
+        let per_sm = k.f.occupancy_max_active_blocks_per_multiprocessor(
+            k.block_threads,
+            k.smem_bytes,
+            None,
+        )?;
         if per_sm == 0 {
             return Err(self.err(format!(
                 "a CTA of {} threads with {} B of shared memory does not fit on an SM",
@@ -459,7 +490,7 @@ impl MegaDef {
         let cfg = LaunchConfig {
             grid_dim: (ctas, 1, 1),
             block_dim: (k.block_threads, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: k.smem_bytes as u32,
         };
         // SAFETY: arguments were checked against the megakernel's signature; pointers come
         // from live buffers of the right dtype; the grid fits co-resident (checked above, and
@@ -537,13 +568,20 @@ impl MegaDef {
     }
 }
 
-fn gen_options(opts: &MegaOptions) -> GenOptions {
+/// The staging ring for a GPU whose blocks may have `smem_optin` bytes of shared memory.
+fn ring_bytes(opts: &MegaOptions, smem_optin: usize) -> usize {
+    opts.stage_ring
+        .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024)
+}
+
+fn gen_options(opts: &MegaOptions, stage_ring_bytes: usize) -> GenOptions {
     GenOptions {
         num_warps: opts.num_warps,
         break_sync: opts.break_sync,
         wait_prefetch_bytes: opts.wait_prefetch_bytes,
         profile: opts.profile,
         lookahead_prefetch: opts.lookahead_prefetch,
+        stage_ring_bytes,
     }
 }
 

@@ -15,6 +15,7 @@ pub mod profile;
 pub mod program;
 pub mod resolve;
 pub mod schedule;
+pub mod staging;
 
 pub use interp::{InterpMode, Policy};
 pub use launch::{MegaDef, MegaOptions, Plan};
