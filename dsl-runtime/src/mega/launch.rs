@@ -235,11 +235,13 @@ impl MegaDef {
     /// The persistent kernel's CUDA C (no GPU needed).
     pub fn cuda_source(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<MegaSource> {
         let p = self.planned(constexprs, opts)?;
-        let ring = ring_bytes(opts, DEFAULT_SMEM_OPTIN);
-        let (prelude, bodies) = stage_bodies(p.r(), opts.num_warps, &MegaFacts::all(p.r()), ring)
-            .map_err(Error::Lower)?;
-        cuda::generate(p.r(), p.s(), &prelude, &bodies, &gen_options(opts, ring))
-            .map_err(Error::Lower)
+        generate(
+            p.r(),
+            p.s(),
+            opts,
+            &MegaFacts::all(p.r()),
+            DEFAULT_SMEM_OPTIN,
+        )
     }
 
     /// Runs the megakernel. `args`: the run-time parameters in declaration order.
@@ -373,19 +375,14 @@ impl MegaDef {
             opts.wait_prefetch_bytes,
             opts.profile,
             opts.lookahead_prefetch,
-            ring_bytes(opts, cuda_dev.smem_optin),
+            opts.stage_ring.unwrap_or(usize::MAX),
         );
         let fmap = self.functions.get_or_init(Default::default);
         let cached = lock_map(fmap).get(&key).cloned();
         let k = match cached {
             Some(k) => k,
             None => {
-                let ring = ring_bytes(opts, cuda_dev.smem_optin);
-                let (prelude, bodies) =
-                    stage_bodies(r, opts.num_warps, &facts, ring).map_err(Error::Lower)?;
-                let gen = gen_options(opts, ring);
-                let src =
-                    cuda::generate(r, plan.s(), &prelude, &bodies, &gen).map_err(Error::Lower)?;
+                let src = generate(r, plan.s(), opts, &facts, cuda_dev.smem_optin)?;
                 if src.smem_bytes > cuda_dev.smem_optin {
                     return Err(self.err(format!(
                         "needs {} B of shared memory per CTA, the GPU gives a block at most {} (set MegaOptions::stage_ring lower)",
@@ -568,10 +565,31 @@ impl MegaDef {
     }
 }
 
-/// The staging ring for a GPU whose blocks may have `smem_optin` bytes of shared memory.
-fn ring_bytes(opts: &MegaOptions, smem_optin: usize) -> usize {
-    opts.stage_ring
-        .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024)
+/// The persistent kernel's CUDA C for a GPU whose blocks may have `smem_optin` bytes of
+/// shared memory: by default the staging ring takes what the stage bodies' scratch leaves.
+fn generate(
+    r: &Resolved,
+    s: &Schedule,
+    opts: &MegaOptions,
+    facts: &MegaFacts,
+    smem_optin: usize,
+) -> Result<MegaSource> {
+    let want = opts
+        .stage_ring
+        .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024);
+    let (mut prelude, mut bodies) =
+        stage_bodies(r, opts.num_warps, facts, want).map_err(Error::Lower)?;
+    let scratch = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
+    // The kernel's own static words (`tsr_abort`) and alignment: 1 KiB is plenty.
+    let fits = smem_optin.saturating_sub(scratch.next_multiple_of(128) + 1024) / 128 * 128;
+    let ring = if opts.stage_ring.is_none() && want > fits {
+        // Re-decide which bodies stage with the ring that fits beside the scratch.
+        (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits).map_err(Error::Lower)?;
+        fits
+    } else {
+        want
+    };
+    cuda::generate(r, s, &prelude, &bodies, &gen_options(opts, ring)).map_err(Error::Lower)
 }
 
 fn gen_options(opts: &MegaOptions, stage_ring_bytes: usize) -> GenOptions {
