@@ -495,9 +495,10 @@ pub struct TuneArgs {
     /// Lookahead prefetch of the next program's weights: true, false or both (e.g. true,false).
     #[arg(long, value_name = "LIST")]
     pub lookahead: Option<String>,
-    /// The staging ring (weights issued ahead into shared memory): true, false or both.
+    /// KiB of the staging ring (weights issued ahead into shared memory): `auto` (as much
+    /// as the GPU gives), 0 (none) or a size.
     #[arg(long, value_name = "LIST")]
-    pub staging: Option<String>,
+    pub stage_ring_kib: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -577,9 +578,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         list("lookahead", &a.lookahead, d.lookahead_prefetch)?,
         |k, v| k.lookahead_prefetch = v,
     );
-    grid = times(grid, list("staging", &a.staging, d.staging)?, |k, v| {
-        k.staging = v
-    });
+    grid = times(
+        grid,
+        list("stage-ring-kib", &a.stage_ring_kib, d.stage_ring)?,
+        |k, v| k.stage_ring = v,
+    );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)
             || k.elems_per_thread == 0

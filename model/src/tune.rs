@@ -29,9 +29,9 @@ pub struct Knobs {
     pub wait_prefetch_bytes: u64,
     pub prefetch_depth: usize,
     pub lookahead_prefetch: bool,
-    /// The staging ring (weight loads issued ahead into shared memory, across syncs), as
-    /// large as the GPU allows; false: no staging.
-    pub staging: bool,
+    /// KiB of the staging ring (weight loads issued ahead into shared memory, across
+    /// syncs): `auto` as large as the GPU allows, 0 none.
+    pub stage_ring: RingKib,
 }
 
 impl Default for Knobs {
@@ -46,7 +46,31 @@ impl Default for Knobs {
             wait_prefetch_bytes: m.wait_prefetch_bytes,
             prefetch_depth: m.prefetch_depth,
             lookahead_prefetch: m.lookahead_prefetch,
-            staging: m.stage_ring != Some(0),
+            stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
+        }
+    }
+}
+
+/// A staging ring size in KiB; None: as large as the GPU allows (`auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RingKib(pub Option<usize>);
+
+impl std::str::FromStr for RingKib {
+    type Err = std::num::ParseIntError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            Ok(RingKib(None))
+        } else {
+            s.parse().map(|k| RingKib(Some(k)))
+        }
+    }
+}
+
+impl std::fmt::Display for RingKib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => f.write_str("auto"),
+            Some(k) => write!(f, "{k}"),
         }
     }
 }
@@ -92,7 +116,7 @@ pub fn run(
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             lookahead_prefetch: k.lookahead_prefetch,
-            stage_ring: if k.staging { None } else { Some(0) },
+            stage_ring: k.stage_ring.0.map(|k| k << 10),
             check: false,
             ..MegaOptions::default()
         };
@@ -161,7 +185,7 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | lookahead | staging |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | lookahead | ring KiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in sorted {
         let k = &r.knobs;
@@ -178,7 +202,7 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.wait_prefetch_bytes >> 20,
             k.prefetch_depth,
             k.lookahead_prefetch,
-            k.staging
+            k.stage_ring
         );
     }
     s

@@ -17,7 +17,14 @@ pub struct ExplainArgs {
     /// Print the specialised tile IR instead of CUDA C.
     #[arg(long)]
     pub ir: bool,
+    /// `qwen3::decode_step` (the decode megakernel at Qwen3-0.6B's shape): print its
+    /// persistent kernel's CUDA C, not only its schedule.
+    #[arg(long)]
+    pub cuda: bool,
 }
+
+/// The decode step as one megakernel: its schedule, or with `--cuda` its CUDA C.
+const DECODE_STEP: &str = "qwen3::decode_step";
 
 pub fn run(args: ExplainArgs) -> Result<(), String> {
     // The library's kernels, then the Qwen3 decoder's as `qwen3::NAME` (constexprs at
@@ -30,6 +37,9 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
     let mut all = named("", crate::kernels::shipped());
     all.extend(named("qwen3::", model::kernels::shipped()));
     if args.list || args.kernel.is_none() {
+        println!(
+            "{DECODE_STEP:<28} the whole Qwen3 decode step as one #[megakernel] (schedule; --cuda for its CUDA C)"
+        );
         for (n, k) in &all {
             let cx: Vec<String> = k
                 .constexprs
@@ -46,6 +56,9 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
         return Ok(());
     }
     let name = args.kernel.unwrap_or_default();
+    if name == DECODE_STEP {
+        return decode_step(args.cuda, args.warps);
+    }
     let k = all
         .iter()
         .find(|(n, _)| *n == name)
@@ -95,6 +108,25 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
             Ok(s) => eprintln!("{} on {}: {s}", name, dev.describe()),
             Err(e) => eprintln!("could not compile on {}: {e}", dev.describe()),
         }
+    }
+    Ok(())
+}
+
+fn decode_step(cuda: bool, warps: Option<u32>) -> Result<(), String> {
+    use model::kernels::{qwen3_0_6b, Tiles};
+    use model::mega_engine::{constexprs, decode_step};
+    let cfg = qwen3_0_6b();
+    let t = Tiles::for_config(&cfg);
+    let opts = crate::runtime::mega::MegaOptions::default().warps(warps.unwrap_or(t.warps));
+    let cx = constexprs(&cfg, &t);
+    let m = &decode_step::MEGAKERNEL;
+    if cuda {
+        print!(
+            "{}",
+            m.cuda_source(&cx, &opts).map_err(|e| e.to_string())?.code
+        );
+    } else {
+        print!("{}", m.explain(&cx, &opts).map_err(|e| e.to_string())?);
     }
     Ok(())
 }
