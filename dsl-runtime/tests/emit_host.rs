@@ -31,17 +31,14 @@ fn run_host(
     grid: [u32; 3],
     args: Vec<Arg>,
 ) -> Vec<Vec<u8>> {
-    run_host_staged(k, warps, div16, vec![], grid, args)
+    run_host_staged(k, warps, div16, vec![], grid, args).0
 }
 
 /// The prelude with its PTX blocks (conversions, async copies) swapped for CPU versions.
 fn host_prelude() -> String {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/host_emu");
     let mut p = PRELUDE.to_string();
-    for (block, file) in [
-        ("conversions", "conversions.h"),
-        ("async copies", "async_copies.h"),
-    ] {
+    for (block, file) in [("conversions", "conversions.h"), ("staging", "staging.h")] {
         let with = std::fs::read_to_string(here.join(file)).unwrap();
         let a = p.find(&format!("// -- {block}")).unwrap();
         let b = p.find(&format!("// -- end {block} --")).unwrap();
@@ -52,7 +49,7 @@ fn host_prelude() -> String {
 
 /// As `run_host`, with the pointer parameters marked in `early` staged (`EmitOptions::early`):
 /// each program first runs `<name>_issue` into a stage buffer (poisoned first), then the
-/// body, which reads its staged loads from there.
+/// body, which reads its staged loads from there. Also returns the bytes the copies held.
 fn run_host_staged(
     k: &Kernel,
     warps: u32,
@@ -60,7 +57,7 @@ fn run_host_staged(
     early: Vec<bool>,
     grid: [u32; 3],
     args: Vec<Arg>,
-) -> Vec<Vec<u8>> {
+) -> (Vec<Vec<u8>>, u64) {
     let src = emit_body(
         k,
         &EmitOptions {
@@ -117,18 +114,14 @@ fn run_host_staged(
     ));
     let mut issue = String::new();
     if let Some(i) = &src.issue {
-        // Poisoned, so a slot the body reads but `_issue` never wrote shows as NaN.
+        // Poisoned, so a byte the body reads but `_issue` never copied shows as NaN.
         main.push_str(&format!(
-            "  alignas(16) static unsigned char stage[{}];\n  std::memset(stage, 0xff, sizeof stage);\n",
+            "  alignas(128) static unsigned char stage[{}];\n  std::memset(stage, 0xff, sizeof stage);\n  static unsigned long long range[16], bar;\n  for (int i = 0; i < 16; ++i) range[i] = i % 2 ? 0ull : ~0ull;\n",
             src.stage_bytes
         ));
         let mut icall = call.clone();
-        icall.push("stage".into());
-        issue = format!(
-            "{}({}); tsr_cp_commit(); tsr_cp_wait(0); ",
-            i.name,
-            icall.join(", ")
-        );
+        icall.extend(["stage".into(), "range".into(), "&bar".into()]);
+        issue = format!("{}({}); __syncthreads(); ", i.name, icall.join(", "));
     }
     let call_smem = if src.smem_bytes > 0 {
         "smem"
@@ -150,6 +143,9 @@ fn run_host_staged(
     ));
     for (n, (i, _, len)) in bufs.iter().enumerate() {
         main.push_str(&format!("  write_file(argv[{}], b{i}, {len});\n", n + 1));
+    }
+    if src.issue.is_some() {
+        main.push_str("  std::printf(\"staged %llu\\n\", tsr_emu_staged.load());\n");
     }
     main.push_str("  return 0;\n}\n");
     let cpp = format!(
@@ -199,8 +195,12 @@ fn run_host_staged(
         .iter()
         .map(|(_, p, _)| std::fs::read(p).unwrap())
         .collect();
+    let staged = String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("staged ")?.parse().ok())
+        .unwrap_or(0);
     let _ = std::fs::remove_dir_all(&dir);
-    res
+    (res, staged)
 }
 
 fn tempdir() -> PathBuf {
@@ -526,15 +526,36 @@ fn staged_gemv_matches_reference() {
     if skip() {
         return;
     }
-    // The weight tile issued ahead into shared memory (`gemv_issue`), then read there by
-    // the body: one K step, several (only the first is staged), masked rows and K tails.
+    // The weight tile copied ahead into shared memory (`gemv_issue`), then read there by
+    // the body. A program's copy is the byte range its first K step reads, when that fits
+    // the tile's region: whole rows are one piece; BM > 1 rows of a K step narrower than K
+    // are strided (a range several rows wide, too wide unless few rows are left); one row
+    // is contiguous again. K not a multiple of 16 has no vector path: nothing is staged.
     for (bm, bk, warps, m, kk) in [
         (16, 256, 4, 37, 1040),
         (8, 512, 4, 20, 1040),
         (4, 1024, 8, 9, 1024),
         (8, 1024, 4, 16, 512),
+        (8, 1024, 4, 13, 512),
+        (1, 256, 2, 5, 1024),
         (1, 2048, 2, 3, 2000),
     ] {
+        let (bm, bk, m, kk): (usize, usize, usize, usize) = (bm, bk, m, kk);
+        let copied: u64 = if kk % 16 != 0 {
+            0
+        } else {
+            (0..m.div_ceil(bm))
+                .map(|p| {
+                    let rows = bm.min(m - p * bm);
+                    let range = ((rows - 1) * kk + bk.min(kk)) * 2;
+                    if range <= bm * bk * 2 {
+                        range as u64
+                    } else {
+                        0
+                    }
+                })
+                .sum()
+        };
         let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
         let div16 = vec![true, true, true, m % 16 == 0, kk % 16 == 0];
         let early = vec![true, false, false, false, false];
@@ -552,7 +573,7 @@ fn staged_gemv_matches_reference() {
         let w = to_bf16(&rand_f32(m * kk, 13));
         let x = to_bf16(&rand_f32(kk, 14));
         let grid = (m as u32).div_ceil(bm as u32);
-        let out = run_host_staged(
+        let (out, got) = run_host_staged(
             &k,
             warps,
             div16,
@@ -575,6 +596,7 @@ fn staged_gemv_matches_reference() {
             1e-2,
             &format!("staged gemv BM={bm} BK={bk}"),
         );
+        assert_eq!(got, copied, "staged gemv BM={bm} BK={bk}: bytes copied");
     }
 }
 

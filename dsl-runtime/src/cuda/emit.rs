@@ -85,8 +85,6 @@ pub(crate) struct Emitter<'a> {
     /// Loads issued early into shared memory (`staging.rs`), and in the issue pass, what
     /// to emit at all.
     pub(crate) staging: Staging,
-    /// Enclosing loops: (induction variable, its C name, the C expression of its start).
-    loops: Vec<(ValueId, String, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -231,6 +229,15 @@ const RESERVED: &[&str] = &[
     "npid0",
     "npid1",
     "npid2",
+    // Staged loads (`staging.rs`).
+    "stage",
+    "range",
+    "bar",
+    "bytes",
+    "lo",
+    "hi",
+    "slo",
+    "sn",
 ];
 
 impl<'a> Emitter<'a> {
@@ -270,7 +277,6 @@ impl<'a> Emitter<'a> {
             cur_src: Src::default(),
             pending: vec![],
             staging: Staging::default(),
-            loops: vec![],
         };
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
@@ -896,7 +902,6 @@ impl<'a> Emitter<'a> {
                     strip(&b),
                     strip(&c)
                 ));
-                self.loops.push((*iv, name.clone(), strip(&a)));
                 // The previous iteration's accesses are pending too, at other addresses.
                 let carried: Vec<MemOp> = self
                     .mem_ops(body)
@@ -915,7 +920,6 @@ impl<'a> Emitter<'a> {
                 self.loop_depth += 1;
                 self.body(body)?;
                 self.loop_depth -= 1;
-                self.loops.pop();
                 self.pending.extend(carried);
                 self.close("}");
                 Ok(())
@@ -1356,38 +1360,42 @@ impl<'a> Emitter<'a> {
                     let p = self.access(ptr, &at(&format!("q * {epv}")))?;
                     let mut ld = format!("*(const {vty}*)({})", strip(&p));
                     let q = k_slots / epv;
-                    if vb == 16 && self.staging.candidates.contains(&id) {
-                        // Staged: this thread's vectors were copied into its own slots of
-                        // `stage` by `_issue` (see staging.rs).
-                        let off = match self.staging.slots.get(&id) {
-                            Some(&off) => off,
-                            None => {
-                                let off = self.staging.bytes;
-                                self.staging.slots.insert(id, off);
-                                self.staging.bytes += q * self.threads * 16;
-                                off
-                            }
-                        };
-                        let slot = format!("stage + {off} + (q * {} + tid) * 16", self.threads);
+                    let slot = if vb == 16 && self.staging.candidates.contains(&id) {
+                        self.stage_slot(id, q)
+                    } else {
+                        None
+                    };
+                    if let Some(sl) = slot {
                         if self.staging.issue {
+                            // This thread's part of the bytes the load reads: the copy's range.
+                            self.line("unsigned long long lo = ~0ull, hi = 0ull;");
                             self.line("#pragma unroll");
-                            self.line(format!(
-                                "for (int q = 0; q < {q}; ++q)  // this thread's 16-byte vectors, into its slots"
-                            ));
-                            self.line(format!(
-                                "  tsr_cp_async16({slot}, {}, {});",
-                                strip(&p),
-                                c.as_deref().map_or("true".to_string(), strip)
-                            ));
+                            self.open(format!("for (int q = 0; q < {q}; ++q) {{"));
+                            let a = format!("(unsigned long long)({})", strip(&p));
+                            let body = format!("{{ const unsigned long long a = {a}; lo = a < lo ? a : lo; hi = a + 16 > hi ? a + 16 : hi; }}");
+                            match &c {
+                                Some(c) => self.line(format!("if ({}) {body}", strip(c))),
+                                None => self.line(body),
+                            }
+                            self.close("}");
+                            self.line(format!("tsr_range_add(range + {}, lo, hi);", 2 * sl.k));
                             self.close("}");
                             return Ok(());
                         }
-                        let st = format!("*(const {vty}*)({slot})");
-                        ld = match self.loops.last() {
-                            // In a loop, only the first iteration was staged.
-                            Some((_, iv, start)) => format!("({iv} == {start} ? {st} : {ld})"),
-                            None => st,
-                        };
+                        // Staged: each vector from the copy when it holds it (staging.rs).
+                        self.line(format!(
+                            "const unsigned long long slo = *(const unsigned long long*)(stage + {});  // the copy's first byte",
+                            16 * sl.k
+                        ));
+                        self.line(format!(
+                            "const unsigned sn = *(const unsigned*)(stage + {});  // and its length",
+                            16 * sl.k + 8
+                        ));
+                        ld = format!(
+                            "tsr_staged(stage + {}, slo, sn, (const {vty}*)({}))",
+                            sl.data,
+                            strip(&p)
+                        );
                     }
                     self.line(format!("{vty} raw[{q}];"));
                     self.line("#pragma unroll");
@@ -1530,6 +1538,30 @@ impl<'a> Emitter<'a> {
     ) -> bool {
         let c = |v: Option<ValueId>| v.is_none_or(|v| self.f.cst[v.0 as usize] >= epv as i64);
         c(mask) && c(other) && self.layouts[lay].cols().is_multiple_of(epv)
+    }
+
+    /// The staged load `id`'s place in `stage` (`q` 16-byte vectors per thread): the one
+    /// the issue pass was given, or a new one in the body pass (None past `MAX_STAGED`).
+    fn stage_slot(&mut self, id: ValueId, q: usize) -> Option<staging::Slot> {
+        if let Some(s) = self.staging.slots.get(&id) {
+            return Some(*s);
+        }
+        if self.staging.issue || self.staging.slots.len() == staging::MAX_STAGED {
+            return None;
+        }
+        let data = self
+            .staging
+            .bytes
+            .max(staging::HEADER_BYTES)
+            .next_multiple_of(128);
+        let slot = staging::Slot {
+            k: self.staging.slots.len(),
+            data,
+            region: q * self.threads * 16,
+        };
+        self.staging.bytes = data + slot.region;
+        self.staging.slots.insert(id, slot);
+        Some(slot)
     }
 
     /// `bool full`: every slot of this thread is a real element and unmasked.

@@ -163,7 +163,7 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
 fn emit_issue(
     kernel: &Kernel,
     opts: &EmitOptions,
-    staged: &std::collections::BTreeMap<dsl_ir::ValueId, usize>,
+    staged: &std::collections::BTreeMap<dsl_ir::ValueId, staging::Slot>,
 ) -> Result<CudaIssue, String> {
     let entry = c_ident(&kernel.name);
     let mut e = emit::Emitter::new(kernel, opts)?;
@@ -172,9 +172,12 @@ fn emit_issue(
     let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
     sig.extend(e.params_c().iter().map(|(t, n)| format!("{t} {n}")));
     sig.push("unsigned char* stage".into());
+    sig.push("unsigned long long* range".into());
+    sig.push("unsigned long long* bar".into());
     let mut code = format!(
-        "// `{}`'s staged loads, issued ahead as asynchronous copies into `stage` (each thread\n\
-         // copies the vectors it will read itself); the caller commits the group.\n",
+        "// `{}`'s staged loads, issued ahead: every thread adds the bytes it will read to\n\
+         // `range`, then thread 0 writes the headers and starts one bulk copy per load into\n\
+         // `stage`; their bytes complete `bar`'s phase (cuda/staging.rs).\n",
         kernel.name
     );
     code.push_str(&format!(
@@ -183,7 +186,26 @@ fn emit_issue(
     ));
     code.push_str(&e.header());
     code.push_str(e.statements());
-    code.push_str("}\n");
+    let mut slots: Vec<&staging::Slot> = staged.values().collect();
+    slots.sort_by_key(|s| s.k);
+    code.push_str("  __syncthreads();  // every warp's ranges are in\n  if (tid == 0) {\n");
+    code.push_str("    unsigned bytes = 0;\n");
+    for sl in &slots {
+        code.push_str(&format!(
+            "    bytes += tsr_stage_plan(stage, {k}, range + {r}, {region}u);\n",
+            k = sl.k,
+            r = 2 * sl.k,
+            region = sl.region
+        ));
+    }
+    code.push_str("    tsr_stage_expect(bar, bytes);\n");
+    for sl in &slots {
+        code.push_str(&format!(
+            "    tsr_stage_copy(stage + {}, stage, {}, bar);\n",
+            sl.data, sl.k
+        ));
+    }
+    code.push_str("  }\n}\n");
     Ok(CudaIssue {
         name: format!("{entry}_issue"),
         code,

@@ -28,29 +28,84 @@ __device__ __forceinline__ f16_t tsr_f32_to_f16(float f) {
   return r;
 }
 // -- end conversions --
-// -- async copies (PTX, sm_80+; a CPU emulator of the generated code swaps this block) --
-// Staged loads: 16 bytes global -> shared, around L1; `pred` false writes zeros, reads nothing.
-__device__ __forceinline__ void tsr_cp_async16(const unsigned char* dst, const void* src, bool pred) {
-  unsigned d;
-  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(pred ? 16 : 0) : "memory");
+// -- staging (PTX, sm_90: the bulk copy engine and mbarriers; a CPU emulator swaps this block) --
+// Staged loads (`cuda/staging.rs`): a program's weight tile is copied ahead into shared
+// memory by one bulk copy per load. Before sm_90 nothing is copied and every staged load
+// reads global memory (the headers say 0 bytes).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TSR_STAGING 1
+#else
+#define TSR_STAGING 0
+#endif
+__device__ __forceinline__ unsigned tsr_smem(const void* p) {
+  unsigned a;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
 }
-__device__ __forceinline__ void tsr_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Until at most n of this thread's commit groups are in flight (n above 7 waits as for 7:
-// waiting for more than needed is always safe).
-__device__ __forceinline__ void tsr_cp_wait(unsigned n) {
-  switch (n) {
-    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
-    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
-    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
-    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+// Every thread: its part [lo, hi) of the bytes a staged load reads, reduced over the CTA
+// into r[0] (min) and r[1] (max) (which start as ~0 and 0).
+__device__ __forceinline__ void tsr_range_add(unsigned long long* r, unsigned long long lo, unsigned long long hi) {
+#if TSR_STAGING
+  for (int o = 16; o > 0; o /= 2) {
+    const unsigned long long l = __shfl_xor_sync(0xffffffffu, lo, o), h = __shfl_xor_sync(0xffffffffu, hi, o);
+    lo = l < lo ? l : lo;
+    hi = h > hi ? h : hi;
   }
+  if (threadIdx.x % 32 == 0 && hi > lo) { atomicMin(r, lo); atomicMax(r + 1, hi); }
+#endif
 }
-// -- end async copies --
+// Thread 0, once the ranges are in: staged load k's header in `stage` (the address of its
+// first byte, and how many bytes the copy holds: 0 when the range is not one piece of at
+// most `region` bytes, and then the body reads global memory), and r reset for reuse.
+__device__ __forceinline__ unsigned tsr_stage_plan(unsigned char* stage, int k, unsigned long long* r, unsigned region) {
+  const unsigned long long lo = r[0], hi = r[1];
+  r[0] = ~0ull;
+  r[1] = 0ull;
+  const unsigned n = TSR_STAGING && hi > lo && hi - lo <= region ? (unsigned)(hi - lo) : 0u;
+  *(unsigned long long*)(stage + 16 * k) = lo;
+  *(unsigned*)(stage + 16 * k + 8) = n;
+  return n;
+}
+// Thread 0: `bytes` will complete the current phase of `bar` (0: completes it now).
+__device__ __forceinline__ void tsr_stage_expect(unsigned long long* bar, unsigned bytes) {
+#if TSR_STAGING
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(tsr_smem(bar)), "r"(bytes) : "memory");
+#endif
+}
+// Thread 0: copy staged load k's bytes (its header says where from and how many) to dst.
+__device__ __forceinline__ void tsr_stage_copy(unsigned char* dst, const unsigned char* stage, int k, unsigned long long* bar) {
+#if TSR_STAGING
+  const unsigned long long src = *(const unsigned long long*)(stage + 16 * k);
+  const unsigned n = *(const unsigned*)(stage + 16 * k + 8);
+  if (n == 0) return;
+  // The ring bytes were last read by ordinary loads; the copy engine writes them next.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(tsr_smem(dst)), "l"(src), "r"(n), "r"(tsr_smem(bar)) : "memory");
+#endif
+}
+// Every thread: until phase `parity` of `bar` completes (the program's copies landed).
+__device__ __forceinline__ void tsr_stage_wait(unsigned long long* bar, unsigned parity) {
+#if TSR_STAGING
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(tsr_smem(bar)), "r"(parity) : "memory");
+#endif
+}
+// Thread 0, before any use: one arrival per phase.
+__device__ __forceinline__ void tsr_stage_init(unsigned long long* bar) {
+#if TSR_STAGING
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(tsr_smem(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// A staged load's vector at p: from the copy when it holds p, else from global memory.
+template <typename V> __device__ __forceinline__ V tsr_staged(const unsigned char* data, unsigned long long lo, unsigned n, const V* p) {
+  const unsigned long long o = (unsigned long long)p - lo;
+  return o < n ? *(const V*)(data + o) : *p;
+}
+// -- end staging --
 // Round a float to the nearest bf16 / f16 value (kept in a float register).
 __device__ __forceinline__ float tsr_rbf16(float f) { return tsr_bf16_to_f32(tsr_f32_to_bf16(f)); }
 __device__ __forceinline__ float tsr_rf16(float f) { return tsr_f16_to_f32(tsr_f32_to_f16(f)); }

@@ -1,37 +1,59 @@
 //! Staged loads: a tile load from memory that nothing writes while the (mega)kernel runs
-//! (a weight matrix) can be *issued early*, before the program's inputs are ready, as
-//! asynchronous copies into shared memory (`cp.async`), and read from there when the
-//! program reaches it. A megakernel issues a program's weights before it waits for the
-//! stages that produce its activations, and keeps several programs' worth in flight, so
-//! the weight stream never waits on a synchronisation.
+//! (a weight matrix) can be *issued early*, before the program's inputs are ready, as a
+//! bulk copy into shared memory (sm_90's copy engine, `cp.async.bulk`), and read from
+//! there when the program reaches it. A megakernel issues a program's weights before it
+//! waits for the stages that produce its activations, and keeps several programs' worth in
+//! flight, so the weight stream does not stop at every synchronisation.
 //!
 //! The emitter writes two functions per staged kernel from the same IR:
-//! - `<name>_issue(pids, params, stage)`: only the pure index arithmetic the staged loads'
-//!   pointers and masks need, then one `cp.async` per 16-byte vector into `stage`;
-//! - `<name>_body(.., smem, stage)`: as always, except that a staged load reads `stage`.
+//! - `<name>_issue(pids, params, stage, range, bar)`: only the pure index arithmetic the
+//!   staged loads' pointers and masks need; every thread reduces the byte range its
+//!   unmasked vectors cover into `range` (min, max over the CTA), then thread 0 writes each
+//!   load's header into `stage` (where the range starts, and its length: 0 when it is not
+//!   one piece that fits the load's region) and issues one bulk copy per load, whose bytes
+//!   complete the mbarrier `bar`;
+//! - `<name>_body(.., smem, stage)`: as always, except that a staged load takes each vector
+//!   from the copy when the header's range holds it, and from global memory otherwise.
 //!
-//! Every thread copies exactly the vectors it will read itself, into its own slots
-//! (`stage + offset + (q * threads + tid) * 16`), so no barrier is needed between the copy
-//! and the read: the thread's own `cp.async.wait_group` suffices. Which loads qualify
-//! (`candidates`): a tile load through a pointer parameter marked early
+//! So correctness never depends on the copy: the region is a faithful copy of read-only
+//! bytes, and whatever it does not hold is loaded as before (a strided tile, the later
+//! iterations of a loop, a GPU without the copy engine). `stage` holds a 16-byte header per
+//! staged load (at most [`MAX_STAGED`]), then each load's region (its tile's bytes).
+//!
+//! Which loads qualify (`candidates`): a tile load through a pointer parameter marked early
 //! (`EmitOptions::early`) whose pointer, mask and `other` are pure index arithmetic that
 //! depends on the program id (loads every program shares, like a norm's weights, stay in
 //! L2), at the top level of the kernel or in a top-level `for` loop, whose *first*
-//! iteration is staged (later iterations load from global memory). The emitter then
-//! stages only those that lower to one 16-byte access per vector with one predicate each.
+//! iteration is staged. The emitter then stages those that lower to one 16-byte access per
+//! vector with one predicate each.
 use super::analysis::Facts;
 use dsl_ir::{Kernel, Op, Stmt, ValueId};
 use std::collections::{BTreeMap, HashSet};
+
+/// Staged loads per kernel at most (the headers take 16 bytes each).
+pub(crate) const MAX_STAGED: usize = 8;
+/// Bytes of headers at the start of `stage`.
+pub(crate) const HEADER_BYTES: usize = 16 * MAX_STAGED;
+
+/// Where one staged load lives in `stage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// Its header: `stage + 16 * k`.
+    pub k: usize,
+    /// Its region: `stage + data`, `region` bytes (the tile's).
+    pub data: usize,
+    pub region: usize,
+}
 
 /// What the emitter needs to stage loads, in either of its two passes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Staging {
     /// Loads that may be staged (everything but the lowering's own conditions holds).
     pub candidates: HashSet<ValueId>,
-    /// The staged loads and the byte offset of each one's slots in `stage`: filled by the
-    /// body pass, given to the issue pass.
-    pub slots: BTreeMap<ValueId, usize>,
-    /// Bytes of `stage` per program.
+    /// The staged loads and where each one lives in `stage`: filled by the body pass, given
+    /// to the issue pass.
+    pub slots: BTreeMap<ValueId, Slot>,
+    /// Bytes of `stage` per program (0: nothing staged).
     pub bytes: usize,
     /// Issue pass: the values to compute (the staged loads' operands, transitively).
     pub slice: HashSet<ValueId>,
@@ -77,7 +99,7 @@ pub(crate) fn candidates(k: &Kernel, f: &Facts, early: &[bool]) -> HashSet<Value
 /// For the issue pass: the values the staged loads' operands need, and the loops they
 /// sit in (their start and end are needed too: the copies are issued only when the loop
 /// runs at least once).
-pub(crate) fn slice(k: &Kernel, f: &Facts, staged: &BTreeMap<ValueId, usize>) -> Staging {
+pub(crate) fn slice(k: &Kernel, f: &Facts, staged: &BTreeMap<ValueId, Slot>) -> Staging {
     let mut need: Vec<ValueId> = vec![];
     let mut loops = HashSet::new();
     let operands = |op: &Op| -> Vec<ValueId> {
@@ -132,7 +154,11 @@ pub(crate) fn slice(k: &Kernel, f: &Facts, staged: &BTreeMap<ValueId, usize>) ->
     }
     Staging {
         slots: staged.clone(),
-        bytes: 0,
+        bytes: staged
+            .values()
+            .map(|s| s.data + s.region)
+            .max()
+            .unwrap_or(0),
         slice,
         loops,
         issue: true,

@@ -348,11 +348,16 @@ pub fn generate(
     } else {
         0
     };
-    // Dynamic shared memory: the bodies' scratch, then the ring.
+    // Dynamic shared memory: the bodies' scratch, then the staging control area and ring.
     let scratch = if ring > 0 {
         smem.next_multiple_of(128)
     } else {
         smem
+    };
+    let control = if ring > 0 {
+        super::staging::CONTROL_BYTES
+    } else {
+        0
     };
     let mut c = String::new();
     let _ = writeln!(
@@ -456,14 +461,34 @@ pub fn generate(
             c,
             "  // The staging ring: start issuing this CTA's first staged programs now."
         );
-        let _ = writeln!(c, "  unsigned char* tsr_ring = tsr_dyn + {scratch};");
+        let n = super::staging::MAX_IN_FLIGHT;
+        let _ = writeln!(
+            c,
+            "  unsigned char* const tsr_ctl = tsr_dyn + {scratch};  // mbarriers, ranges, ring"
+        );
+        let _ = writeln!(
+            c,
+            "  unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;"
+        );
+        let _ = writeln!(c, "  unsigned char* const tsr_ring = tsr_ctl + {control};");
+        let _ = writeln!(c, "  if (threadIdx.x == 0) {{");
+        let _ = writeln!(
+            c,
+            "    for (int i = 0; i < {n}; ++i) tsr_stage_init(tsr_bar + i);"
+        );
+        let _ = writeln!(
+            c,
+            "    for (int i = 0; i < 32; ++i) ((unsigned long long*)(tsr_ctl + 64))[i] = i % 2 ? 0ull : ~0ull;"
+        );
+        let _ = writeln!(c, "  }}");
+        let _ = writeln!(c, "  __syncthreads();");
         let _ = writeln!(c, "  tsr_ring_t tsr_q;");
         let _ = writeln!(
             c,
             "  tsr_q.head = tsr_q.tail = 0ull; tsr_q.issued = tsr_q.used = 0u;"
         );
         let _ = writeln!(c, "  tsr_walk(tsr_q, 0, blockIdx.x, {a});");
-        let _ = writeln!(c, "  tsr_top_up(tsr_q, tsr_ring, {a});");
+        let _ = writeln!(c, "  tsr_top_up(tsr_q, tsr_ctl, {a});");
     }
     let fns: Vec<String> = r
         .stages
@@ -512,7 +537,7 @@ pub fn generate(
         entry,
         code: c,
         block_threads: threads,
-        smem_bytes: scratch + ring,
+        smem_bytes: scratch + control + ring,
         sync_words: SyncWords::records(r.stages.len()),
     })
 }
@@ -682,7 +707,8 @@ impl Gen<'_> {
             );
             let _ = writeln!(
                 o,
-                "{pad}      tsr_cp_wait(tsr_q.issued - tsr_q.used - 1u);  // its copies are done (later ones may not be)"
+                "{pad}      tsr_stage_wait(tsr_bar + tsr_q.used % {n}u, (tsr_q.used / {n}u) & 1u);  // its copies landed",
+                n = super::staging::MAX_IN_FLIGHT
             );
             ", tsr_ring + tsr_v % TSR_RING"
         } else {
@@ -707,7 +733,7 @@ impl Gen<'_> {
             );
             let _ = writeln!(
                 o,
-                "{pad}      tsr_top_up(tsr_q, tsr_ring, {});",
+                "{pad}      tsr_top_up(tsr_q, tsr_ctl, {});",
                 self.ring_args
             );
         }

@@ -581,7 +581,10 @@ fn generate(
         stage_bodies(r, opts.num_warps, facts, want).map_err(Error::Lower)?;
     let scratch = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
     // The kernel's own static words (`tsr_abort`) and alignment: 1 KiB is plenty.
-    let fits = smem_optin.saturating_sub(scratch.next_multiple_of(128) + 1024) / 128 * 128;
+    let fits = smem_optin
+        .saturating_sub(scratch.next_multiple_of(128) + super::staging::CONTROL_BYTES + 1024)
+        / 128
+        * 128;
     let ring = if opts.stage_ring.is_none() && want > fits {
         // Re-decide which bodies stage with the ring that fits beside the scratch.
         (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits).map_err(Error::Lower)?;

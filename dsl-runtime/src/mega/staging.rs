@@ -4,13 +4,17 @@
 //! A stage whose body has staged loads (`cuda/staging.rs`: tile loads from memory no stage
 //! writes) is *staged*: each of its programs takes `stage_bytes` of a ring in shared
 //! memory. Every CTA walks, ahead of itself, the sequence of staged programs it will run
-//! (the same loops, the same grid-stride order) and issues their loads (`<name>_issue`,
-//! one `cp.async` commit group per program) while the ring has room: at the start, before
-//! every wait, and around every staged program. A program then waits only for its own
-//! group (`cp.async.wait_group`), never for DRAM latency behind a sync: while a CTA waits
-//! for the stage that produces its input, the weights of this stage and the next ones are
-//! already streaming in. Data nothing writes can be read at any time, so the schedule's
-//! syncs are untouched.
+//! (the same loops, the same grid-stride order) and issues their loads (`<name>_issue`: one
+//! bulk copy per staged load, completing one of [`MAX_IN_FLIGHT`] mbarriers) while the ring
+//! has room: at the start and after every staged program. A program then waits only for
+//! its own copies (the mbarrier's phase), not for DRAM latency behind a sync: while a CTA
+//! waits for the stage that produces its input, the weights of this stage and the next
+//! ones are already streaming in. Data nothing writes can be read at any time, so the
+//! schedule's syncs are untouched.
+//!
+//! Shared memory after the stage bodies' scratch (`tsr_ctl`): the mbarriers, then two sets
+//! of per-load byte ranges (an item's issue reduces into one while the previous item's is
+//! being read and reset), then the ring.
 //!
 //! The ring's bookkeeping is the same in every thread of the CTA (uniform values):
 //! `head`/`tail` count bytes issued/consumed (virtual, monotonic); a program's bytes start
@@ -22,8 +26,10 @@ use super::cuda::{c_arg, c_expr, c_name};
 use super::resolve::{Node, Resolved};
 use std::fmt::Write;
 
-/// Programs in flight at most: `tsr_cp_wait` names wait counts up to 7.
-const MAX_IN_FLIGHT: usize = 8;
+/// Programs in flight at most: one mbarrier each.
+pub const MAX_IN_FLIGHT: usize = 8;
+/// Bytes before the ring in the staging control area: the mbarriers and the ranges.
+pub const CONTROL_BYTES: usize = 512;
 
 /// The walk over the CTA's staged programs, flattened: stages (staged ones only) and the
 /// loops that hold them.
@@ -239,11 +245,19 @@ pub fn ring_code(
     );
     let _ = writeln!(
         c,
-        "__device__ __noinline__ void tsr_top_up(tsr_ring_t& tsr_q, unsigned char* tsr_ring, {params}) {{"
+        "__device__ __noinline__ void tsr_top_up(tsr_ring_t& tsr_q, unsigned char* tsr_ctl, {params}) {{"
     );
     let _ = writeln!(
         c,
-        "  // At most {MAX_IN_FLIGHT} groups in flight: `cp.async.wait_group` then waits for exactly one's."
+        "  // At most {MAX_IN_FLIGHT} programs in flight: one mbarrier each."
+    );
+    let _ = writeln!(
+        c,
+        "  unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;"
+    );
+    let _ = writeln!(
+        c,
+        "  unsigned char* const tsr_ring = tsr_ctl + {CONTROL_BYTES};"
     );
     let _ = writeln!(
         c,
@@ -274,6 +288,14 @@ pub fn ring_code(
         "    unsigned char* tsr_dst = tsr_ring + tsr_v % TSR_RING;"
     );
     let _ = writeln!(c, "    const unsigned tsr_p = tsr_q.pid;");
+    let _ = writeln!(
+        c,
+        "    unsigned long long* const tsr_range = (unsigned long long*)(tsr_ctl + 64) + (tsr_q.issued & 1u) * 16u;"
+    );
+    let _ = writeln!(
+        c,
+        "    unsigned long long* const tsr_b = tsr_bar + tsr_q.issued % {MAX_IN_FLIGHT}u;"
+    );
     let _ = writeln!(c, "    switch (tsr_q.pc) {{");
     for (pc, op) in f.ops.iter().enumerate() {
         if let WalkOp::Stage(s) = op {
@@ -289,7 +311,7 @@ pub fn ring_code(
             );
             let _ = writeln!(
                 c,
-                "      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}tsr_dst);",
+                "      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}tsr_dst, tsr_range, tsr_b);",
                 issue[*s].as_deref().expect("a staged stage has an issue function"),
                 a.join(", "),
                 if a.is_empty() { "" } else { ", " }
@@ -299,7 +321,6 @@ pub fn ring_code(
         }
     }
     let _ = writeln!(c, "    }}");
-    let _ = writeln!(c, "    tsr_cp_commit();");
     let _ = writeln!(c, "    tsr_q.head = tsr_v + tsr_bytes;");
     let _ = writeln!(c, "    ++tsr_q.issued;");
     let _ = writeln!(
