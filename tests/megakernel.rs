@@ -230,9 +230,15 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
     if let Err(e) = tessera::runtime::device::probe_nvrtc() {
         panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
     }
-    for (d, f, warps, profile) in [(256, 512, 4, false), (256, 512, 2, true)] {
+    for (d, f, warps, profile, staged) in [
+        (256, 512, 4, false, false),
+        (256, 512, 2, true, false),
+        (256, 512, 4, false, true),
+    ] {
         let mut opts = MegaOptions::default().warps(warps);
         opts.profile = profile;
+        // The staging ring, as large as an H100 gives (the GEMV weights are staged).
+        opts.stage_ring = if staged { None } else { Some(0) };
         let src = toy_mlp::MEGAKERNEL
             .cuda_source(&consts(d, f), &opts)
             .unwrap();
@@ -243,6 +249,17 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
             profile
         );
         assert_eq!(src.entry, "toy_mlp_mega");
+        for needle in [
+            "gemv_BM8_BK64_issue(",
+            "tsr_top_up(tsr_q, tsr_ctl,",
+            "tsr_stage_wait(tsr_bar + tsr_q.used % 8u, (tsr_q.used / 8u) & 1u);",
+        ] {
+            assert_eq!(
+                src.code.contains(needle),
+                staged,
+                "`{needle}` (staged: {staged})"
+            );
+        }
         // One persistent loop over layers; every stage's programs grid-stride over the CTAs;
         // the waits and prefetches the schedule asked for.
         for needle in [

@@ -25,12 +25,20 @@ fn decode_megakernel_compiles_with_nvrtc() {
     )
     .unwrap()
     .config;
-    for (cfg, profile) in [(qwen3_0_6b(), false), (qwen3_1_7b, true), (tiny, false)] {
+    // The 0.6B shape also with the staging ring (the weights copied ahead, as an H100 allows).
+    for (cfg, profile, staged) in [
+        (qwen3_0_6b(), false, false),
+        (qwen3_0_6b(), false, true),
+        (qwen3_1_7b, true, false),
+        (tiny, false, false),
+    ] {
         let t = Tiles::for_config(&cfg);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;
+        opts.stage_ring = if staged { None } else { Some(0) };
         let cx = constexprs(&cfg, &t);
         let src = decode_step::MEGAKERNEL.cuda_source(&cx, &opts).unwrap();
+        assert_eq!(src.code.contains("tsr_top_up("), staged);
         let t = std::time::Instant::now();
         if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
             panic!("hidden {}: {e}", cfg.hidden_size);

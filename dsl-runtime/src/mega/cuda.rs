@@ -95,10 +95,14 @@ pub struct MegaSource {
     pub sync_words: usize,
 }
 
+/// Bytes at the start of the dynamic shared memory before the bodies' scratch (the abort flag).
+const HEAD: usize = 128;
+
 /// Mega-level helpers (after the emitter's prelude).
 pub const MEGA_PRELUDE: &str = r#"#ifndef TESSERA_MEGA_PRELUDE
 #define TESSERA_MEGA_PRELUDE
 // ---- tessera megakernel helpers: bounded waits, counters, L2 prefetch ----
+// -- synchronisation primitives (PTX; a CPU emulator of the persistent kernel swaps this block) --
 __device__ __forceinline__ unsigned long long tsr_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -110,6 +114,13 @@ __device__ __forceinline__ unsigned tsr_ld_acquire(const unsigned* p) {
   return v;
 }
 __device__ __forceinline__ void tsr_fence() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+// A release add: everything this thread (and, after a bar.sync, its CTA) wrote is visible
+// to whoever acquires the new value.
+__device__ __forceinline__ void tsr_red_release(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void tsr_prefetch_line(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
+// -- end synchronisation primitives --
 __device__ __forceinline__ long long tsr_cdiv(long long a, long long b) { return (a + b - 1) / b; }
 __device__ __forceinline__ long long tsr_min(long long a, long long b) { return a < b ? a : b; }
 __device__ __forceinline__ long long tsr_max(long long a, long long b) { return a > b ? a : b; }
@@ -119,8 +130,7 @@ __device__ __forceinline__ long long tsr_max(long long a, long long b) { return 
 __device__ __forceinline__ void tsr_arrive(unsigned* sync, int w, unsigned count) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    // A release add: orders everything the CTA wrote (bar.sync above) before the count.
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(sync + w), "r"(count) : "memory");
+    tsr_red_release(sync + w, count);  // after the bar.sync: the CTA's writes come first
   }
 }
 
@@ -160,7 +170,7 @@ __device__ __forceinline__ void tsr_prefetch_l2(const void* p, long long bytes, 
   const char* c = (const char*)p;
   const long long lines = (bytes + 127) / 128;
   for (long long i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
-    asm volatile("prefetch.global.L2 [%0];" :: "l"(c + i * 128));
+    tsr_prefetch_line(c + i * 128);
 }
 #endif
 "#;
@@ -413,19 +423,22 @@ pub fn generate(
         "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}({}) {{",
         params.join(", ")
     );
-    if scratch + ring > 0 {
-        let _ = writeln!(
-            c,
-            "  extern __shared__ __align__(128) unsigned char tsr_dyn[];"
-        );
-    }
+    // Dynamic shared memory only (so an emulator can give every CTA its own): the abort
+    // flag, the stage bodies' scratch, then the staging control area and ring.
+    let _ = writeln!(
+        c,
+        "  extern __shared__ __align__(128) unsigned char tsr_dyn[];"
+    );
+    let _ = writeln!(
+        c,
+        "  volatile int& tsr_abort = *(volatile int*)tsr_dyn;  // set when a wait gave up"
+    );
     if smem > 0 {
         let _ = writeln!(
             c,
-            "  unsigned char* smem = tsr_dyn;  // the stage bodies' scratch"
+            "  unsigned char* smem = tsr_dyn + {HEAD};  // the stage bodies' scratch"
         );
     }
-    let _ = writeln!(c, "  __shared__ int tsr_abort;");
     let _ = writeln!(c, "  if (threadIdx.x == 0) tsr_abort = 0;");
     let _ = writeln!(c, "  __syncthreads();");
     let _ = writeln!(
@@ -464,7 +477,8 @@ pub fn generate(
         let n = super::staging::MAX_IN_FLIGHT;
         let _ = writeln!(
             c,
-            "  unsigned char* const tsr_ctl = tsr_dyn + {scratch};  // mbarriers, ranges, ring"
+            "  unsigned char* const tsr_ctl = tsr_dyn + {};  // mbarriers, ranges, ring",
+            HEAD + scratch
         );
         let _ = writeln!(
             c,
@@ -537,7 +551,7 @@ pub fn generate(
         entry,
         code: c,
         block_threads: threads,
-        smem_bytes: scratch + control + ring,
+        smem_bytes: HEAD + scratch + control + ring,
         sync_words: SyncWords::records(r.stages.len()),
     })
 }

@@ -47,8 +47,10 @@ pub struct MegaOptions {
     /// the weights into L2 while the current one runs.
     pub lookahead_prefetch: bool,
     /// GPU: bytes of shared memory per CTA for the staging ring (`mega/staging.rs`: weight
-    /// loads issued ahead, across syncs). None: as much as the GPU gives a block, less
-    /// [`STAGE_RESERVE`]; Some(0): no staging.
+    /// tiles copied ahead by the bulk copy engine, across syncs). None: as much as the GPU
+    /// gives a block, less [`STAGE_RESERVE`]; Some(0), the default: no staging. Off until
+    /// measured faster: on an H100 its first form (per-thread `cp.async`) made the Qwen3-0.6B
+    /// step slower, 1.66 against 1.24 ms (docs/PERF.md); the bulk-copy form is not measured.
     pub stage_ring: Option<usize>,
 }
 
@@ -71,7 +73,7 @@ impl Default for MegaOptions {
             wait_prefetch_bytes: 16 << 20,
             profile: false,
             lookahead_prefetch: true,
-            stage_ring: None,
+            stage_ring: Some(0),
         }
     }
 }

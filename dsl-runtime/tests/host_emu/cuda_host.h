@@ -1,19 +1,25 @@
-// Just enough of CUDA to run a generated kernel body on the CPU: one OS thread per CUDA
-// thread, a std::barrier per CTA for __syncthreads and one per warp for shuffles.
-// Used by tests/emit_host.rs to check the emitter's index math, reductions and shared
-// memory protocol against a reference without a GPU (races are not exhaustively found).
+// Just enough of CUDA to run generated code on the CPU: one OS thread per CUDA thread, a
+// std::barrier per CTA for __syncthreads and one per warp for shuffles.
+// Used by dsl-runtime/tests/emit_host.rs (a kernel body, one CTA at a time) to check the
+// emitter's index math, reductions and shared memory protocol, and by
+// tests/megakernel_host.rs (a whole persistent kernel, every CTA at once) to check the
+// megakernel's counters, barriers and staging ring, against references without a GPU
+// (races are not exhaustively found).
 #include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #define __device__
 #define __forceinline__ inline
+#define __noinline__
 #define __global__
 #define __launch_bounds__(x)
 #define __shared__ static
@@ -24,14 +30,16 @@ struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(8) uint2 { unsigned x, y; };
 
 thread_local dim3 threadIdx, blockIdx;
-inline dim3 gridDim;
+inline dim3 gridDim, blockDim;
 
 struct Warp {
   std::barrier<>* bar;
   uint64_t buf[32];
 };
-inline std::barrier<>* g_cta;
-inline Warp* g_warps;
+thread_local std::barrier<>* g_cta;
+thread_local Warp* g_warps;
+// The CTA's dynamic shared memory (`launch_persistent`).
+thread_local unsigned char* g_dyn;
 
 inline void __syncthreads() { g_cta->arrive_and_wait(); }
 
@@ -68,22 +76,25 @@ template <typename T> T atomic_cas_op(T* p, T v, bool max) {
 inline int atomicMax(int* p, int v) { return atomic_cas_op(p, v, true); }
 inline int atomicMin(int* p, int v) { return atomic_cas_op(p, v, false); }
 inline unsigned atomicMin(unsigned* p, unsigned v) { return atomic_cas_op(p, v, false); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline unsigned atomicExch(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).exchange(v); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 // Runs `body(tid)` for every thread of `grid` CTAs of `threads` threads, one CTA at a time.
 inline void launch(dim3 grid, int threads, const std::function<void()>& body) {
   gridDim = grid;
+  blockDim = dim3{(unsigned)threads, 1, 1};
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         std::barrier<> cta(threads);
-        std::vector<std::barrier<>*> bars;
         std::vector<Warp> warps(threads / 32);
         for (auto& w : warps) w.bar = new std::barrier<>(32);
-        g_cta = &cta;
-        g_warps = warps.data();
         std::vector<std::thread> ts;
         for (int t = 0; t < threads; ++t)
-          ts.emplace_back([=] {
+          ts.emplace_back([&, t, x, y, z] {
+            g_cta = &cta;
+            g_warps = warps.data();
             threadIdx.x = t;
             blockIdx = dim3{x, y, z};
             body();
@@ -91,6 +102,38 @@ inline void launch(dim3 grid, int threads, const std::function<void()>& body) {
         for (auto& t : ts) t.join();
         for (auto& w : warps) delete w.bar;
       }
+}
+
+// Runs `body()` for every thread of every CTA of a persistent grid at once (CTAs wait on
+// each other), each CTA with `dyn` bytes of its own dynamic shared memory.
+inline void launch_persistent(dim3 grid, int threads, size_t dyn, const std::function<void()>& body) {
+  gridDim = grid;
+  blockDim = dim3{(unsigned)threads, 1, 1};
+  struct Cta {
+    std::barrier<> bar;
+    std::vector<Warp> warps;
+    std::vector<unsigned char> smem;
+    Cta(int threads, size_t dyn) : bar(threads), warps(threads / 32), smem(dyn + 128) {
+      for (auto& w : warps) w.bar = new std::barrier<>(32);
+    }
+    ~Cta() { for (auto& w : warps) delete w.bar; }
+  };
+  std::vector<std::unique_ptr<Cta>> ctas;
+  for (unsigned x = 0; x < grid.x; ++x) ctas.emplace_back(new Cta(threads, dyn));
+  std::vector<std::thread> ts;
+  for (unsigned x = 0; x < grid.x; ++x)
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, x, t] {
+        Cta& c = *ctas[x];
+        g_cta = &c.bar;
+        g_warps = c.warps.data();
+        const uintptr_t a = (uintptr_t)c.smem.data();
+        g_dyn = (unsigned char*)((a + 127) & ~(uintptr_t)127);
+        threadIdx.x = t;
+        blockIdx = dim3{x, 0, 0};
+        body();
+      });
+  for (auto& t : ts) t.join();
 }
 
 inline std::vector<unsigned char> read_file(const char* path) {

@@ -1,0 +1,250 @@
+//! The persistent kernel itself, run on the CPU: the toy megakernel's generated CUDA C is
+//! compiled with g++ against a small CUDA emulation (dsl-runtime/tests/host_emu: one OS
+//! thread per CUDA thread, every CTA at once, C++ atomics for the sync words, bulk copies
+//! as memcpy with mbarriers counted as the hardware counts them) and run over a small
+//! persistent grid. Its outputs must equal the kernels launched one by one through the
+//! interpreter. This checks what the interpreter cannot: the generated counters, targets
+//! and waits, the grid-stride program loops, the last CTA's reset of the sync words, and
+//! the staging ring (the walk over each CTA's staged programs, the ring's positions, the
+//! per-load byte ranges and copies, the mbarrier phases), without a GPU.
+use half::bf16;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tessera::check::Rng;
+use tessera::runtime::mega::cuda::SyncWords;
+use tessera::runtime::mega::MegaOptions;
+use tessera::runtime::Device;
+use tessera::toy::{toy_mlp, toy_sequential, ToyBuffers};
+
+const EPS: f32 = 1e-6;
+
+fn have_gxx() -> bool {
+    Command::new("g++").arg("--version").output().is_ok()
+}
+
+fn emu_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("dsl-runtime/tests/host_emu")
+}
+
+/// `code` with the blocks marked `// -- NAME (...` .. `// -- end NAME --` replaced by `with`.
+fn swap(code: &str, name: &str, with: &str) -> String {
+    let a = code
+        .find(&format!("// -- {name} ("))
+        .unwrap_or_else(|| panic!("no `{name}` block"));
+    let b = code[a..]
+        .find(&format!("// -- end {name} --"))
+        .map(|i| a + i)
+        .unwrap();
+    format!("{}{with}{}", &code[..a], &code[b..])
+}
+
+/// The toy megakernel's generated source, run on `ctas` emulated CTAs over `b`'s data;
+/// returns what it wrote (as `ToyBuffers::outputs` orders it), the bytes its copies held and
+/// the bytes staged loads took from them.
+fn run_emulated(
+    opts: &MegaOptions,
+    ctas: u32,
+    b: &ToyBuffers,
+    layers: usize,
+    d: usize,
+    f: usize,
+) -> (Vec<bf16>, u64, u64) {
+    let cx = toy_mlp::constexprs(d, f);
+    let src = toy_mlp::MEGAKERNEL.cuda_source(&cx, opts).unwrap();
+    let stages = toy_mlp::MEGAKERNEL
+        .plan(&cx, opts)
+        .unwrap()
+        .resolved
+        .stages
+        .len();
+    let read = |f: &str| std::fs::read_to_string(emu_dir().join(f)).unwrap();
+    let mut code = swap(&src.code, "conversions", &read("conversions.h"));
+    code = swap(&code, "staging", &read("staging.h"));
+    code = swap(&code, "synchronisation primitives", &read("mega.h"));
+    let dyn_decl = "  extern __shared__ __align__(128) unsigned char tsr_dyn[];";
+    assert!(code.contains(dyn_decl));
+    code = code.replace(
+        dyn_decl,
+        "  unsigned char* tsr_dyn = g_dyn;  // the emulated CTA's",
+    );
+
+    // The buffers in the order of the megakernel's pointer parameters.
+    let bufs = [
+        &b.x, &b.res, &b.norm_w, &b.w_gate, &b.w_up, &b.w_down, &b.h, &b.g, &b.u, &b.a,
+    ];
+    let dir = std::env::temp_dir().join(format!(
+        "tessera_mega_emu_{}_{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
+    let mut args = vec![];
+    for (i, buf) in bufs.iter().enumerate() {
+        let bytes: Vec<u8> = buf
+            .to_vec()
+            .unwrap()
+            .iter()
+            .flat_map(|v| v.to_bits().to_le_bytes())
+            .collect();
+        std::fs::write(dir.join(format!("b{i}.bin")), bytes).unwrap();
+        main += &format!("  auto b{i} = read_file(argv[{}]);\n", i + 1);
+        args.push(format!("(bf16_t*)b{i}.data()"));
+    }
+    args.push(format!("{layers}"));
+    args.push(format!("__uint_as_float({}u)", EPS.to_bits()));
+    main += &format!(
+        "  std::vector<unsigned> sync({}, 0u);\n",
+        SyncWords::len(stages, ctas as usize)
+    );
+    args.push("sync.data()".into());
+    args.push("10000000000ull".into()); // a 10 s watchdog
+    main += &format!(
+        "  launch_persistent(dim3{{{ctas}, 1, 1}}, {}, {}, [&] {{ {}({}); }});\n",
+        src.block_threads,
+        src.smem_bytes,
+        src.entry,
+        args.join(", ")
+    );
+    main += "  if (sync[0] != 0u) { std::fprintf(stderr, \"a wait gave up\\n\"); return 3; }\n";
+    main += &format!(
+        "  for (int i = 0; i < {}; ++i) if (sync[i] != 0u) {{ std::fprintf(stderr, \"sync word %d left at %u\\n\", i, sync[i]); return 4; }}\n",
+        SyncWords::records(stages)
+    );
+    for i in 0..bufs.len() {
+        main += &format!("  write_file(argv[{}], b{i}, b{i}.size() - 64);\n", i + 1);
+    }
+    main += "  std::printf(\"staged %llu %llu\\n\", tsr_emu_staged.load(), tsr_emu_hits.load());\n  return 0;\n}\n";
+    let cpp = format!(
+        "#include \"{}\"\n{code}\n{main}",
+        emu_dir().join("cuda_host.h").display()
+    );
+    let cpp_path = dir.join("mega.cpp");
+    std::fs::write(&cpp_path, &cpp).unwrap();
+    let exe = dir.join("mega");
+    let out = Command::new("g++")
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-ffp-contract=off",
+            "-pthread",
+            "-w",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(&cpp_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "g++ failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let paths: Vec<PathBuf> = (0..bufs.len())
+        .map(|i| dir.join(format!("b{i}.bin")))
+        .collect();
+    let run = Command::new("timeout")
+        .arg("300")
+        .arg(&exe)
+        .args(&paths)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "the emulated megakernel failed ({}): {}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (staged, hits) = String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .find_map(|l| {
+            let (a, b) = l.strip_prefix("staged ")?.split_once(' ')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .unwrap_or((0, 0));
+    let read_bf16 = |i: usize| -> Vec<bf16> {
+        std::fs::read(&paths[i])
+            .unwrap()
+            .chunks(2)
+            .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+            .collect()
+    };
+    // x, res, h, g, u, a: as `ToyBuffers::outputs`.
+    let mut outs = vec![];
+    for i in [0, 1, 6, 7, 8, 9] {
+        outs.extend(read_bf16(i));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    (outs, staged, hits)
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
+
+/// Within bf16 rounding of the reference (the emulator's libm `expf` may differ from the
+/// interpreter's in the last bit, and a different rounding can carry through the layers).
+fn assert_close(got: &[bf16], want: &[bf16], what: &str) {
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().map(|v| v.to_f32().abs()).fold(0.0, f32::max);
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a.to_f32() - b.to_f32()).abs())
+        .fold(0.0, f32::max);
+    assert!(
+        worst <= 2e-2 * scale,
+        "{what}: worst difference {worst} against max |value| {scale}"
+    );
+}
+
+#[test]
+fn toy_megakernel_runs_on_emulated_ctas_with_and_without_staging() {
+    if !have_gxx() {
+        panic!("g++ is needed to run the generated CUDA C on the CPU");
+    }
+    let (layers, d, f) = (3, 64, 128);
+    let dev = Device::interpreter();
+    let reference = ToyBuffers::random(&dev, &mut Rng::new(7), layers, d, f).unwrap();
+    let input = reference.copy_to(&dev).unwrap();
+    toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
+    let want = reference.outputs().unwrap();
+    let mut plain_out = None;
+    // (warps, CTAs, staging): more programs than CTAs in every GEMV stage, and fewer.
+    for (warps, ctas, staged) in [(2, 3, false), (2, 3, true), (4, 5, true), (2, 40, true)] {
+        let mut opts = MegaOptions::default().warps(warps);
+        opts.stage_ring = if staged { None } else { Some(0) };
+        let (got, copied, hits) = run_emulated(&opts, ctas, &input, layers, d, f);
+        let what = format!("{warps} warps, {ctas} CTAs, staging {staged}");
+        assert_close(&got, &want, &what);
+        // The gate and up GEMVs read whole rows in one K step: every layer's are copied
+        // (2 x F x D bf16), and the down GEMV's first K step when its strided range fits.
+        let gate_up = (layers * 2 * f * d * 2) as u64;
+        assert!(
+            if staged {
+                copied >= gate_up
+            } else {
+                copied == 0
+            },
+            "{what}: the copies held {copied} bytes"
+        );
+        // ... and the programs found them where the ring put them.
+        assert!(
+            if staged {
+                hits >= gate_up && hits <= copied
+            } else {
+                hits == 0
+            },
+            "{what}: staged loads took {hits} bytes from copies of {copied}"
+        );
+        // Staged or not, the same arithmetic: the same bits.
+        if warps == 2 && ctas == 3 {
+            match &plain_out {
+                None => plain_out = Some(got),
+                Some(p) => assert_eq!(&got, p, "{what}: staged differs from unstaged"),
+            }
+        }
+    }
+}
