@@ -89,7 +89,7 @@ fn holds_staged(nodes: &[Node], staged: &[bool]) -> bool {
     })
 }
 
-fn find_loop<'a>(nodes: &'a [Node], id: usize) -> Option<&'a Node> {
+fn find_loop(nodes: &[Node], id: usize) -> Option<&Node> {
     nodes.iter().find_map(|n| match n {
         Node::Loop { id: i, body, .. } => {
             if *i == id {
