@@ -7,9 +7,10 @@
 //! and waits, the grid-stride program loops, the last CTA's reset of the sync words, and
 //! the staging ring (the walk over each CTA's staged programs, the ring's positions, the
 //! per-load byte ranges and copies, the mbarrier phases), without a GPU.
+#[path = "../dsl-runtime/tests/host_emu/harness.rs"]
+mod harness;
 use half::bf16;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use tessera::check::Rng;
 use tessera::runtime::mega::cuda::SyncWords;
 use tessera::runtime::mega::MegaOptions;
@@ -17,26 +18,6 @@ use tessera::runtime::Device;
 use tessera::toy::{toy_mlp, toy_sequential, ToyBuffers};
 
 const EPS: f32 = 1e-6;
-
-fn have_gxx() -> bool {
-    Command::new("g++").arg("--version").output().is_ok()
-}
-
-fn emu_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("dsl-runtime/tests/host_emu")
-}
-
-/// `code` with the blocks marked `// -- NAME (...` .. `// -- end NAME --` replaced by `with`.
-fn swap(code: &str, name: &str, with: &str) -> String {
-    let a = code
-        .find(&format!("// -- {name} ("))
-        .unwrap_or_else(|| panic!("no `{name}` block"));
-    let b = code[a..]
-        .find(&format!("// -- end {name} --"))
-        .map(|i| a + i)
-        .unwrap();
-    format!("{}{with}{}", &code[..a], &code[b..])
-}
 
 /// The toy megakernel's generated source, run on `ctas` emulated CTAs over `b`'s data;
 /// returns what it wrote (as `ToyBuffers::outputs` orders it), the bytes its copies held and
@@ -57,10 +38,9 @@ fn run_emulated(
         .resolved
         .stages
         .len();
-    let read = |f: &str| std::fs::read_to_string(emu_dir().join(f)).unwrap();
-    let mut code = swap(&src.code, "conversions", &read("conversions.h"));
-    code = swap(&code, "staging", &read("staging.h"));
-    code = swap(&code, "synchronisation primitives", &read("mega.h"));
+    let mut code = harness::swap_block(&src.code, "conversions", "conversions.h");
+    code = harness::swap_block(&code, "staging", "staging.h");
+    code = harness::swap_block(&code, "synchronisation primitives", "mega.h");
     let dyn_decl = "  extern __shared__ __align__(128) unsigned char tsr_dyn[];";
     assert!(code.contains(dyn_decl));
     code = code.replace(
@@ -72,12 +52,7 @@ fn run_emulated(
     let bufs = [
         &b.x, &b.res, &b.norm_w, &b.w_gate, &b.w_up, &b.w_down, &b.h, &b.g, &b.u, &b.a,
     ];
-    let dir = std::env::temp_dir().join(format!(
-        "tessera_mega_emu_{}_{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = harness::tempdir("mega_emu");
     let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
     let mut args = vec![];
     for (i, buf) in bufs.iter().enumerate() {
@@ -115,53 +90,12 @@ fn run_emulated(
         main += &format!("  write_file(argv[{}], b{i}, b{i}.size() - 64);\n", i + 1);
     }
     main += "  std::printf(\"staged %llu %llu\\n\", tsr_emu_staged.load(), tsr_emu_hits.load());\n  return 0;\n}\n";
-    let cpp = format!(
-        "#include \"{}\"\n{code}\n{main}",
-        emu_dir().join("cuda_host.h").display()
-    );
-    let cpp_path = dir.join("mega.cpp");
-    std::fs::write(&cpp_path, &cpp).unwrap();
-    let exe = dir.join("mega");
-    let out = Command::new("g++")
-        .args([
-            "-std=c++20",
-            "-O1",
-            "-ffp-contract=off",
-            "-pthread",
-            "-w",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(&cpp_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "g++ failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let paths: Vec<PathBuf> = (0..bufs.len())
         .map(|i| dir.join(format!("b{i}.bin")))
         .collect();
-    let run = Command::new("timeout")
-        .arg("300")
-        .arg(&exe)
-        .args(&paths)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "the emulated megakernel failed ({}): {}",
-        run.status,
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let (staged, hits) = String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .find_map(|l| {
-            let (a, b) = l.strip_prefix("staged ")?.split_once(' ')?;
-            Some((a.parse().ok()?, b.parse().ok()?))
-        })
-        .unwrap_or((0, 0));
+    let stdout = harness::compile_and_run(&format!("{code}\n{main}"), &dir, &paths, 300);
+    let counts = harness::staged_counts(&stdout);
+    let (staged, hits) = (counts[0], counts[1]);
     let read_bf16 = |i: usize| -> Vec<bf16> {
         std::fs::read(&paths[i])
             .unwrap()
@@ -176,12 +110,6 @@ fn run_emulated(
     }
     let _ = std::fs::remove_dir_all(&dir);
     (outs, staged, hits)
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::SeqCst)
 }
 
 /// Within bf16 rounding of the reference (the emulator's libm `expf` may differ from the
@@ -202,9 +130,6 @@ fn assert_close(got: &[bf16], want: &[bf16], what: &str) {
 
 #[test]
 fn toy_megakernel_runs_on_emulated_ctas_with_and_without_staging() {
-    if !have_gxx() {
-        panic!("g++ is needed to run the generated CUDA C on the CPU");
-    }
     let (layers, d, f) = (3, 64, 128);
     let dev = Device::interpreter();
     let reference = ToyBuffers::random(&dev, &mut Rng::new(7), layers, d, f).unwrap();

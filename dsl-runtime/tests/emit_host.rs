@@ -5,6 +5,8 @@
 //! GPU; the PTX conversions are swapped for CPU equivalents (round to nearest even).
 #[path = "emit_common/mod.rs"]
 mod common;
+#[path = "host_emu/harness.rs"]
+mod harness;
 use common::*;
 use dsl_ir::*;
 use dsl_runtime::cuda::{emit_body, prelude::PRELUDE, EmitOptions};
@@ -34,17 +36,10 @@ fn run_host(
     run_host_staged(k, warps, div16, vec![], grid, args).0
 }
 
-/// The prelude with its PTX blocks (conversions, async copies) swapped for CPU versions.
+/// The prelude with its PTX blocks (conversions, staging) swapped for CPU versions.
 fn host_prelude() -> String {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/host_emu");
-    let mut p = PRELUDE.to_string();
-    for (block, file) in [("conversions", "conversions.h"), ("staging", "staging.h")] {
-        let with = std::fs::read_to_string(here.join(file)).unwrap();
-        let a = p.find(&format!("// -- {block}")).unwrap();
-        let b = p.find(&format!("// -- end {block} --")).unwrap();
-        p = format!("{}{}{}", &p[..a], with, &p[b..]);
-    }
-    p
+    let p = harness::swap_block(PRELUDE, "conversions", "conversions.h");
+    harness::swap_block(&p, "staging", "staging.h")
 }
 
 /// As `run_host`, with the pointer parameters marked in `early` staged (`EmitOptions::early`):
@@ -67,7 +62,6 @@ fn run_host_staged(
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/host_emu");
     let prelude = host_prelude();
     let body = &src.code;
     let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
@@ -90,7 +84,7 @@ fn run_host_staged(
             ParamKind::Constexpr(_) => None,
         })
         .collect();
-    let dir = tempdir();
+    let dir = harness::tempdir("emu");
     let mut bufs = vec![];
     for (i, a) in args.iter().enumerate() {
         match a {
@@ -148,71 +142,19 @@ fn run_host_staged(
         main.push_str("  std::printf(\"staged %llu\\n\", tsr_emu_staged.load());\n");
     }
     main.push_str("  return 0;\n}\n");
-    let cpp = format!(
-        "#include \"{}\"\n{prelude}\n{body}\n{main}",
-        here.join("cuda_host.h").display()
-    );
-    let cpp_path = dir.join("k.cpp");
-    std::fs::write(&cpp_path, &cpp).unwrap();
-    let exe = dir.join("k");
-    let out = Command::new("g++")
-        .args([
-            "-std=c++20",
-            "-O1",
-            "-ffp-contract=off",
-            "-pthread",
-            "-w",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(&cpp_path)
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        let numbered: String = cpp
-            .lines()
-            .enumerate()
-            .map(|(i, l)| format!("{:5} {l}\n", i + 1))
-            .collect();
-        panic!(
-            "g++ failed:\n{}\n{numbered}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     // A deadlock (a barrier some thread never reaches) fails after two minutes.
-    let run = Command::new("timeout")
-        .arg("120")
-        .arg(&exe)
-        .args(bufs.iter().map(|(_, p, _)| p))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "emulated kernel failed: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let paths: Vec<PathBuf> = bufs.iter().map(|(_, p, _)| p.clone()).collect();
+    let stdout = harness::compile_and_run(&format!("{prelude}\n{body}\n{main}"), &dir, &paths, 120);
     let res = bufs
         .iter()
         .map(|(_, p, _)| std::fs::read(p).unwrap())
         .collect();
-    let staged = String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("staged ")?.parse().ok())
+    let staged = harness::staged_counts(&stdout)
+        .first()
+        .copied()
         .unwrap_or(0);
     let _ = std::fs::remove_dir_all(&dir);
     (res, staged)
-}
-
-fn tempdir() -> PathBuf {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "tessera_emu_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 // ---- data helpers ------------------------------------------------------------------------
