@@ -93,8 +93,8 @@ pub struct CudaBody {
     /// when none: the body then takes a last parameter `const unsigned char* stage`, which
     /// `issue` filled.
     pub stage_bytes: usize,
-    /// `<name>_issue(pid0, .., npid2, params..., unsigned char* stage)`: the staged loads'
-    /// copies (`cp.async`, one commit group is the caller's business).
+    /// `<name>_issue(pid0, .., npid2, params..., stage, range, bar)`: the staged loads'
+    /// byte ranges and bulk copies, completing the mbarrier `bar` (cuda/staging.rs).
     pub issue: Option<CudaIssue>,
 }
 

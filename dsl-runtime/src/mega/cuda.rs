@@ -77,8 +77,8 @@ pub struct GenOptions {
     /// exact for a row-blocked GEMV) before it runs the current one.
     pub lookahead_prefetch: bool,
     /// Bytes of shared memory for the staging ring (0: no staging): each CTA issues its
-    /// staged programs' weight loads (`cp.async`) in the order it will run them, as far
-    /// ahead as the ring has room, before any wait (see `staging` below).
+    /// staged programs' weight tiles (bulk copies) in the order it will run them, as far
+    /// ahead as the ring has room, before any wait (`mega/staging.rs`).
     pub stage_ring_bytes: usize,
 }
 

@@ -241,7 +241,7 @@ pub fn ring_code(
     // The top-up.
     let _ = writeln!(
         c,
-        "// Issues this CTA's next staged programs, one commit group each, while the ring has room."
+        "// Issues this CTA's next staged programs, one mbarrier each, while the ring has room."
     );
     let _ = writeln!(
         c,
