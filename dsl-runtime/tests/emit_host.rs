@@ -419,12 +419,42 @@ fn softmax_matches_reference() {
     }
 }
 
+/// The test kernel `gemv` (BM, BK) on `warps` warps over random W [m, kk] and x: its output
+/// and the reference's, and the bytes staged copies held (the weights `early` or not).
+fn gemv_on_host(
+    (bm, bk, warps, m, kk): (usize, usize, u32, usize, usize),
+    early: bool,
+) -> (Vec<f32>, Vec<f32>, u64) {
+    let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
+    let w = to_bf16(&rand_f32(m * kk, 11));
+    let x = to_bf16(&rand_f32(kk, 12));
+    let grid = (m as u32).div_ceil(bm as u32);
+    let (out, copied) = run_host_staged(
+        &k,
+        warps,
+        vec![true, true, true, m % 16 == 0, kk % 16 == 0],
+        vec![early, false, false, false, false],
+        [grid, 1, 1],
+        vec![
+            Arg::Buf(bf16_bytes(&w)),
+            Arg::Buf(bf16_bytes(&x)),
+            Arg::Buf(bf16_bytes(&vec![0.0; m])),
+            Arg::I32(m as i32),
+            Arg::I32(kk as i32),
+        ],
+    );
+    let want: Vec<f32> = (0..m)
+        .map(|i| bf16::from_f32((0..kk).map(|j| w[i * kk + j] * x[j]).sum()).to_f32())
+        .collect();
+    (from_bf16_bytes(&out[2]), want, copied)
+}
+
 #[test]
 fn gemv_matches_reference() {
     if skip() {
         return;
     }
-    for (bm, bk, warps, m, kk) in [
+    for case in [
         (16, 256, 4, 37, 1000),
         (3, 100, 1, 10, 250),
         (4, 1024, 8, 9, 2048),
@@ -434,32 +464,8 @@ fn gemv_matches_reference() {
         (16, 256, 4, 37, 1040),
         (8, 512, 4, 20, 1040),
     ] {
-        let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
-        let w = to_bf16(&rand_f32(m * kk, 11));
-        let x = to_bf16(&rand_f32(kk, 12));
-        let grid = (m as u32).div_ceil(bm as u32);
-        let out = run_host(
-            &k,
-            warps,
-            vec![true, true, true, m % 16 == 0, kk % 16 == 0],
-            [grid, 1, 1],
-            vec![
-                Arg::Buf(bf16_bytes(&w)),
-                Arg::Buf(bf16_bytes(&x)),
-                Arg::Buf(bf16_bytes(&vec![0.0; m])),
-                Arg::I32(m as i32),
-                Arg::I32(kk as i32),
-            ],
-        );
-        let want: Vec<f32> = (0..m)
-            .map(|i| bf16::from_f32((0..kk).map(|j| w[i * kk + j] * x[j]).sum()).to_f32())
-            .collect();
-        close(
-            &from_bf16_bytes(&out[2]),
-            &want,
-            1e-2,
-            &format!("gemv BM={bm} BK={bk}"),
-        );
+        let (got, want, _) = gemv_on_host(case, false);
+        close(&got, &want, 1e-2, &format!("gemv {case:?}"));
     }
 }
 
@@ -473,7 +479,7 @@ fn staged_gemv_matches_reference() {
     // the tile's region: whole rows are one piece; BM > 1 rows of a K step narrower than K
     // are strided (a range several rows wide, too wide unless few rows are left); one row
     // is contiguous again. K not a multiple of 16 has no vector path: nothing is staged.
-    for (bm, bk, warps, m, kk) in [
+    for case in [
         (16, 256, 4, 37, 1040),
         (8, 512, 4, 20, 1040),
         (4, 1024, 8, 9, 1024),
@@ -482,7 +488,7 @@ fn staged_gemv_matches_reference() {
         (1, 256, 2, 5, 1024),
         (1, 2048, 2, 3, 2000),
     ] {
-        let (bm, bk, m, kk): (usize, usize, usize, usize) = (bm, bk, m, kk);
+        let (bm, bk, warps, m, kk): (usize, usize, u32, usize, usize) = case;
         let copied: u64 = if kk % 16 != 0 {
             0
         } else {
@@ -499,12 +505,10 @@ fn staged_gemv_matches_reference() {
                 .sum()
         };
         let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
-        let div16 = vec![true, true, true, m % 16 == 0, kk % 16 == 0];
-        let early = vec![true, false, false, false, false];
         let opts = EmitOptions {
             num_warps: warps,
-            divisible16: div16.clone(),
-            early: early.clone(),
+            divisible16: vec![true, true, true, m % 16 == 0, kk % 16 == 0],
+            early: vec![true, false, false, false, false],
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(
@@ -512,33 +516,9 @@ fn staged_gemv_matches_reference() {
             kk % 16 == 0,
             "BM={bm} BK={bk}: staged {staged} bytes"
         );
-        let w = to_bf16(&rand_f32(m * kk, 13));
-        let x = to_bf16(&rand_f32(kk, 14));
-        let grid = (m as u32).div_ceil(bm as u32);
-        let (out, got) = run_host_staged(
-            &k,
-            warps,
-            div16,
-            early,
-            [grid, 1, 1],
-            vec![
-                Arg::Buf(bf16_bytes(&w)),
-                Arg::Buf(bf16_bytes(&x)),
-                Arg::Buf(bf16_bytes(&vec![0.0; m])),
-                Arg::I32(m as i32),
-                Arg::I32(kk as i32),
-            ],
-        );
-        let want: Vec<f32> = (0..m)
-            .map(|i| bf16::from_f32((0..kk).map(|j| w[i * kk + j] * x[j]).sum()).to_f32())
-            .collect();
-        close(
-            &from_bf16_bytes(&out[2]),
-            &want,
-            1e-2,
-            &format!("staged gemv BM={bm} BK={bk}"),
-        );
-        assert_eq!(got, copied, "staged gemv BM={bm} BK={bk}: bytes copied");
+        let (got, want, held) = gemv_on_host(case, true);
+        close(&got, &want, 1e-2, &format!("staged gemv BM={bm} BK={bk}"));
+        assert_eq!(held, copied, "staged gemv BM={bm} BK={bk}: bytes copied");
     }
 }
 
