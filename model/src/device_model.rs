@@ -47,6 +47,8 @@ pub struct Activations {
     /// The residual stream, updated in place by the two residual GEMVs.
     pub x: Buffer<bf16>,
     pub qkv: Buffer<bf16>,
+    pub q: Buffer<bf16>,
+    pub attn: Buffer<bf16>,
     pub act: Buffer<bf16>,
     pub part_m: Buffer<f32>,
     pub part_l: Buffer<f32>,
@@ -358,6 +360,8 @@ fn activations(
         inv_temp: z32(1)?,
         x: z16(h)?,
         qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
+        q: z16(cfg.q_dim())?,
+        attn: z16(cfg.q_dim())?,
         act: z16(cfg.intermediate_size)?,
         part_m: z32(parts)?,
         part_l: z32(parts)?,

@@ -9,9 +9,8 @@
 //!
 //! ```text
 //! embedding
-//! per layer: rmsnorm_gemv (input norm + QKV)
-//!            → attn_split (q/k norm + RoPE + KV write + split-KV attention)
-//!            → attn_o_proj (merge of the splits + o_proj + residual)
+//! per layer: rmsnorm_gemv (input norm + QKV) → qk_norm_rope (+ KV write)
+//!            → attn_split → attn_merge → gemv_residual (o_proj)
 //!            → rmsnorm_gate_up_silu → gemv_residual (down)
 //! lm_head_argmax (final norm + lm_head + block argmax) → argmax_merge
 //! ```
@@ -20,8 +19,7 @@
 //! f32 logits instead, for sampling and for checks against the reference.
 //!
 //! Precision: weights and every activation in memory are bf16 (the residual stream, the
-//! QKV output, the KV cache, the MLP activation; the merged attention output is rounded
-//! to bf16 in registers as if it were stored); math in
+//! QKV output, roped q, the KV cache, the attention output, the MLP activation); math in
 //! kernels is f32. The reference decoder keeps all activations in f32, so each of those
 //! stores is one bf16 rounding the reference does not have; the fusions remove the others
 //! (normed vectors, SiLU inputs and softmax state never leave f32). Logits are f32.
@@ -29,7 +27,7 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::{attention, embedding, gemv, lm_head, mlp, Tiles};
+use crate::kernels::{attention, embedding, gemv, lm_head, mlp, rope, Tiles};
 use crate::weights::Weights;
 use dsl_runtime::{cdiv, Buffer, Device, Launch};
 
@@ -164,44 +162,60 @@ impl KernelEngine {
                 g.bm,
                 g.bk,
             )?;
-            let split = Launch::grid((heads as u32, t.attn_splits as u32)).warps(t.warps);
-            attention::attn_split::launch(
+            rope::qk_norm_rope::launch(
                 dev,
-                &split,
+                &grid(heads + kv_heads),
                 &a.qkv,
                 &view(&w.q_norm, hd),
                 &view(&w.k_norm, hd),
                 &w.inv_freq,
                 &a.pos,
+                &a.q,
                 &k_cache,
                 &v_cache,
-                &a.part_m,
-                &a.part_l,
-                &a.part_acc,
                 heads as i32,
                 kv_heads as i32,
                 m.max_seq as i32,
                 eps,
+                hd,
+            )?;
+            let split = Launch::grid((heads as u32, t.attn_splits as u32)).warps(t.warps);
+            attention::attn_split::launch(
+                dev,
+                &split,
+                &a.q,
+                &k_cache,
+                &v_cache,
+                &a.pos,
+                &a.part_m,
+                &a.part_l,
+                &a.part_acc,
+                cfg.gqa_group() as i32,
+                m.max_seq as i32,
                 1.0 / (hd as f32).sqrt(),
                 hd,
                 t.attn_block_n,
                 t.attn_splits,
             )?;
-            let g = t.o_proj;
-            attention::attn_o_proj::launch(
+            attention::attn_merge::launch(
                 dev,
-                &grid(g.programs(h)),
-                &view(&w.o_proj, h * q_dim),
+                &grid(heads),
                 &a.part_m,
                 &a.part_l,
                 &a.part_acc,
-                &a.pos,
+                &a.attn,
+                hd,
+                t.attn_splits,
+            )?;
+            let g = t.o_proj;
+            gemv::gemv_residual::launch(
+                dev,
+                &grid(g.programs(h)),
+                &view(&w.o_proj, h * q_dim),
+                &a.attn,
                 &a.x,
                 h as i32,
                 q_dim as i32,
-                hd,
-                t.attn_block_n,
-                t.attn_splits,
                 g.bm,
                 g.bk,
             )?;

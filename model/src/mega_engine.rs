@@ -28,11 +28,12 @@ use crate::device_model::DeviceModel;
 use crate::dsl_engine::Output;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::{attn_o_proj, attn_split};
+use crate::kernels::attention::{attn_merge, attn_split};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{gemv_residual, rmsnorm_gemv};
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
 use crate::kernels::mlp::rmsnorm_gate_up_silu;
+use crate::kernels::rope::qk_norm_rope;
 use crate::kernels::Tiles;
 use crate::sampling::SamplingParams;
 use crate::weights::Weights;
@@ -68,6 +69,8 @@ pub fn decode_step(
     // Activations and the two-phase ops' scratch.
     x: Ptr<bf16>,
     qkv: Ptr<bf16>,
+    q: Ptr<bf16>,
+    attn: Ptr<bf16>,
     act: Ptr<bf16>,
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
@@ -116,8 +119,7 @@ pub fn decode_step(
         EMBED_BLOCK,
     );
     for layer in 0..LAYERS {
-        // Attention block: input norm + QKV, then split-KV attention with the q/k norms, RoPE
-        // and the KV-cache write fused in.
+        // Attention block: input norm + QKV, q/k norm + rope + KV write, split-KV attention.
         rmsnorm_gemv(
             grid(cdiv(qkv_rows, QKV_BM)),
             x,
@@ -130,40 +132,54 @@ pub fn decode_step(
             QKV_BM,
             QKV_BK,
         );
-        attn_split(
-            grid(HEADS, ATTN_SPLITS),
+        qk_norm_rope(
+            grid(HEADS + KV_HEADS),
             qkv,
             &q_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
             &k_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
             inv_freq,
             pos,
+            q,
             &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
             &v_cache[layer * kv_layer..(layer + 1) * kv_layer],
-            part_m,
-            part_l,
-            part_acc,
             HEADS,
             KV_HEADS,
             max_seq,
             eps,
+            HEAD_DIM,
+        );
+        attn_split(
+            grid(HEADS, ATTN_SPLITS),
+            q,
+            &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            &v_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            pos,
+            part_m,
+            part_l,
+            part_acc,
+            HEADS / KV_HEADS,
+            max_seq,
             scale,
             HEAD_DIM,
             ATTN_BLOCK_N,
             ATTN_SPLITS,
         );
-        attn_o_proj(
-            grid(cdiv(HIDDEN, O_BM)),
-            &w_o[layer * HIDDEN * q_dim..(layer + 1) * HIDDEN * q_dim],
+        attn_merge(
+            grid(HEADS),
             part_m,
             part_l,
             part_acc,
-            pos,
+            attn,
+            HEAD_DIM,
+            ATTN_SPLITS,
+        );
+        gemv_residual(
+            grid(cdiv(HIDDEN, O_BM)),
+            &w_o[layer * HIDDEN * q_dim..(layer + 1) * HIDDEN * q_dim],
+            attn,
             x,
             HIDDEN,
             q_dim,
-            HEAD_DIM,
-            ATTN_BLOCK_N,
-            ATTN_SPLITS,
             O_BM,
             O_BK,
         );
@@ -460,6 +476,8 @@ impl MegakernelEngine {
             &m.v_cache,
             &a.x,
             &a.qkv,
+            &a.q,
+            &a.attn,
             &a.act,
             &a.part_m,
             &a.part_l,

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
 use model::dsl_engine::{KernelEngine, KernelOptions, Output};
-use model::kernels::{attention, embedding, gemv, lm_head, mlp, Tiles, NUM_WARPS};
+use model::kernels::{attention, embedding, gemv, lm_head, mlp, rope, Tiles, NUM_WARPS};
 use model::sampling::{Sampler, SplitMix64};
 use model::{Checkpoint, Config, Engine, StepOutput};
 
@@ -83,7 +83,7 @@ fn run_ops(
         dev.upload(&[pos as i32]).unwrap(),
     );
     let inv_freq = dev.upload(&model::reference::rope_inv_freq(cfg)).unwrap();
-    let (x, qkv, act) = (z16(h), z16(rows), z16(inter));
+    let (x, qkv, q, attn, act) = (z16(h), z16(rows), z16(nh * hd), z16(nh * hd), z16(inter));
     let parts = nh * t.attn_splits;
     let (pm, pl, pa) = (z32(parts), z32(parts), z32(parts * hd));
     let blocks = t.lm_head.programs(vocab);
@@ -121,52 +121,62 @@ fn run_ops(
     )
     .unwrap();
     out.push(("rmsnorm_gemv", read(&qkv)));
-    let split = Launch::grid((nh as u32, t.attn_splits as u32)).warps(NUM_WARPS);
-    let scale = 1.0 / (hd as f32).sqrt();
-    attention::attn_split::launch(
+    rope::qk_norm_rope::launch(
         dev,
-        &split,
+        &grid(nh + nkv),
         &qkv,
         &qk_norm,
         &qk_norm,
         &inv_freq,
         &posb,
+        &q,
         &kc,
         &vc,
-        &pm,
-        &pl,
-        &pa,
         nh as i32,
         nkv as i32,
         max_seq as i32,
         eps,
+        hd,
+    )
+    .unwrap();
+    out.push(("qk_norm_rope q", read(&q)));
+    out.push(("qk_norm_rope k cache", read(&kc)));
+    out.push(("qk_norm_rope v cache", read(&vc)));
+    let split = Launch::grid((nh as u32, t.attn_splits as u32)).warps(NUM_WARPS);
+    let scale = 1.0 / (hd as f32).sqrt();
+    attention::attn_split::launch(
+        dev,
+        &split,
+        &q,
+        &kc,
+        &vc,
+        &posb,
+        &pm,
+        &pl,
+        &pa,
+        cfg.gqa_group() as i32,
+        max_seq as i32,
         scale,
         hd,
         t.attn_block_n,
         t.attn_splits,
     )
     .unwrap();
-    out.push(("attn_split k cache", read(&kc)));
-    out.push(("attn_split v cache", read(&vc)));
-    attention::attn_o_proj::launch(
+    attention::attn_merge::launch(dev, &grid(nh), &pm, &pl, &pa, &attn, hd, t.attn_splits).unwrap();
+    out.push(("attention", read(&attn)));
+    gemv::gemv_residual::launch(
         dev,
         &grid(t.o_proj.programs(h)),
         &o_w,
-        &pm,
-        &pl,
-        &pa,
-        &posb,
+        &attn,
         &x,
         h as i32,
         cfg.q_dim() as i32,
-        hd,
-        t.attn_block_n,
-        t.attn_splits,
         t.o_proj.bm,
         t.o_proj.bk,
     )
     .unwrap();
-    out.push(("attention merge + o_proj + residual", read(&x)));
+    out.push(("o_proj + residual", read(&x)));
     mlp::rmsnorm_gate_up_silu::launch(
         dev,
         &grid(t.gate_up.programs(inter)),

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
-use model::kernels::{attention, gemv, lm_head, mlp, Tiles, NUM_WARPS};
+use model::kernels::{attention, gemv, lm_head, mlp, rope, Tiles, NUM_WARPS};
 use model::reference::{matvec, rope_inv_freq, silu, LayerTrace};
 use model::{Checkpoint, Reference};
 use std::sync::Arc;
@@ -106,83 +106,110 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             .concat();
             check(&at("rmsnorm_gemv (qkv)"), &f32s(&qkv), &raw);
 
-            // q/k norm + RoPE + cache write + split-KV attention, from the reference's raw
-            // q/k/v and its K/V history, [kv_head][pos][head_dim] (the slot of `pos` holds
-            // garbage until the kernel writes it).
-            let mut kh = vec![bf16::from_f32(9.0); nkv * max_seq * hd];
+            // q/k norm + rope + cache write, from the reference's raw q/k/v.
+            let (q, kc, vc) = (
+                dev().zeros::<bf16>(nh * hd).unwrap(),
+                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+            );
+            rope::qk_norm_rope::launch(
+                &dev(),
+                &grid(nh + nkv),
+                &up(&bf(&raw)),
+                &up(&lw.q_norm.data),
+                &up(&lw.k_norm.data),
+                &up(&rope_inv_freq(&cfg)),
+                &pos_buf,
+                &q,
+                &kc,
+                &vc,
+                nh as i32,
+                nkv as i32,
+                max_seq as i32,
+                eps,
+                hd,
+            )
+            .unwrap();
+            check(&at("qk_norm_rope q"), &f32s(&q), &tr.q);
+            let slot = |c: &[f32], j: usize| c[(j * max_seq + pos) * hd..][..hd].to_vec();
+            let (kcv, vcv) = (f32s(&kc), f32s(&vc));
+            check(
+                &at("qk_norm_rope k"),
+                &(0..nkv).flat_map(|j| slot(&kcv, j)).collect::<Vec<_>>(),
+                &tr.k,
+            );
+            check(
+                &at("qk_norm_rope v"),
+                &(0..nkv).flat_map(|j| slot(&vcv, j)).collect::<Vec<_>>(),
+                &tr.v,
+            );
+
+            // Attention over the traced K/V history, [kv_head][pos][head_dim].
+            let mut kh = vec![bf16::ZERO; nkv * max_seq * hd];
             let mut vh = kh.clone();
-            for (p, tp) in traces.iter().enumerate().take(pos) {
+            for (p, tp) in traces.iter().enumerate() {
                 for j in 0..nkv {
                     let dst = (j * max_seq + p) * hd;
                     kh[dst..dst + hd].copy_from_slice(&bf(&tp[l].k[j * hd..(j + 1) * hd]));
                     vh[dst..dst + hd].copy_from_slice(&bf(&tp[l].v[j * hd..(j + 1) * hd]));
                 }
             }
-            let (kc, vc) = (up(&kh), up(&vh));
             let parts = nh * t.attn_splits;
             let (pm, pl, pa) = (
                 dev().zeros::<f32>(parts).unwrap(),
                 dev().zeros::<f32>(parts).unwrap(),
                 dev().zeros::<f32>(parts * hd).unwrap(),
             );
+            let attn = dev().zeros::<bf16>(nh * hd).unwrap();
             let split = Launch::grid((nh as u32, t.attn_splits as u32)).warps(NUM_WARPS);
+            let scale = 1.0 / (hd as f32).sqrt();
             attention::attn_split::launch(
                 &dev(),
                 &split,
-                &up(&bf(&raw)),
-                &up(&lw.q_norm.data),
-                &up(&lw.k_norm.data),
-                &up(&rope_inv_freq(&cfg)),
+                &up(&bf(&tr.q)),
+                &up(&kh),
+                &up(&vh),
                 &pos_buf,
-                &kc,
-                &vc,
                 &pm,
                 &pl,
                 &pa,
-                nh as i32,
-                nkv as i32,
+                cfg.gqa_group() as i32,
                 max_seq as i32,
-                eps,
-                1.0 / (hd as f32).sqrt(),
+                scale,
                 hd,
                 t.attn_block_n,
                 t.attn_splits,
             )
             .unwrap();
-            let slot = |c: &[f32], j: usize| c[(j * max_seq + pos) * hd..][..hd].to_vec();
-            let (kcv, vcv) = (f32s(&kc), f32s(&vc));
-            check(
-                &at("attn_split k cache write"),
-                &(0..nkv).flat_map(|j| slot(&kcv, j)).collect::<Vec<_>>(),
-                &tr.k,
-            );
-            check(
-                &at("attn_split v cache write"),
-                &(0..nkv).flat_map(|j| slot(&vcv, j)).collect::<Vec<_>>(),
-                &tr.v,
-            );
-            // Merge of the splits + o_proj + residual.
-            let res = up(&bf(&x_in));
-            attention::attn_o_proj::launch(
+            attention::attn_merge::launch(
                 &dev(),
-                &grid(t.o_proj.programs(h)),
-                &up(&lw.o_proj.data),
+                &grid(nh),
                 &pm,
                 &pl,
                 &pa,
-                &pos_buf,
+                &attn,
+                hd,
+                t.attn_splits,
+            )
+            .unwrap();
+            check(&at("attention"), &f32s(&attn), &tr.attn);
+
+            // o_proj + residual.
+            let res = up(&bf(&x_in));
+            gemv::gemv_residual::launch(
+                &dev(),
+                &grid(t.o_proj.programs(h)),
+                &up(&lw.o_proj.data),
+                &up(&bf(&tr.attn)),
                 &res,
                 h as i32,
                 cfg.q_dim() as i32,
-                hd,
-                t.attn_block_n,
-                t.attn_splits,
                 t.o_proj.bm,
                 t.o_proj.bk,
             )
             .unwrap();
             check(
-                &at("attention merge + o_proj + residual"),
+                &at("o_proj + residual"),
                 &f32s(&res),
                 &tr.residual_after_attn,
             );

@@ -6,7 +6,7 @@
 //! rounding costs ≤ 2^-9 relative (2e-3), so TOL = 1e-2 passes right answers with room
 //! for f32 summation order, and fails a wrong index, mask or formula by far.
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
-use model::kernels::{attention, embedding, gemv, lm_head, mlp, norm, Gemv, NUM_WARPS};
+use model::kernels::{attention, embedding, gemv, lm_head, mlp, norm, rope, Gemv, NUM_WARPS};
 use model::reference::{matvec, rms_norm, rope as rope_ref, silu, softmax_in_place};
 use model::sampling::SplitMix64;
 use model::Tensor;
@@ -240,6 +240,90 @@ fn gate_up_silu_matches_the_reference_mlp_half() {
     }
 }
 
+#[test]
+fn qk_norm_rope_writes_roped_q_and_the_cache_slot() {
+    let mut rng = SplitMix64::new(6);
+    // (heads, kv_heads, head_dim, max_seq, pos, theta)
+    for (nh, nkv, hd, max_seq, pos, theta) in [
+        (4, 2, 32, 16, 5, 1e6),
+        (8, 2, 16, 40, 39, 1e4),
+        (4, 4, 24, 8, 0, 1e6),
+        (16, 8, 128, 64, 37, 1e6),
+    ] {
+        let rows = (nh + 2 * nkv) * hd;
+        let qkv = rand_bf16(&mut rng, rows, 3.0);
+        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
+        let inv_freq: Vec<f32> = (0..hd / 2)
+            .map(|i| (1.0 / f64::powf(theta, (2 * i) as f64 / hd as f64)) as f32)
+            .collect();
+        let q = dev().zeros::<bf16>(nh * hd).unwrap();
+        let (kc, vc) = (
+            dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+            dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+        );
+        rope::qk_norm_rope::launch(
+            &dev(),
+            &grid(nh + nkv),
+            &up(&qkv),
+            &up(&qn),
+            &up(&kn),
+            &up(&inv_freq),
+            &up(&[pos as i32]),
+            &q,
+            &kc,
+            &vc,
+            nh as i32,
+            nkv as i32,
+            max_seq as i32,
+            1e-6,
+            hd,
+        )
+        .unwrap();
+        let x = f32s(&qkv);
+        let normed_roped = |head: &[f32], w: &[bf16]| {
+            let mut v = rms_norm(head, &tensor(w.to_vec(), &[hd]), 1e-6);
+            rope_ref(&mut v, pos, &inv_freq);
+            v
+        };
+        let want_q: Vec<f32> = x[..nh * hd]
+            .chunks(hd)
+            .flat_map(|h| normed_roped(h, &qn))
+            .collect();
+        check(&format!("q rope hd={hd}"), &f32s(&down(&q)), &want_q);
+        let (kcache, vcache) = (f32s(&down(&kc)), f32s(&down(&vc)));
+        for j in 0..nkv {
+            let slot = (j * max_seq + pos) * hd;
+            let kh = &x[(nh + j) * hd..(nh + j + 1) * hd];
+            check(
+                &format!("k rope hd={hd} kv head {j}"),
+                &kcache[slot..slot + hd],
+                &normed_roped(kh, &kn),
+            );
+            assert_eq!(
+                vcache[slot..slot + hd],
+                x[(nh + nkv + j) * hd..(nh + nkv + j + 1) * hd],
+                "v head {j}"
+            );
+        }
+        // Nothing else of the caches is touched.
+        let written = |i: usize| (i / hd) % max_seq == pos;
+        assert!(
+            kcache
+                .iter()
+                .enumerate()
+                .all(|(i, v)| written(i) || *v == 0.0),
+            "K cache written outside the slot"
+        );
+        assert!(
+            vcache
+                .iter()
+                .enumerate()
+                .all(|(i, v)| written(i) || *v == 0.0),
+            "V cache written outside the slot"
+        );
+    }
+}
+
 /// The reference's attention for one token: softmax(q·K/√d) · V per head, GQA.
 #[allow(clippy::too_many_arguments)]
 fn attention_ref(
@@ -277,26 +361,20 @@ fn attention_ref(
 }
 
 #[test]
-fn fused_attention_norms_ropes_caches_and_attends() {
+fn split_kv_attention_matches_softmax_attention() {
     let mut rng = SplitMix64::new(7);
-    // (heads, kv_heads, head_dim, max_seq, pos, BLOCK_N, SPLITS, theta): GQA 2 and 4, MHA,
-    // one position, ragged tiles, more splits than tiles (empty splits), one split, 0.6B dims.
+    // (heads, kv_heads, head_dim, max_seq, pos, BLOCK_N, SPLITS): GQA 2 and 4, MHA, one
+    // position, ragged tiles, more splits than tiles (empty splits), one split, 0.6B dims.
     let cases = [
-        (4, 2, 32, 64, 40, 32, 16, 1e6),
-        (8, 2, 16, 64, 0, 32, 4, 1e4),
-        (4, 4, 24, 50, 49, 8, 3, 1e6),
-        (16, 8, 128, 512, 300, 32, 16, 1e6),
-        (2, 1, 16, 100, 70, 16, 1, 1e6),
+        (4, 2, 32, 64, 40, 32, 16),
+        (8, 2, 16, 64, 0, 32, 4),
+        (4, 4, 24, 50, 49, 8, 3),
+        (16, 8, 128, 512, 300, 32, 16),
+        (2, 1, 16, 100, 70, 16, 1),
     ];
-    for (nh, nkv, hd, max_seq, pos, block_n, splits, theta) in cases {
-        // The QKV GEMV's raw output, the norms' weights, and a cache holding earlier
-        // positions (the slot of `pos` and everything after it is garbage until written).
-        let qkv = rand_bf16(&mut rng, (nh + 2 * nkv) * hd, 3.0);
-        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
-        let inv_freq: Vec<f32> = (0..hd / 2)
-            .map(|i| (1.0 / f64::powf(theta, (2 * i) as f64 / hd as f64)) as f32)
-            .collect();
-        let (kc0, vc0) = (
+    for (nh, nkv, hd, max_seq, pos, block_n, splits) in cases {
+        let q = rand_bf16(&mut rng, nh * hd, 2.0);
+        let (kc, vc) = (
             rand_bf16(&mut rng, nkv * max_seq * hd, 2.0),
             rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
         );
@@ -306,95 +384,46 @@ fn fused_attention_norms_ropes_caches_and_attends() {
             dev().zeros::<f32>(parts).unwrap(),
             dev().zeros::<f32>(parts * hd).unwrap(),
         );
-        let (kc, vc) = (up(&kc0), up(&vc0));
+        let out = dev().zeros::<bf16>(nh * hd).unwrap();
+        let (qb, kb, vb, pb) = (up(&q), up(&kc), up(&vc), up(&[pos as i32]));
+        let group = (nh / nkv) as i32;
         let split = Launch::grid((nh as u32, splits as u32)).warps(NUM_WARPS);
+        let scale = 1.0 / (hd as f32).sqrt();
         attention::attn_split::launch(
             &dev(),
             &split,
-            &up(&qkv),
-            &up(&qn),
-            &up(&kn),
-            &up(&inv_freq),
-            &up(&[pos as i32]),
-            &kc,
-            &vc,
+            &qb,
+            &kb,
+            &vb,
+            &pb,
             &pm,
             &pl,
             &pa,
-            nh as i32,
-            nkv as i32,
+            group,
             max_seq as i32,
-            1e-6,
-            1.0 / (hd as f32).sqrt(),
+            scale,
             hd,
             block_n,
             splits,
         )
         .unwrap();
-        // Phase 2 in o_proj's prologue: res += W_o · attention.
-        let (hidden, q_dim) = (40, nh * hd);
-        let w_o = rand_bf16(&mut rng, hidden * q_dim, 0.2);
-        let res0 = rand_bf16(&mut rng, hidden, 1.0);
-        let res = up(&res0);
-        let g = Gemv::for_shape(hidden, q_dim);
-        attention::attn_o_proj::launch(
-            &dev(),
-            &grid(g.programs(hidden)),
-            &up(&w_o),
-            &pm,
-            &pl,
-            &pa,
-            &up(&[pos as i32]),
-            &res,
-            hidden as i32,
-            q_dim as i32,
+        attention::attn_merge::launch(&dev(), &grid(nh), &pm, &pl, &pa, &out, hd, splits).unwrap();
+        let want = attention_ref(
+            &f32s(&q),
+            &f32s(&kc),
+            &f32s(&vc),
+            nh,
+            nh / nkv,
             hd,
-            block_n,
-            splits,
-            g.bm,
-            g.bk,
-        )
-        .unwrap();
-        let what = format!("heads {nh}/{nkv} hd {hd} pos {pos} splits {splits}");
-
-        // The reference: q and this position's k normed and roped, v as is.
-        let x = f32s(&qkv);
-        let normed_roped = |head: &[f32], w: &[bf16]| {
-            let mut v = rms_norm(head, &tensor(w.to_vec(), &[hd]), 1e-6);
-            rope_ref(&mut v, pos, &inv_freq);
-            v
-        };
-        let q: Vec<f32> = x[..nh * hd]
-            .chunks(hd)
-            .flat_map(|h| normed_roped(h, &qn))
-            .collect();
-        // The cache: the slot of `pos` written, nothing else touched.
-        let (mut want_k, mut want_v) = (f32s(&kc0), f32s(&vc0));
-        for j in 0..nkv {
-            let slot = (j * max_seq + pos) * hd;
-            let k = normed_roped(&x[(nh + j) * hd..(nh + j + 1) * hd], &kn);
-            want_k[slot..slot + hd].copy_from_slice(&k);
-            want_v[slot..slot + hd]
-                .copy_from_slice(&x[(nh + nkv + j) * hd..(nh + nkv + j + 1) * hd]);
-        }
-        let (got_k, got_v) = (f32s(&down(&kc)), f32s(&down(&vc)));
-        check(&format!("K cache, {what}"), &got_k, &want_k);
-        assert_eq!(got_v, want_v, "V cache, {what}");
-        let outside = |i: usize| (i / hd) % max_seq != pos;
-        assert!(
-            (0..got_k.len()).all(|i| !outside(i) || got_k[i] == want_k[i]),
-            "K cache written outside the slot of pos, {what}"
+            max_seq,
+            pos + 1,
         );
-        let attn = attention_ref(&q, &want_k, &want_v, nh, nh / nkv, hd, max_seq, pos + 1);
-        let w_o = tensor(w_o, &[hidden, q_dim]);
-        let want: Vec<f32> = matvec(&w_o, &attn)
-            .iter()
-            .zip(&res0)
-            .map(|(o, r)| o + r.to_f32())
-            .collect();
         check(
-            &format!("attention + o_proj, {what}"),
-            &f32s(&down(&res)),
+            &format!(
+                "attention heads {nh}/{nkv} hd {hd} len {} splits {splits}",
+                pos + 1
+            ),
+            &f32s(&down(&out)),
             &want,
         );
     }
@@ -582,7 +611,7 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 9);
+    assert_eq!(all.len(), 10);
     for k in all {
         k.kernel
             .specialize(&k.constexprs)

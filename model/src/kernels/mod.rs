@@ -7,8 +7,10 @@
 //! |---|---|---|
 //! | embedding gather | `embedding` | hidden / BLOCK |
 //! | input RMSNorm + fused QKV GEMV | `rmsnorm_gemv` | (q + 2 kv rows) / BM |
-//! | q/k RMSNorm + RoPE + KV-cache write + attention, split-KV phase | `attn_split` | (heads, SPLITS) |
-//! | attention's merge + o_proj GEMV + residual | `attn_o_proj` | hidden / BM |
+//! | q/k RMSNorm + RoPE + KV-cache write | `qk_norm_rope` | heads + kv_heads |
+//! | attention, split-KV phase | `attn_split` | (heads, SPLITS) |
+//! | attention, merge phase | `attn_merge` | heads |
+//! | o_proj GEMV + residual | `gemv_residual` | hidden / BM |
 //! | post-attn RMSNorm + gate/up GEMV + SiLU·mul | `rmsnorm_gate_up_silu` | intermediate / BM |
 //! | down GEMV + residual | `gemv_residual` | hidden / BM |
 //! | final RMSNorm + lm_head + block argmax (Gumbel-max sampling) | `lm_head_argmax` | vocab / BM |
@@ -22,6 +24,7 @@ pub mod gemv;
 pub mod lm_head;
 pub mod mlp;
 pub mod norm;
+pub mod rope;
 
 use crate::config::Config;
 use dsl_runtime::{ConstVal, Shipped};
@@ -216,31 +219,28 @@ pub fn shipped() -> Vec<Shipped> {
             "y = W · rmsnorm(x): input norm (redundant per program) + fused QKV GEMV",
         ),
         k(
+            &rope::qk_norm_rope::KERNEL,
+            vec![("D", int(hd))],
+            "per-head q/k RMSNorm + rotate-half RoPE + K/V cache write",
+        ),
+        k(
             &attention::attn_split::KERNEL,
             vec![
                 ("D", int(hd)),
                 ("BLOCK_N", int(t.attn_block_n)),
                 ("SPLITS", int(t.attn_splits)),
             ],
-            "q/k norm + RoPE + KV write, then decode attention's split-KV phase: partial (max, sum, acc) per (head, split), GQA",
+            "decode attention, split-KV phase: partial (max, sum, acc) per (head, split), GQA",
         ),
         k(
-            &attention::attn_o_proj::KERNEL,
-            [
-                vec![
-                    ("D", int(hd)),
-                    ("BLOCK_N", int(t.attn_block_n)),
-                    ("SPLITS", int(t.attn_splits)),
-                ],
-                gemv(t.o_proj),
-            ]
-            .concat(),
-            "res += W_o · attention: the merge of the split partials as o_proj's prologue, residual add as epilogue",
+            &attention::attn_merge::KERNEL,
+            vec![("D", int(hd)), ("SPLITS", int(t.attn_splits))],
+            "decode attention, merge of the split partials (online-softmax rescale)",
         ),
         k(
             &gemv::gemv_residual::KERNEL,
-            gemv(t.down),
-            "res += W · x: the down GEMV with the residual add as epilogue",
+            gemv(t.o_proj),
+            "res += W · x: o_proj / down GEMV with the residual add as epilogue",
         ),
         k(
             &mlp::rmsnorm_gate_up_silu::KERNEL,
