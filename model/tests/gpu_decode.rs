@@ -4,10 +4,11 @@
 //! `hf_reference.py` at a real Qwen3 shape, with its expected.json), at a real shape.
 //! Run on the device: `cargo test -p model --test gpu_megakernel -- --ignored`.
 //!
-//! expected.json from hf_reference.py was computed with the rope inv_freq table rounded to
-//! bf16 (the script casts the whole model, buffers included), so its first_logits differ from
-//! an exact fp32 decoder by ~7e-4 of max |logit| before any of our bf16 activation
-//! roundings; greedy tokens are compared on the decisive prefix (top-1 margin > 0.05).
+//! At a real shape the bar is transformers' own bf16 inference: expected.json (from
+//! hf_reference.py) holds an fp32 oracle (fp32 math and rope on the bf16 weights) and how far
+//! transformers' bf16 path lands from it, per prompt; tessera must land at least as close.
+//! On the committed checkpoints greedy tokens are compared on the decisive prefix (top-1
+//! margin > 0.05).
 mod common;
 use common::*;
 use dsl_runtime::Device;
@@ -185,9 +186,13 @@ fn gpu_device_sampling_is_gumbel_max() {
     }
 }
 
-/// A real Qwen3 shape (0.6B, 1.7B, ...) from hf_reference.py: greedy tokens equal
-/// transformers' on the decisive prefix; reports the first logits' relative error and the
-/// decode speed. Skipped (passes, with a note) when TESSERA_HF_CKPT is not set.
+/// A real Qwen3 shape (0.6B, 1.7B, 4B, 8B) from hf_reference.py, against its fp32 oracle
+/// and with transformers' own bf16 inference as the bar, over every prompt it recorded:
+/// the mean first-logit error (max |z - z_fp32| / max |z_fp32|) is at most transformers'
+/// bf16 mean, and the mean number of greedy steps that agree with the oracle from the first
+/// is at least transformers' bf16 mean (one prompt's agreement hinges on one small margin,
+/// so means are compared). One launch per token throughout. Skipped (passes, with a note)
+/// when TESSERA_HF_CKPT is not set.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_megakernel_matches_transformers_at_real_shape() {
@@ -198,12 +203,26 @@ fn gpu_megakernel_matches_transformers_at_real_shape() {
     let dir = std::path::PathBuf::from(dir);
     let exp: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let prompts = exp["prompts"].as_array().unwrap_or_else(|| {
+        panic!(
+            "{}: expected.json has no `prompts` (rewrite it with shared/gpu/hf_reference.py)",
+            dir.display()
+        )
+    });
     let ck = Checkpoint::load(&dir, false).unwrap();
-    let (prompt, want) = (ids(&exp["prompt_ids"]), ids(&exp["greedy_ids"]));
-    let decisive = decisive_prefix(&exp);
-    let max_seq = Some(prompt.len() + want.len() + 8);
+    let steps = prompts
+        .iter()
+        .map(|p| ids(&p["greedy_ids"]).len())
+        .max()
+        .unwrap();
+    let longest = prompts
+        .iter()
+        .map(|p| ids(&p["prompt_ids"]).len())
+        .max()
+        .unwrap();
+    let max_seq = Some(longest + steps + 8);
 
-    // Logits after the prompt against transformers' first_logits.
+    // Logits after each prompt against the oracle's first_logits (step(.., 0) rewinds).
     let mut m = MegakernelEngine::new(
         ck.config.clone(),
         &ck.weights,
@@ -211,19 +230,17 @@ fn gpu_megakernel_matches_transformers_at_real_shape() {
         mega_opts(Output::Logits, max_seq),
     )
     .unwrap();
-    let mut z = vec![];
-    for (pos, &t) in prompt.iter().enumerate() {
-        z = logits(m.step(t, pos).unwrap());
+    let mut errs = vec![];
+    for p in prompts {
+        let mut z = vec![];
+        for (pos, &t) in ids(&p["prompt_ids"]).iter().enumerate() {
+            z = logits(m.step(t, pos).unwrap());
+        }
+        errs.push(rel_err(&z, &floats(&p["first_logits"])) as f64);
     }
-    let first = floats(&exp["first_logits"]);
-    let e = rel_err(&z, &first);
-    eprintln!(
-        "{}: first logits vs transformers: relative error {e:.2e} of max |logit| (hf_reference's bf16 inv_freq alone accounts for ~7e-4)",
-        dir.display()
-    );
-    assert!(e < 0.1, "first logits relative error {e}");
     drop(m);
 
+    // Greedy agreement with the oracle, from the first step, one launch per token.
     let mut m = MegakernelEngine::new(
         ck.config.clone(),
         &ck.weights,
@@ -232,21 +249,40 @@ fn gpu_megakernel_matches_transformers_at_real_shape() {
     )
     .unwrap();
     m.compile().unwrap();
-    let (got, launches, t) = greedy(&mut m, &prompt, want.len());
-    let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+    let mut agrees = vec![];
+    let mut ms_per_token = vec![];
+    for p in prompts {
+        let (prompt, want) = (ids(&p["prompt_ids"]), ids(&p["greedy_ids"]));
+        let before = m.launches();
+        let (got, launches, t) = greedy(&mut m, &prompt, want.len());
+        assert_eq!(
+            (launches - before) as usize,
+            prompt.len() + want.len() - 1,
+            "one launch per token"
+        );
+        agrees.push(got.iter().zip(&want).take_while(|(a, b)| a == b).count() as f64);
+        ms_per_token.push(t.decode_ms / t.decode_tokens.max(1) as f64);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let hf_err = exp["bf16_mean_first_logits_rel_err"].as_f64().unwrap();
+    let hf_agree = exp["bf16_mean_greedy_agree"].as_f64().unwrap();
     eprintln!(
-        "{}: {same} of {} greedy tokens equal transformers' (decisive prefix {decisive}, min margin {:.3}); {launches} launches; decode {:.3} ms/token, prompt {:.1} tokens/s",
+        "{}: over {} prompts, first-logit error vs the fp32 oracle: tessera mean {:.2e} {:?}, transformers bf16 mean {hf_err:.2e}; greedy steps agreeing with the oracle (of {steps}): tessera mean {:.2} {agrees:?}, transformers bf16 mean {hf_agree:.2}; decode {:.3} ms/token",
         dir.display(),
-        want.len(),
-        margins(&exp).iter().cloned().fold(f64::INFINITY, f64::min),
-        t.decode_ms / t.decode_tokens.max(1) as f64,
-        t.prompt_tokens_per_s,
+        prompts.len(),
+        mean(&errs),
+        errs.iter().map(|e| format!("{e:.2e}")).collect::<Vec<_>>(),
+        mean(&agrees),
+        mean(&ms_per_token),
     );
-    assert_eq!(
-        got[..decisive],
-        want[..decisive],
-        "greedy ids differ on the decisive prefix"
+    assert!(
+        mean(&errs) <= hf_err,
+        "first-logit error {:.3e} is above transformers' bf16 {hf_err:.3e}",
+        mean(&errs)
     );
-    // compile() is one launch; then one per step.
-    assert_eq!(launches as usize, 1 + prompt.len() + want.len() - 1);
+    assert!(
+        mean(&agrees) >= hf_agree,
+        "greedy agreement {:.2} is below transformers' bf16 {hf_agree:.2}",
+        mean(&agrees)
+    );
 }
