@@ -8,6 +8,10 @@
 //! 128 tokens are decoded greedily as `generate` runs them: one launch and one 4-byte read
 //! back per token (the step hands its token and position to the next on the device).
 //!
+//! The kernels engine (the same ops, one launch each) is timed the same way at the same
+//! contexts, after the megakernel engine is dropped (one model's weights on the GPU at a
+//! time), so the table says what one launch per token buys.
+//!
 //! Also measured: NVRTC compile of the decode megakernel, cold and from the disk cache, and
 //! the time to the first token of a fresh engine (compile and module load included).
 //! `--peers peers.json` (written by `scripts/hf_peers.py` on the same GPU) adds transformers'
@@ -15,7 +19,7 @@
 //! (`hf_reference.py`'s, one short context) fills the context-1 row only.
 use crate::config::Config;
 use crate::device_model::{kv_bytes_per_position, weight_bytes_per_token};
-use crate::dsl_engine::Output;
+use crate::dsl_engine::{KernelEngine, KernelOptions, Output};
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::mega_engine::{decode_step, MegakernelEngine, MegakernelOptions};
@@ -53,6 +57,8 @@ pub struct BenchPlan {
     pub tokens: usize,
     /// Bytes the bandwidth probe reads.
     pub probe_bytes: usize,
+    /// Also time the kernels engine (one launch per op) at the same contexts.
+    pub kernels_engine: bool,
 }
 
 impl Default for BenchPlan {
@@ -61,6 +67,7 @@ impl Default for BenchPlan {
             positions: vec![1, 512, 2048, 8192],
             tokens: 128,
             probe_bytes: 1 << 30,
+            kernels_engine: true,
         }
     }
 }
@@ -80,6 +87,10 @@ pub struct Row {
     /// Transformers (from --peers) at this context: see [`peer_ms`].
     pub hf_eager_ms: Option<f64>,
     pub hf_compiled_ms: Option<f64>,
+    /// The kernels engine (one launch per op) at this context, when measured.
+    pub kernels_ms_per_token: Option<f64>,
+    /// kernels_ms_per_token / ms_per_token: what one launch per token buys.
+    pub x_kernels: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -136,6 +147,41 @@ pub fn read_bandwidth(dev: &Device, bytes: usize) -> Result<f64, ModelError> {
         best = best.min(t.elapsed().as_secs_f64());
     }
     Ok((n * 2) as f64 / best / 1e9)
+}
+
+/// An engine the bench can start at any context.
+trait Timed: Engine {
+    fn assume_cached(&mut self, n: usize) -> Result<(), ModelError>;
+}
+impl Timed for MegakernelEngine {
+    fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
+        MegakernelEngine::assume_cached(self, n)
+    }
+}
+impl Timed for KernelEngine {
+    fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
+        KernelEngine::assume_cached(self, n)
+    }
+}
+
+/// ms per token of `tokens` greedy steps from context `p` (after 3 warm-up steps there), as
+/// `generate` runs them; `tok` carries the last token from call to call.
+fn ms_per_token(
+    e: &mut dyn Timed,
+    p: usize,
+    tokens: usize,
+    tok: &mut u32,
+) -> Result<f64, ModelError> {
+    e.assume_cached(p)?;
+    for i in 0..3 {
+        *tok = token_of(e.step(*tok, p + i)?);
+    }
+    e.assume_cached(p)?;
+    let t = Instant::now();
+    for i in 0..tokens {
+        *tok = token_of(e.step(*tok, p + i)?);
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e3 / tokens as f64)
 }
 
 /// The token of a step: chosen on the device, or the argmax of its logits.
@@ -211,17 +257,7 @@ pub fn run(
             ));
             continue;
         }
-        // Warm-up steps at this position, then rewind and time `tokens` steps.
-        engine.assume_cached(p)?;
-        for i in 0..3 {
-            tok = token_of(engine.step(tok, p + i)?);
-        }
-        engine.assume_cached(p)?;
-        let t = Instant::now();
-        for i in 0..plan.tokens {
-            tok = token_of(engine.step(tok, p + i)?);
-        }
-        let ms = t.elapsed().as_secs_f64() * 1e3 / plan.tokens as f64;
+        let ms = ms_per_token(&mut engine, p, plan.tokens, &mut tok)?;
         // Step i reads positions 0..=p+i: on average p + (tokens + 1) / 2 positions.
         let kv = per_pos as f64 * (p as f64 + (plan.tokens as f64 + 1.0) / 2.0);
         let bytes = wbytes as f64 + kv;
@@ -237,7 +273,23 @@ pub fn run(
             pct_of_floor: floor_ms.map(|f| 100.0 * f / ms),
             hf_eager_ms,
             hf_compiled_ms,
+            kernels_ms_per_token: None,
+            x_kernels: None,
         });
+    }
+    if plan.kernels_engine && !rows.is_empty() {
+        drop(engine);
+        let opts = KernelOptions {
+            max_seq: Some(max_seq),
+            output: Output::Token,
+            tiles: None,
+        };
+        let mut kernels = KernelEngine::new(cfg.clone(), weights, dev.clone(), opts)?;
+        for row in &mut rows {
+            let ms = ms_per_token(&mut kernels, row.context, plan.tokens, &mut tok)?;
+            row.kernels_ms_per_token = Some(ms);
+            row.x_kernels = Some(ms / row.ms_per_token);
+        }
     }
     let ttft_note = if gpu && cache_entries == 0 {
         "a fresh engine's first step, 1-token prompt: cold NVRTC compile (empty disk cache) + module load + one launch".into()
@@ -363,17 +415,20 @@ pub fn table(r: &Report) -> String {
         r.time_to_first_token_ms, r.time_to_first_token_note
     );
     s += "floor = (weight bytes + KV bytes read per token) / read bandwidth\n\n";
-    s += "| context | ms/token | tokens/s | floor ms | × floor | % of floor | HF eager ms | HF compiled ms |\n";
-    s += "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    s += "kernels = the same ops, one launch each (`--engine kernels`); × = its ms over the megakernel's\n\n";
+    s += "| context | ms/token | tokens/s | floor ms | × floor | % of floor | kernels ms | × kernels | HF eager ms | HF compiled ms |\n";
+    s += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for row in &r.rows {
         s += &format!(
-            "| {} | {:.3} | {:.1} | {} | {} | {} | {} | {} |\n",
+            "| {} | {:.3} | {:.1} | {} | {} | {} | {} | {} | {} | {} |\n",
             row.context,
             row.ms_per_token,
             row.tokens_per_s,
             opt(row.floor_ms, 3),
             opt(row.x_floor, 2),
             opt(row.pct_of_floor, 1),
+            opt(row.kernels_ms_per_token, 3),
+            opt(row.x_kernels, 2),
             opt(row.hf_eager_ms, 3),
             opt(row.hf_compiled_ms, 3),
         );

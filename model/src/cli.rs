@@ -392,6 +392,9 @@ pub struct BenchArgs {
     /// MiB the read-bandwidth probe streams.
     #[arg(long, default_value_t = 1024)]
     pub probe_mib: usize,
+    /// Skip timing the kernels engine (one launch per op) beside the megakernel.
+    #[arg(long)]
+    pub no_kernels: bool,
 }
 
 /// `tessera bench`: the megakernel decoder's ms/token at several context positions,
@@ -450,6 +453,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
         positions,
         tokens: a.tokens,
         probe_bytes: a.probe_mib << 20,
+        kernels_engine: !a.no_kernels,
     };
     let report = crate::bench::run(&name, cfg, &weights, dev, &plan, peers)?;
     write_out(&crate::bench::table(&report))?;

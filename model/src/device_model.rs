@@ -299,6 +299,20 @@ impl DeviceModel {
         Ok(())
     }
 
+    /// Benchmarks only: treat the first `n` positions as cached without computing them, so
+    /// a step can run at position `n` at once (attention then reads whatever the cache
+    /// holds; the time does not depend on it).
+    pub fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
+        if n > self.max_seq {
+            return Err(self.err(format!(
+                "cannot assume {n} cached positions: the KV cache holds {}",
+                self.max_seq
+            )));
+        }
+        self.cached = n;
+        Ok(())
+    }
+
     /// Marks position `pos` as cached once its step has run.
     pub fn end_step(&mut self, pos: usize) {
         self.cached = pos + 1;

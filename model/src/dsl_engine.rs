@@ -100,6 +100,10 @@ impl KernelEngine {
     pub fn tiles(&self) -> &Tiles {
         &self.m.tiles
     }
+    /// Benchmarks only: see [`DeviceModel::assume_cached`].
+    pub fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
+        self.m.assume_cached(n)
+    }
     pub fn set_output(&mut self, output: Output) {
         self.output = output;
     }

@@ -434,18 +434,9 @@ impl MegakernelEngine {
         Ok(())
     }
 
-    /// Benchmarks only: treat the first `n` positions as cached without computing them, so
-    /// a step can run at position `n` at once (attention then reads whatever the cache
-    /// holds; the time does not depend on it).
+    /// Benchmarks only: see [`DeviceModel::assume_cached`].
     pub fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
-        if n > self.m.max_seq {
-            return Err(self.m.err(format!(
-                "cannot assume {n} cached positions: the KV cache holds {}",
-                self.m.max_seq
-            )));
-        }
-        self.m.cached = n;
-        Ok(())
+        self.m.assume_cached(n)
     }
 
     /// The one launch of a step; the token id and position are already on the device.

@@ -450,9 +450,15 @@ fn bench_runs_and_its_probe_sums() {
         positions: vec![1, 7, 100_000],
         tokens: 2,
         probe_bytes: 1 << 20,
+        kernels_engine: true,
     };
     let r = model::bench::run("embedded", cfg, &w, Device::interpreter(), &plan, None).unwrap();
     assert_eq!(r.rows.iter().map(|r| r.context).collect::<Vec<_>>(), [1, 7]);
+    // The kernels engine timed at every measured context, beside the megakernel.
+    assert!(r
+        .rows
+        .iter()
+        .all(|r| r.kernels_ms_per_token.is_some_and(|ms| ms > 0.0) && r.x_kernels.is_some()));
     assert_eq!(
         r.skipped.len(),
         1,
