@@ -39,11 +39,12 @@ impl SyncWords {
         Self::records(stages) + Self::RECORD * ctas
     }
     /// `MegaOptions::profile`: after the records (8-byte aligned), per stage run and CTA,
-    /// three u64 `%globaltimer` stamps: entered, past its wait (0: no program there), done.
+    /// four u64 `%globaltimer` stamps: entered, past its wait (0: no program there), its
+    /// programs run (0: none), done (its arrival published).
     pub fn profile_base(stages: usize, ctas: usize) -> usize {
         Self::len(stages, ctas).next_multiple_of(2)
     }
-    pub const PROFILE_STAMPS: usize = 3;
+    pub const PROFILE_STAMPS: usize = 4;
 }
 
 /// One stage body as the emitter gives it.
@@ -453,7 +454,7 @@ pub fn generate(
     if opts.profile {
         let _ = writeln!(
             c,
-            "  // Profile: per stage run and CTA, {} %globaltimer stamps (entered, past the wait, done).",
+            "  // Profile: per stage run and CTA, {} %globaltimer stamps (entered, past the wait, programs run, published).",
             SyncWords::PROFILE_STAMPS
         );
         let _ = writeln!(
@@ -625,7 +626,7 @@ impl Gen<'_> {
         let _ = writeln!(o, "{pad}  ++tsr_step;");
         if self.opts.profile {
             let _ = writeln!(o, "{pad}  const unsigned long long tsr_t0 = tsr_now();");
-            let _ = writeln!(o, "{pad}  unsigned long long tsr_t1 = 0ull;");
+            let _ = writeln!(o, "{pad}  unsigned long long tsr_t1 = 0ull, tsr_t2 = 0ull;");
         }
         let sync = sched.sync_for(s);
         // Productive waiting: this stage's weights stream into L2 while the producers finish.
@@ -752,6 +753,9 @@ impl Gen<'_> {
             );
         }
         let _ = writeln!(o, "{pad}    }}");
+        if self.opts.profile {
+            let _ = writeln!(o, "{pad}    tsr_t2 = tsr_now();");
+        }
         if sched.counted[s] {
             let _ = writeln!(
                 o,
@@ -777,7 +781,7 @@ impl Gen<'_> {
             let _ = writeln!(o, "{pad}    unsigned long long* p = tsr_prof + ((unsigned long long)(tsr_step - 1u) * gridDim.x + blockIdx.x) * {}ull;", SyncWords::PROFILE_STAMPS);
             let _ = writeln!(
                 o,
-                "{pad}    p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();"
+                "{pad}    p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_t2; p[3] = tsr_now();"
             );
             let _ = writeln!(o, "{pad}  }}");
         }

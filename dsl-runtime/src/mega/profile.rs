@@ -1,8 +1,10 @@
 //! Where a megakernel's time goes: with `MegaOptions::profile`, every CTA stamps each stage
-//! run with `%globaltimer` when it entered the stage, when it passed the stage's wait, and
-//! when it was done (its programs run and its arrival counted). [`Profile::summary`] turns
-//! the stamps into one row per stage of the program: how long the stage held the critical
-//! path, how much of that was waiting for its producers, and the weight bandwidth it reached.
+//! run with `%globaltimer` when it entered the stage, when it passed the stage's wait, when
+//! its programs had run, and when its arrival was published. [`Profile::summary`] turns the
+//! stamps into one row per stage of the program: how long the stage held the critical path,
+//! the weight bandwidth it reached, and per CTA the timeline of a run: dependency wait,
+//! programs (their weight loads included: there is no producer ring yet to time apart),
+//! and publishing the arrival (the release of everything the CTA wrote).
 use super::program::{Env, Val};
 use super::resolve::{Node, Resolved};
 use super::schedule::weight_windows;
@@ -76,13 +78,13 @@ pub fn stage_runs(r: &Resolved, vals: &[Option<Val>]) -> Result<Vec<Run>, String
 }
 
 /// Stamps of one launch: per run, per CTA, (entered, past the wait or 0 if the CTA had no
-/// program there, done), in ns of `%globaltimer`.
+/// program there, programs run, done), in ns of `%globaltimer`.
 #[derive(Clone, Debug)]
 pub struct Profile {
     pub labels: Vec<String>,
     pub runs: Vec<Run>,
     pub ctas: usize,
-    pub stamps: Vec<[u64; 3]>,
+    pub stamps: Vec<[u64; 4]>,
 }
 
 /// One stage of the program, over its runs.
@@ -101,6 +103,13 @@ pub struct StageRow {
     pub weight_bytes: u64,
     /// Weight bytes / median critical ns per run.
     pub gbps: Option<f64>,
+    /// The timeline of a CTA with programs there, median over runs of the mean over CTAs:
+    /// entered → past its wait (waiting for the producers).
+    pub wait_ns: u64,
+    /// Past its wait → its programs run (loads, compute, stores).
+    pub programs_ns: u64,
+    /// Programs run → arrival published (the release: its writes made visible).
+    pub publish_ns: u64,
 }
 
 impl Profile {
@@ -110,7 +119,10 @@ impl Profile {
                 | (raw.get(2 * i + 1).copied().unwrap_or(0) as u64) << 32
         };
         let stamps = (0..runs.len() * ctas)
-            .map(|i| [word(3 * i), word(3 * i + 1), word(3 * i + 2)])
+            .map(|i| {
+                let k = super::cuda::SyncWords::PROFILE_STAMPS * i;
+                [word(k), word(k + 1), word(k + 2), word(k + 3)]
+            })
             .collect();
         Profile {
             labels: r.stages.iter().map(|s| s.label()).collect(),
@@ -120,7 +132,7 @@ impl Profile {
         }
     }
 
-    fn cta(&self, run: usize, cta: usize) -> [u64; 3] {
+    fn cta(&self, run: usize, cta: usize) -> [u64; 4] {
         self.stamps[run * self.ctas + cta]
     }
 
@@ -130,15 +142,33 @@ impl Profile {
             .map(|c| self.cta(run, c))
             .filter(|t| t[1] != 0);
         busy.fold(None, |acc, t| match acc {
-            None => Some((t[1], t[2])),
-            Some((a, b)) => Some((a.min(t[1]), b.max(t[2]))),
+            None => Some((t[1], t[3])),
+            Some((a, b)) => Some((a.min(t[1]), b.max(t[3]))),
         })
+    }
+
+    /// Mean over the CTAs with programs in a run: (dependency wait, programs, publish) ns.
+    fn timeline(&self, run: usize) -> Option<[u64; 3]> {
+        let busy: Vec<[u64; 4]> = (0..self.ctas)
+            .map(|c| self.cta(run, c))
+            .filter(|t| t[1] != 0 && t[2] != 0)
+            .collect();
+        if busy.is_empty() {
+            return None;
+        }
+        let mean =
+            |f: &dyn Fn(&[u64; 4]) -> u64| busy.iter().map(f).sum::<u64>() / busy.len() as u64;
+        Some([
+            mean(&|t| t[1].saturating_sub(t[0])),
+            mean(&|t| t[2].saturating_sub(t[1])),
+            mean(&|t| t[3].saturating_sub(t[2])),
+        ])
     }
 
     /// The launch's length: first stamp to last.
     pub fn total_ns(&self) -> u64 {
         let first = self.stamps.iter().map(|t| t[0]).filter(|&t| t != 0).min();
-        let last = self.stamps.iter().map(|t| t[2]).max();
+        let last = self.stamps.iter().map(|t| t[3]).max();
         match (first, last) {
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => 0,
@@ -154,19 +184,32 @@ impl Profile {
             .filter(|&t| t != 0)
             .min()
             .unwrap_or(0);
-        let mut per: Vec<(Vec<u64>, Vec<u64>, Vec<i64>, u64, usize)> =
-            vec![(vec![], vec![], vec![], 0, 0); self.labels.len()];
+        #[derive(Clone, Default)]
+        struct Acc {
+            crit: Vec<u64>,
+            span: Vec<u64>,
+            gap: Vec<i64>,
+            timeline: [Vec<u64>; 3],
+            bytes: u64,
+            runs: usize,
+        }
+        let mut per = vec![Acc::default(); self.labels.len()];
         let mut prev_done = start;
         for (i, run) in self.runs.iter().enumerate() {
             let Some((first, last)) = self.window(i) else {
                 continue;
             };
             let e = &mut per[run.stage];
-            e.0.push(last.saturating_sub(prev_done));
-            e.1.push(last.saturating_sub(first));
-            e.2.push(first as i64 - prev_done as i64);
-            e.3 = run.weight_bytes;
-            e.4 += 1;
+            e.crit.push(last.saturating_sub(prev_done));
+            e.span.push(last.saturating_sub(first));
+            e.gap.push(first as i64 - prev_done as i64);
+            if let Some(t) = self.timeline(i) {
+                for (v, x) in e.timeline.iter_mut().zip(t) {
+                    v.push(x);
+                }
+            }
+            e.bytes = run.weight_bytes;
+            e.runs += 1;
             prev_done = last.max(prev_done);
         }
         fn median<T: Copy + Ord + Default>(v: &mut [T]) -> T {
@@ -175,18 +218,22 @@ impl Profile {
         }
         per.into_iter()
             .enumerate()
-            .filter(|(_, e)| e.4 > 0)
-            .map(|(s, (mut crit, mut span, mut gap, bytes, runs))| {
-                let med = median(&mut crit);
+            .filter(|(_, e)| e.runs > 0)
+            .map(|(s, mut e)| {
+                let med = median(&mut e.crit);
+                let [w, p, u] = &mut e.timeline;
                 StageRow {
                     stage: s,
                     label: self.labels[s].clone(),
-                    runs,
-                    critical_ns: crit.iter().sum(),
-                    span_ns: median(&mut span),
-                    gap_ns: median(&mut gap),
-                    weight_bytes: bytes,
-                    gbps: (bytes > 0 && med > 0).then(|| bytes as f64 / med as f64),
+                    runs: e.runs,
+                    critical_ns: e.crit.iter().sum(),
+                    span_ns: median(&mut e.span),
+                    gap_ns: median(&mut e.gap),
+                    weight_bytes: e.bytes,
+                    gbps: (e.bytes > 0 && med > 0).then(|| e.bytes as f64 / med as f64),
+                    wait_ns: median(w),
+                    programs_ns: median(p),
+                    publish_ns: median(u),
                 }
             })
             .collect()
@@ -205,23 +252,91 @@ impl Profile {
         );
         let _ = writeln!(
             s,
-            "| stage | runs | critical µs (total) | % | median span µs | median gap µs | weights KB | GB/s |"
+            "| stage | runs | critical µs (total) | % | median span µs | median gap µs | weights KB | GB/s | CTA: wait µs | programs µs | publish µs |"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let us = |ns: u64| ns as f64 / 1e3;
         for r in self.rows() {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} |",
+                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {:.2} | {:.2} | {:.2} |",
                 r.label,
                 r.runs,
-                r.critical_ns as f64 / 1e3,
+                us(r.critical_ns),
                 100.0 * r.critical_ns as f64 / total as f64,
-                r.span_ns as f64 / 1e3,
+                us(r.span_ns),
                 r.gap_ns as f64 / 1e3,
                 r.weight_bytes / 1024,
                 r.gbps.map_or("—".into(), |g| format!("{g:.0}")),
+                us(r.wait_ns),
+                us(r.programs_ns),
+                us(r.publish_ns),
             );
         }
+        let _ = writeln!(
+            s,
+            "CTA columns: per CTA with programs in a run (mean), median over runs: waiting for the producers, running its programs (weight loads included), publishing its arrival."
+        );
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two stages, two CTAs, synthetic stamps: the timeline columns are each CTA's
+    /// (wait, programs, publish), averaged over the CTAs with programs, median over runs.
+    #[test]
+    fn timeline_per_stage_from_stamps() {
+        let runs = vec![
+            Run {
+                stage: 0,
+                weight_bytes: 1000,
+            },
+            Run {
+                stage: 1,
+                weight_bytes: 0,
+            },
+            Run {
+                stage: 0,
+                weight_bytes: 1000,
+            },
+        ];
+        // ns after the launch's first stamp (%globaltimer is never 0; 0 marks "no program").
+        #[rustfmt::skip]
+        let rel: Vec<[u64; 4]> = vec![
+            // run 0 (stage 0): CTA 0 waits 10, runs 100, publishes 4; CTA 1 waits 30, 50, 2
+            [1, 10, 110, 114], [1, 30, 80, 82],
+            // run 1 (stage 1): only CTA 1 has a program; CTA 0 idles (past-wait stamp 0)
+            [114, 0, 0, 120], [82, 200, 300, 310],
+            // run 2 (stage 0): both wait 20, run 60, publish 6
+            [310, 330, 390, 396], [310, 330, 390, 396],
+        ];
+        let base = 1_000_000u64;
+        let stamps = rel
+            .iter()
+            .map(|t| t.map(|x| if x == 0 { 0 } else { base + x }))
+            .collect();
+        let p = Profile {
+            labels: vec!["gemv".into(), "attn".into()],
+            runs,
+            ctas: 2,
+            stamps,
+        };
+        let rows = p.rows();
+        assert_eq!(rows.len(), 2);
+        let (g, a) = (&rows[0], &rows[1]);
+        assert_eq!((g.label.as_str(), g.runs), ("gemv", 2));
+        // Run 0: mean wait (9+29)/2 = 19, programs (100+50)/2 = 75, publish 3; run 2: 20, 60, 6.
+        // Medians of two values take the upper one.
+        assert_eq!((g.wait_ns, g.programs_ns, g.publish_ns), (20, 75, 6));
+        assert_eq!((a.wait_ns, a.programs_ns, a.publish_ns), (118, 100, 10));
+        // The critical path: from the first stamp (1), run 0 ends at 114, run 1 at 310, run 2 at 396.
+        assert_eq!(g.critical_ns, (114 - 1) + (396 - 310));
+        assert_eq!(a.critical_ns, 310 - 114);
+        assert_eq!(p.total_ns(), 396 - 1);
+        let table = p.summary();
+        assert!(table.contains("publish µs"), "{table}");
     }
 }
