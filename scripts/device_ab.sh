@@ -2,9 +2,10 @@
 # Decode A/B in ONE device call: `tessera tune` of several binaries with the same knobs,
 # two repetitions each in alternation, beside the hand-written ceiling probe
 # (scripts/probe/chain.cu) and the kernels engine, on one random-weight checkpoint.
-#   here:  build each binary, copy it to .gpu/bin/tessera-NAME (scripts/pack_gpu.sh packs HEAD)
+#   here:  build each binary, copy it to .gpu/bin/tessera-NAME; NAME `head` is the packed
+#          .gpu/bin/tessera (scripts/pack_gpu.sh)
 #   device run: carry [".gpu"], command: bash scripts/device_ab.sh SHAPE NAME... [-- tune flags]
-# Output under $OUT: ab.md (the table), one log per run.
+# PROBE=0 skips the hand-written probe. Output under $OUT, one log per run.
 set -uo pipefail
 shape=${1:?usage: device_ab.sh SHAPE NAME... [-- tune flags]}
 shift
@@ -24,8 +25,10 @@ if [[ ! -f $d/config.json ]]; then
     || { tail -20 "$OUT/hf-$shape.log"; exit 1; }
 fi
 
+bin() { if [[ $1 == head ]]; then echo .gpu/bin/tessera; else echo ".gpu/bin/tessera-$1"; fi; }
+
 # The ceiling, by hand (built here with the machine's nvcc; a binary built beside may come along).
-if [[ -f scripts/probe/chain.cu ]]; then
+if [[ ${PROBE:-1} != 0 && -f scripts/probe/chain.cu ]]; then
   echo "=== [$(date +%T)] probe: chain.cu"
   nv=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)
   if "$nv" -O3 -gencode=arch=compute_90,code=sm_90 -o /tmp/chain scripts/probe/chain.cu > "$OUT/chain-build.log" 2>&1; then
@@ -40,7 +43,7 @@ fi
 for rep in 1 2; do
   for n in "${names[@]}"; do
     echo "=== [$(date +%T)] tune $n rep $rep: ${flags[*]}"
-    timeout 300 ".gpu/bin/tessera-$n" tune --model "$d" "${flags[@]}" --json "$OUT/tune-$n-$rep.json" \
+    timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" --json "$OUT/tune-$n-$rep.json" \
       > "$OUT/tune-$n-$rep.md" 2> "$OUT/tune-$n-$rep.err"
     echo "rc=$?"; tail -3 "$OUT/tune-$n-$rep.err"; grep -E "^\|" "$OUT/tune-$n-$rep.md" | tail -4
   done
@@ -48,10 +51,10 @@ done
 # One profile each (where the time goes), and the kernels engine beside the megakernel.
 for n in "${names[@]}"; do
   echo "=== [$(date +%T)] profile $n"
-  timeout 300 ".gpu/bin/tessera-$n" tune --model "$d" "${flags[@]}" --profile --tokens 16 > "$OUT/profile-$n.md" 2> "$OUT/profile-$n.err"
+  timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" --profile --tokens 16 > "$OUT/profile-$n.md" 2> "$OUT/profile-$n.err"
   echo "rc=$?"
   for e in kernels megakernel; do
-    timeout 120 ".gpu/bin/tessera-$n" generate --model "$d" --engine $e --prompt-ids 1 --max-new-tokens 256 --json \
+    timeout 120 "$(bin "$n")" generate --model "$d" --engine $e --prompt-ids 1 --max-new-tokens 256 --json \
       > "$OUT/generate-$n-$e.json" 2> "$OUT/generate-$n-$e.err"
     echo "generate $n $e rc=$? $(grep -o '"decode_tokens_per_s":[0-9.]*' "$OUT/generate-$n-$e.json")"
   done

@@ -7,11 +7,12 @@
 # short by the device's time limit still returns the key results in $OUT):
 #   committed  GPU tests on the committed checkpoints: megakernel = kernels engine,
 #              transformers' greedy tokens, one launch per token, Gumbel sampling
-#   0.6b 1.7b  hf_reference.py writes /tmp/q06 (/tmp/q17): a random-weight Qwen3 at that
-#              shape and transformers' greedy tokens (expected.json); hf_peers.py times
-#              transformers (eager, static cache + torch.compile) at the bench's contexts
-#              (peers.json); the real-shape GPU test (TESSERA_HF_CKPT); `tessera bench`
-#              with those peers
+#   0.6b 1.7b 4b 8b
+#              hf_reference.py writes /tmp/q06 (q17, q4, q8): a random-weight Qwen3 at that
+#              shape, its fp32 oracle and transformers' bf16 error (expected.json);
+#              hf_peers.py times transformers (eager, static cache + torch.compile) at the
+#              bench's contexts (peers.json; PEERS=0 skips it); the real-shape GPU test
+#              (TESSERA_HF_CKPT); `tessera bench` with those peers (BENCH=0 skips it)
 #   generate   one `tessera generate` (the megakernel is the default engine on a GPU)
 #   kernels    the kernels engine's GPU tests (gpu_kernels)
 # Every step is logged under $OUT (one .log each, decode.log for the summary); a failed
@@ -41,7 +42,7 @@ step() {
   [[ $rc == 0 ]] || failed+=("$name (rc=$rc)")
 }
 
-declare -A ckpt=([0.6b]=/tmp/q06 [1.7b]=/tmp/q17)
+declare -A ckpt=([0.6b]=/tmp/q06 [1.7b]=/tmp/q17 [4b]=/tmp/q4 [8b]=/tmp/q8)
 test_cache=/tmp/tessera-cache-tests
 
 for g in "${groups[@]}"; do
@@ -50,7 +51,7 @@ for g in "${groups[@]}"; do
     step gpu-megakernel 300 env -u TESSERA_HF_CKPT TESSERA_CACHE_DIR=$test_cache \
       .gpu/bin/test-gpu_decode --ignored --test-threads=1 --nocapture
     ;;
-  0.6b | 1.7b)
+  0.6b | 1.7b | 4b | 8b)
     d=${ckpt[$g]}
     step "hf-$g" 300 python3 .gpu/hf_reference.py --shape "$g" --out "$d" --steps 64 --no-bench
     cp "$d/expected.json" "$OUT/expected-$g.json" 2>/dev/null
@@ -61,10 +62,11 @@ for g in "${groups[@]}"; do
     fi
     # transformers' ms/token at 1, 512, 2048, 8192 (peers.json is rewritten after each
     # measurement, so a run cut short still leaves what it finished).
-    step "peers-$g" 420 python3 .gpu/hf_peers.py --model "$d" --out "$d/peers.json"
+    [[ ${PEERS:-1} != 0 ]] && step "peers-$g" 420 python3 .gpu/hf_peers.py --model "$d" --out "$d/peers.json"
     cp "$d/peers.json" "$OUT/peers-$g.json" 2>/dev/null
     step "gpu-megakernel-$g" 300 env TESSERA_HF_CKPT="$d" TESSERA_CACHE_DIR=$test_cache \
       .gpu/bin/test-gpu_decode --ignored --exact gpu_megakernel_matches_transformers_at_real_shape --nocapture
+    [[ ${BENCH:-1} == 0 ]] && continue
     peers=()
     [[ -f $d/peers.json ]] && peers=(--peers "$d/peers.json")
     # A fresh NVRTC cache, so the reported time to first token includes a cold compile.
