@@ -51,7 +51,7 @@ done
 # One profile each (where the time goes), and the kernels engine beside the megakernel.
 for n in "${names[@]}"; do
   echo "=== [$(date +%T)] profile $n"
-  timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" --profile --tokens 16 > "$OUT/profile-$n.md" 2> "$OUT/profile-$n.err"
+  timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" --profile > "$OUT/profile-$n.md" 2> "$OUT/profile-$n.err"
   echo "rc=$?"
   for e in kernels megakernel; do
     timeout 120 "$(bin "$n")" generate --model "$d" --engine $e --prompt-ids 1 --max-new-tokens 256 --json \
