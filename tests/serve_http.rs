@@ -483,3 +483,62 @@ async fn ctrl_c_drains_and_exits() {
         "no longer listening"
     );
 }
+
+/// The megakernel engine (the one-launch decode step, here through the interpreter) behind
+/// the server: greedy equals the reference engine's, also after a sampled request has
+/// used the same engine and KV cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn megakernel_engine_serves_the_same_tokens() {
+    let model = data("mha_tok_v5");
+    let m = model.to_str().unwrap();
+    let server = Server::start(&[
+        "--model",
+        m,
+        "--engine",
+        "megakernel",
+        "--device",
+        "cpu",
+        "--max-context",
+        "64",
+    ]);
+    let (_, models) = get(&server.url("/v1/models")).await;
+    assert_eq!(models["data"][0]["engine"], "megakernel");
+    assert_eq!(models["data"][0]["max_model_len"], 64);
+    let g = generate(
+        &[
+            &[
+                "--model",
+                m,
+                "--prompt",
+                "Hello world",
+                "--raw",
+                "--max-new-tokens",
+                "5",
+            ][..],
+            &CPU,
+        ]
+        .concat(),
+    );
+    let url = server.url("/v1/completions");
+    let greedy =
+        json!({"prompt": "Hello world", "max_tokens": 5, "temperature": 0, "stream": true});
+    let s = stream(&url, &greedy).await;
+    assert_eq!(s.text(), g["text"].as_str().unwrap());
+    let sampled = json!({"prompt": "Hi there, some other prompt", "max_tokens": 4, "temperature": 0.9, "seed": 3});
+    let (st, _) = post(&url, &sampled).await;
+    assert_eq!(st, 200);
+    let s = stream(&url, &greedy).await;
+    assert_eq!(
+        s.text(),
+        g["text"].as_str().unwrap(),
+        "after another request"
+    );
+    let (st, v) = post(&url, &json!({"prompt": "Hello world", "max_tokens": 60})).await;
+    assert_error(
+        st,
+        &v,
+        400,
+        Some("max_tokens"),
+        &["maximum context length is 64"],
+    );
+}

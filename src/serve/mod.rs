@@ -151,7 +151,8 @@ async fn listen(
         .map_err(|e| ModelError::Usage(format!("server: {e}")))
 }
 
-/// Ctrl-C or SIGTERM: stop accepting, let requests in flight finish.
+/// Ctrl-C or SIGTERM: stop accepting, let the requests in flight and queued finish. A
+/// second Ctrl-C exits at once.
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -171,5 +172,13 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-    eprintln!("tessera serve: shutting down: finishing the requests in flight");
+    eprintln!(
+        "tessera serve: shutting down: finishing the requests in flight (Ctrl-C again to stop now)"
+    );
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("tessera serve: stopped without draining");
+            std::process::exit(130);
+        }
+    });
 }
