@@ -383,6 +383,10 @@ async fn bad_input_gets_openai_errors() {
     let (st, v) = post(&server.url("/v1/embeddings"), &json!({})).await;
     assert_error(st, &v, 404, None, &["/v1/embeddings"]);
 
+    let r = client().get(&chat).send().await.unwrap();
+    let st = r.status().as_u16();
+    assert_error(st, &r.json().await.unwrap(), 405, None, &["GET"]);
+
     // Still serving, and nothing panicked.
     let (st, _) = post(&cmpl, &json!({"prompt": "hi", "max_tokens": 2})).await;
     assert_eq!(st, 200);

@@ -60,6 +60,18 @@ impl ApiError {
         }
     }
 
+    /// 405 for a known path with another method.
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        ApiError {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            message: format!("{method} is not allowed on {path}"),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("method_not_allowed"),
+            retry_after: None,
+        }
+    }
+
     /// 503 with `Retry-After`: every place in the queue is taken.
     pub fn queue_full(capacity: usize) -> Self {
         ApiError {

@@ -37,6 +37,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(|method: Method, uri: Uri| async move {
             ApiError::no_route(method.as_str(), uri.path())
         })
+        .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
+            ApiError::method_not_allowed(method.as_str(), uri.path())
+        })
         .with_state(state)
 }
 
