@@ -85,8 +85,23 @@ async fn sixteen_concurrent_streams_equal_their_sequential_results() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_queue_answers_503_with_retry_after() {
     // One place in the queue; tokens slowed so the running request holds the engine.
-    let server =
-        Server::start(&[&CPU[..], &["--queue-size", "1", "--step-delay-ms", "50"]].concat());
+    let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-503-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let server = Server::start(
+        &[
+            &CPU[..],
+            &[
+                "--queue-size",
+                "1",
+                "--step-delay-ms",
+                "50",
+                "--log",
+                log.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
     let url = server.url("/v1/completions");
     // A: running (its first chunk has arrived).
     let a = client()
@@ -133,4 +148,15 @@ async fn full_queue_answers_503_with_retry_after() {
         .unwrap();
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["usage"]["completion_tokens"], 2);
+    // The per-request lines went to --log, not stderr.
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        lines.contains("cmpl-0: prompt 1 tokens") && lines.contains("cancelled"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("cmpl-1: prompt 1 tokens") && lines.contains("finish length"),
+        "{lines}"
+    );
+    assert!(!server.stderr().contains("cmpl-"), "{}", server.stderr());
 }
