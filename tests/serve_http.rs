@@ -443,6 +443,27 @@ async fn client_leaving_stops_its_generation() {
         (st, r["usage"]["completion_tokens"].as_u64()),
         (200, Some(3))
     );
+    // Not streaming: a client that gives up waiting stops it too.
+    let gave_up = client()
+        .post(&url)
+        .timeout(std::time::Duration::from_millis(300))
+        .json(&json!({"prompt": "Hey", "max_tokens": 400}))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "timed out");
+    let t = std::time::Instant::now();
+    loop {
+        let err = server.stderr();
+        if let Some(line) = err.lines().find(|l| l.contains("prompt 3 tokens")) {
+            assert!(line.contains("cancelled"), "{line}");
+            break;
+        }
+        assert!(
+            t.elapsed().as_secs() < 10,
+            "no log line for the abandoned request:\n{err}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// Ctrl-C: the stream in flight finishes, then the server exits cleanly.

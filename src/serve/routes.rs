@@ -116,7 +116,8 @@ async fn answer(s: &AppState, endpoint: Endpoint, checked: Result<Checked, ApiEr
     }
 }
 
-/// Non-streaming: waits for every event, answers once.
+/// Non-streaming: waits for every event, answers once. A client that leaves drops this
+/// future and with it the receiver, which stops the generation too.
 async fn whole(head: Head, mut rx: UnboundedReceiver<Event>) -> Response {
     let mut text = String::new();
     while let Some(ev) = rx.recv().await {
