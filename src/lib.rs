@@ -12,6 +12,7 @@ extern crate self as tessera;
 pub mod check;
 pub mod cli;
 pub mod kernels;
+pub mod serve;
 pub mod toy;
 
 pub use dsl_ir as ir;

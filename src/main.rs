@@ -1,5 +1,6 @@
-//! The `tessera` command line: `generate` (Qwen3 decode), `bench` (its speed against the
-//! bandwidth floor) and `explain` (generated CUDA C).
+//! The `tessera` command line: `generate` (Qwen3 decode), `serve` (an OpenAI-compatible
+//! endpoint), `bench` (its speed against the bandwidth floor), `tune` and `explain`
+//! (generated CUDA C).
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use tessera::cli;
@@ -25,6 +26,9 @@ enum Command {
     /// Decode speed over a grid of tile rules and megakernel options, with a per-stage
     /// profile of each (GPU).
     Tune(model::cli::TuneArgs),
+    /// An OpenAI-compatible HTTP endpoint (chat and text completions, streaming or not)
+    /// over one engine; the embedded random model when --model is absent.
+    Serve(tessera::serve::ServeArgs),
     /// Print the CUDA C (or tile IR) generated for a kernel tessera ships.
     Explain(cli::explain::ExplainArgs),
 }
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => model::cli::run_generate(args).map_err(|e| e.to_string()),
         Command::Bench(args) => model::cli::run_bench(args).map_err(|e| e.to_string()),
         Command::Tune(args) => model::cli::run_tune(args).map_err(|e| e.to_string()),
+        Command::Serve(args) => tessera::serve::run(args).map_err(|e| e.to_string()),
         Command::Explain(args) => cli::explain::run(args),
     };
     match result {

@@ -69,6 +69,21 @@ impl ChatTemplate {
 
     /// The prompt text for one user message, ending with the assistant header.
     pub fn render_user(&self, user: &str, enable_thinking: bool) -> Result<String, ModelError> {
+        self.render(
+            &[Message {
+                role: "user".into(),
+                content: user.into(),
+            }],
+            enable_thinking,
+        )
+    }
+
+    /// The prompt text for a conversation, ending with the assistant header.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        enable_thinking: bool,
+    ) -> Result<String, ModelError> {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
@@ -80,8 +95,12 @@ impl ChatTemplate {
         let tmpl = env
             .template_from_str(&self.source)
             .map_err(|e| ModelError::Template(e.to_string()))?;
+        let messages: Vec<_> = messages
+            .iter()
+            .map(|m| context! { role => &m.role, content => &m.content })
+            .collect();
         tmpl.render(context! {
-            messages => vec![context! { role => "user", content => user }],
+            messages => messages,
             add_generation_prompt => true,
             enable_thinking => enable_thinking,
             bos_token => &self.bos_token,
@@ -89,4 +108,11 @@ impl ChatTemplate {
         })
         .map_err(|e| ModelError::Template(e.to_string()))
     }
+}
+
+/// One chat message, as the template sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
 }

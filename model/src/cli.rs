@@ -1,4 +1,5 @@
 //! `tessera generate`: arguments and the command itself.
+use crate::chat::ChatTemplate;
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
 use crate::dsl_engine::{KernelEngine, KernelOptions, Output};
@@ -12,7 +13,7 @@ use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::weights::Weights;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,16 @@ pub struct GenerateArgs {
     pub top_p: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Print one JSON object on stdout instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which engine runs the model, and where (`generate`, `serve`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub device: Device,
     /// Default: megakernel when a GPU is used, else reference.
@@ -73,9 +84,18 @@ pub struct GenerateArgs {
     /// model's max_position_embeddings (kernels: 4096 at most), capped by free GPU memory.
     #[arg(long, value_name = "N")]
     pub max_context: Option<usize>,
-    /// Print one JSON object on stdout instead of streaming text.
-    #[arg(long)]
-    pub json: bool,
+}
+
+impl EngineArgs {
+    /// The one combination clap cannot reject by itself.
+    pub fn check(&self) -> Result<(), ModelError> {
+        if self.device == Device::Cuda && self.engine == Some(EngineKind::Reference) {
+            return Err(ModelError::Usage(
+                "--device cuda: the reference engine runs on the cpu only; use --engine megakernel (or kernels) for the GPU".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Comma-separated ids; rejects anything that is not a non-negative integer.
@@ -116,16 +136,57 @@ fn check_sampling(a: &GenerateArgs) -> Result<SamplingParams, ModelError> {
     })
 }
 
+/// A model ready to build an engine from: the embedded random one, or a checkpoint.
+pub struct LoadedModel {
+    pub cfg: Config,
+    pub weights: Weights,
+    /// None for a checkpoint without `tokenizer.json`.
+    pub tokenizer: Option<Tokenizer>,
+    /// None for the embedded model (it takes raw bytes) and checkpoints without one.
+    pub chat_template: Option<ChatTemplate>,
+    pub eos: Vec<u32>,
+    /// True for the embedded random-weight model (its output is noise).
+    pub embedded: bool,
+}
+
+/// Loads `--model DIR`, or the embedded random model (saying so on stderr) without it.
+pub fn load_model(dir: Option<&Path>, progress: bool) -> Result<LoadedModel, ModelError> {
+    let Some(dir) = dir else {
+        eprintln!("note: no --model given: using the embedded Qwen3 with RANDOM weights (output is noise)");
+        let cfg = embedded::config();
+        let weights = embedded::weights(&cfg);
+        return Ok(LoadedModel {
+            eos: cfg.eos_token_ids.clone(),
+            cfg,
+            weights,
+            tokenizer: Some(Tokenizer::Bytes(embedded::byte_tokenizer())),
+            chat_template: None,
+            embedded: true,
+        });
+    };
+    let ck = Checkpoint::load(dir, progress)?;
+    for n in &ck.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(LoadedModel {
+        eos: ck.config.eos_token_ids.clone(),
+        cfg: ck.config,
+        weights: ck.weights,
+        tokenizer: ck.tokenizer,
+        chat_template: ck.chat_template,
+        embedded: false,
+    })
+}
+
 /// The model, its tokenizer and the prompt ids the arguments ask for.
 struct Prepared {
-    cfg: Config,
-    weights: Weights,
-    tokenizer: Option<Tokenizer>,
-    eos: Vec<u32>,
+    model: LoadedModel,
     prompt: Vec<u32>,
 }
 
 fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
+    let progress = !a.json && std::io::stderr().is_terminal();
+    let model = load_model(a.model.as_deref(), progress)?;
     let text = |p: &str| -> Result<(), ModelError> {
         if p.trim().is_empty() {
             Err(ModelError::Prompt("empty prompt".into()))
@@ -133,44 +194,20 @@ fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
             Ok(())
         }
     };
-    let Some(dir) = &a.model else {
-        eprintln!("note: no --model given: using the embedded Qwen3 with RANDOM weights (output is noise)");
-        let cfg = embedded::config();
-        let weights = embedded::weights(&cfg);
-        let tok = Tokenizer::Bytes(embedded::byte_tokenizer());
-        let prompt = match (&a.prompt, &a.prompt_ids) {
-            (_, Some(ids)) => parse_ids(ids)?,
-            (Some(p), None) => {
-                text(p)?;
-                tok.encode(p)? // raw bytes: the embedded model has no chat template
-            }
-            (None, None) => return Err(no_prompt()),
-        };
-        return Ok(Prepared {
-            eos: cfg.eos_token_ids.clone(),
-            cfg,
-            weights,
-            tokenizer: Some(tok),
-            prompt,
-        });
-    };
-
-    let progress = !a.json && std::io::stderr().is_terminal();
-    let ck = Checkpoint::load(dir, progress)?;
-    for n in &ck.notes {
-        eprintln!("note: {n}");
-    }
     let prompt = match (&a.prompt, &a.prompt_ids) {
         (_, Some(ids)) => parse_ids(ids)?,
         (Some(p), None) => {
             text(p)?;
-            let tok = ck.tokenizer.as_ref().ok_or_else(|| {
+            let dir = a.model.as_deref().unwrap_or(Path::new("<embedded>"));
+            let tok = model.tokenizer.as_ref().ok_or_else(|| {
                 ModelError::Usage(format!(
                     "{} has no tokenizer.json: give the prompt with --prompt-ids 1,2,3",
                     dir.display()
                 ))
             })?;
-            let rendered = match (&ck.chat_template, a.raw) {
+            let rendered = match (&model.chat_template, a.raw || model.embedded) {
+                // The embedded model has no chat template: raw bytes.
+                (_, true) => p.clone(),
                 (Some(t), false) => t.render_user(p, !a.no_thinking)?,
                 (None, false) => {
                     eprintln!(
@@ -179,19 +216,12 @@ fn prepare(a: &GenerateArgs) -> Result<Prepared, ModelError> {
                     );
                     p.clone()
                 }
-                (_, true) => p.clone(),
             };
             tok.encode(&rendered)?
         }
         (None, None) => return Err(no_prompt()),
     };
-    Ok(Prepared {
-        eos: ck.config.eos_token_ids.clone(),
-        cfg: ck.config,
-        weights: ck.weights,
-        tokenizer: ck.tokenizer,
-        prompt,
-    })
+    Ok(Prepared { model, prompt })
 }
 
 /// The device `--device` asks for: `auto` is the GPU when one is usable.
@@ -205,9 +235,10 @@ fn pick_device(d: Device) -> Result<dsl_runtime::Device, ModelError> {
 }
 
 /// The engine `--engine` / `--device` ask for. Without `--engine`: the megakernel on a
-/// GPU, the reference decoder on the cpu.
-fn build_engine(
-    a: &GenerateArgs,
+/// GPU, the reference decoder on the cpu. `greedy`: the kernels engine may then fuse the
+/// argmax (it returns no logits to sample from).
+pub fn build_engine(
+    a: &EngineArgs,
     cfg: Config,
     weights: Weights,
     greedy: bool,
@@ -287,20 +318,17 @@ fn write_out(s: &str) -> Result<(), ModelError> {
 }
 
 pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
-    if a.device == Device::Cuda && a.engine == Some(EngineKind::Reference) {
-        return Err(ModelError::Usage(
-            "--device cuda: the reference engine runs on the cpu only; use --engine megakernel (or kernels) for the GPU".into(),
-        ));
-    }
+    a.engine.check()?;
     let params = check_sampling(&a)?;
-    let Prepared {
+    let Prepared { model, prompt } = prepare(&a)?;
+    let LoadedModel {
         cfg,
         weights,
         tokenizer,
         eos,
-        prompt,
-    } = prepare(&a)?;
-    let mut engine = build_engine(&a, cfg, weights, params.is_greedy())?;
+        ..
+    } = model;
+    let mut engine = build_engine(&a.engine, cfg, weights, params.is_greedy())?;
     check_prompt(engine.as_ref(), &prompt)?;
 
     let mut sampler = Sampler::new(params);
