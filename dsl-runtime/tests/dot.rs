@@ -3,14 +3,14 @@
 //! on the CPU by the g++ emulation (tests/host_emu, with functional models of ldmatrix,
 //! mma.sync and cp.async) against the interpreter, bit for bit; and NVRTC for sm_80 and
 //! sm_90 on every variant.
-#[path = "host_emu/harness.rs"]
-mod harness;
-use dsl_ir::{DType, Kernel, ParamKind};
-use dsl_runtime::cuda::{emit, emit_body, prelude::PRELUDE, EmitOptions};
+#[path = "host_emu/kernel.rs"]
+mod emu;
+use dsl_ir::{DType, Kernel};
+use dsl_runtime::cuda::{emit, emit_body, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
-use std::path::PathBuf;
+use emu::{emulate, facts, have_gxx, Scalar};
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -199,115 +199,6 @@ fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[i32]) 
     interp::run(k, grid, &args, bufs, &InterpOptions::default()).unwrap();
 }
 
-/// The launch's facts: buffers are 16-byte aligned; an i32 is divisible by 16 or not.
-fn facts(k: &Kernel, scalars: &[i32]) -> Vec<bool> {
-    let mut ints = scalars.iter();
-    k.params
-        .iter()
-        .map(|p| match p.kind {
-            ParamKind::Ptr(_) => true,
-            ParamKind::Scalar(_) => ints.next().is_some_and(|v| v % 16 == 0),
-            ParamKind::Constexpr(_) => false,
-        })
-        .collect()
-}
-
-fn have_gxx() -> bool {
-    std::process::Command::new("g++")
-        .arg("--version")
-        .output()
-        .is_ok()
-}
-
-/// Compiles `k`'s CUDA C body (warps, stages) for the CPU and runs it over `grid`;
-/// returns the buffers after the run.
-fn emulate(
-    k: &Kernel,
-    warps: u32,
-    stages: u32,
-    grid: [u32; 3],
-    bufs: &[HostMem],
-    scalars: &[i32],
-) -> Vec<HostMem> {
-    let div16 = facts(k, scalars);
-    let src = emit_body(
-        k,
-        &EmitOptions {
-            num_warps: warps,
-            divisible16: div16,
-            early: vec![],
-            num_stages: stages,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let prelude = harness::swap_block(PRELUDE, "conversions", "conversions.h");
-    let prelude = harness::swap_block(&prelude, "staging", "staging.h");
-    let body = if src.code.contains("// -- mma (") {
-        harness::swap_block(&src.code, "mma", "mma.h")
-    } else {
-        src.code.clone()
-    };
-    let dir = harness::tempdir("dot");
-    let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
-    let mut call = vec!["(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x, (int)gridDim.y, (int)gridDim.z".to_string()];
-    let mut paths = vec![];
-    let ptrs: Vec<DType> = k
-        .params
-        .iter()
-        .filter_map(|p| match p.kind {
-            ParamKind::Ptr(d) => Some(d),
-            _ => None,
-        })
-        .collect();
-    for (i, (m, d)) in bufs.iter().zip(&ptrs).enumerate() {
-        let path = dir.join(format!("b{i}.bin"));
-        std::fs::write(&path, &m.bytes).unwrap();
-        main.push_str(&format!("  auto b{i} = read_file(argv[{}]);\n", i + 1));
-        let cty = match d {
-            DType::BF16 => "bf16_t",
-            DType::F16 => "f16_t",
-            DType::F32 => "float",
-            _ => "int",
-        };
-        call.push(format!("({cty}*)b{i}.data()"));
-        paths.push(path);
-    }
-    call.extend(scalars.iter().map(|v| v.to_string()));
-    main.push_str(&format!(
-        "  alignas(128) static unsigned char smem[{}];\n",
-        src.smem_bytes.max(16)
-    ));
-    call.push("smem".into());
-    main.push_str(&format!(
-        "  launch(dim3{{{}, {}, {}}}, {}, [&] {{ {}({}); }});\n",
-        grid[0],
-        grid[1],
-        grid[2],
-        src.block_threads,
-        src.name,
-        call.join(", ")
-    ));
-    for (i, m) in bufs.iter().enumerate() {
-        main.push_str(&format!(
-            "  write_file(argv[{}], b{i}, {});\n",
-            i + 1,
-            m.bytes.len()
-        ));
-    }
-    main.push_str("  return 0;\n}\n");
-    harness::compile_and_run(&format!("{prelude}\n{body}\n{main}"), &dir, &paths, 300);
-    let out = bufs
-        .iter()
-        .zip(&paths)
-        .map(|(m, p)| HostMem {
-            dtype: m.dtype,
-            bytes: std::fs::read(p).unwrap(),
-        })
-        .collect();
-    let _ = std::fs::remove_dir_all(&dir);
-    out
-}
-
 /// Compiles the full kernel for sm_80 and sm_90 with NVRTC (skipped, loudly, without it:
 /// ./scripts/test.sh installs it).
 fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
@@ -471,6 +362,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
         1,
     ];
     let scalars = [m as i32, n as i32, k as i32];
+    let sc = scalars.map(Scalar::I32);
     let mut mem = vec![a.clone(), b.clone(), c.clone()];
     interpret(&kern, grid, &mut mem, &scalars);
     let got = mem[2].to_f32s();
@@ -484,7 +376,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
         &kern,
         &EmitOptions {
             num_warps: warps,
-            divisible16: facts(&kern, &scalars),
+            divisible16: facts(&kern, &sc),
             early: vec![],
             num_stages: stages,
         },
@@ -497,7 +389,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
         "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: cp.async ring expected: {ring}"
     );
     if have_gxx() {
-        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &scalars);
+        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
         let eg = emu[2].to_f32s();
         for (i, (x, y)) in eg.iter().zip(&got).enumerate() {
             assert!(
@@ -578,7 +470,7 @@ fn qk_transposed_interpreter_and_emulation() {
                 3,
                 grid,
                 &[q, kk, s, st],
-                &[m as i32, n as i32],
+                &[Scalar::I32(m as i32), Scalar::I32(n as i32)],
             );
             let same =
                 |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits());
@@ -630,25 +522,4 @@ fn every_dot_kernel_compiles_with_nvrtc() {
         .specialize(&ints(&[("BM", 64), ("BN", 64), ("D", 128)]))
         .unwrap();
     nvrtc_compiles(&qk, 4, 2);
-}
-
-#[allow(dead_code)]
-fn unused(_: PathBuf) {}
-
-#[test]
-#[ignore = "debugging aid: prints generated code"]
-fn print_code() {
-    let cx = ints(&[("BM", 16), ("BN", 64), ("BK", 16)]);
-    let k = mm_f32::KERNEL.specialize(&cx).unwrap();
-    let src = emit_body(
-        &k,
-        &EmitOptions {
-            num_warps: 2,
-            divisible16: vec![true; k.params.len()],
-            early: vec![],
-            num_stages: 2,
-        },
-    )
-    .unwrap();
-    println!("{}", src.code);
 }
