@@ -11,6 +11,7 @@ for t in .gpu/bin/test-*; do
   grep -qx "$name" <<<"$keep" || rm -f "$t"
 done
 cp scripts/bench_peers.py .gpu/ 2>/dev/null || true
+cp scripts/dot_peers.py .gpu/     # Triton matmul, torch.matmul, torch SDPA (device_dot.sh)
 cp scripts/hf_peers.py .gpu/    # transformers' decode ms/token by context (device_decode.sh)
 # The commit the binaries were built from (no .git travels to the device).
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo -dirty)" > .gpu/commit

@@ -591,6 +591,84 @@ impl Builder {
         ))
     }
 
+    /// `dot(a, b)` / `dot(a, b, acc)`. An error names the argument it is about (0: `a`,
+    /// 1: `b`, 2: `acc`), so the macro can point at it.
+    pub fn dot(
+        &mut self,
+        a: ValueId,
+        b: ValueId,
+        acc: Option<ValueId>,
+        src: Src,
+    ) -> Result<ValueId, (usize, String)> {
+        let (ta, tb) = (self.ty(a).clone(), self.ty(b).clone());
+        for (i, t, name) in [(0, &ta, "first"), (1, &tb, "second")] {
+            let d = t.elem.num();
+            if t.rank() != 2 {
+                return Err((
+                    i,
+                    format!("dot's {name} operand must be a 2-D tile, got {t}"),
+                ));
+            }
+            if !matches!(d, Some(DType::BF16 | DType::F16 | DType::F32)) {
+                return Err((
+                    i,
+                    format!("dot takes bf16, f16 or f32 tiles; its {name} operand is {t}"),
+                ));
+            }
+        }
+        if ta.elem != tb.elem {
+            return Err((
+                1,
+                format!(
+                    "dot's operands must have one dtype: {ta} · {tb} (convert one with `.to({})`)",
+                    ta.elem
+                ),
+            ));
+        }
+        if ta.shape[1] != tb.shape[0] {
+            return Err((
+                1,
+                format!(
+                    "dot's inner dimensions differ: {ta} · {tb} (a is [M, K], b is [K, N]; `trans(x)` swaps a tile's dimensions)"
+                ),
+            ));
+        }
+        let shape = vec![ta.shape[0].clone(), tb.shape[1].clone()];
+        let out = Type::num(DType::F32, shape.clone());
+        if let Some(c) = acc {
+            let tc = self.ty(c).clone();
+            if tc != out {
+                return Err((
+                    2,
+                    format!("dot's accumulator must be {out} (f32, [M, N] of a · b), got {tc}"),
+                ));
+            }
+        }
+        Ok(self.push(Op::Dot { a, b, acc }, out, false, src))
+    }
+
+    /// `trans(x)` / `x.trans()`: swaps the two dimensions of a 2-D tile.
+    pub fn trans(&mut self, x: ValueId, src: Src) -> BResult<ValueId> {
+        let t = self.ty(x).clone();
+        if t.rank() != 2 {
+            return Err(format!("trans takes a 2-D tile, got {t}"));
+        }
+        if t.elem.num().is_none() {
+            return Err(format!("trans takes a tile of numbers, got {t}"));
+        }
+        let shape = vec![t.shape[1].clone(), t.shape[0].clone()];
+        let weak = self.is_weak(x);
+        Ok(self.push(
+            Op::Trans(x),
+            Type {
+                elem: t.elem,
+                shape,
+            },
+            weak,
+            src,
+        ))
+    }
+
     // ---- variables and control flow ------------------------------------------------------
 
     pub fn decl_var(&mut self, name: &str, init: ValueId, src: Src) -> BResult<VarId> {

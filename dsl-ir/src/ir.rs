@@ -161,6 +161,17 @@ pub enum Op {
         axis: u8,
     },
     ReadVar(VarId),
+    /// `dot(a, b)` / `dot(a, b, acc)`: the f32 `[M, N]` tile `acc + a·b` for `a: [M, K]`,
+    /// `b: [K, N]` of one dtype (bf16, f16 or f32) and `acc: f32[M, N]` (zeros without one).
+    /// Accumulates in f32 in ascending k, starting from `acc` (the interpreter's order; a
+    /// tensor core's order differs, see docs/LANGUAGE.md).
+    Dot {
+        a: ValueId,
+        b: ValueId,
+        acc: Option<ValueId>,
+    },
+    /// `trans(x)` / `x.trans()`: the transpose of a 2-D tile (`[M, N]` -> `[N, M]`).
+    Trans(ValueId),
 }
 
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]

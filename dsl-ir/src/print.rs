@@ -126,6 +126,11 @@ impl Kernel {
             ),
             Op::Reduce { op, x, axis } => format!("{}({}, {axis})", op.name(), v(x)),
             Op::ReadVar(var) => format!("read {}", self.vars[var.0 as usize].name),
+            Op::Dot { a, b, acc } => match acc {
+                Some(c) => format!("dot({}, {}, {})", v(a), v(b), v(c)),
+                None => format!("dot({}, {})", v(a), v(b)),
+            },
+            Op::Trans(x) => format!("trans({})", v(x)),
         }
     }
 }

@@ -13,7 +13,7 @@ use syn::{Block, Expr, ExprLit, Ident, Lit as SynLit, Pat, Stmt as SynStmt, UnOp
 const PRIMITIVES: &str = "program_id, num_programs, arange, zeros, full, load, store, \
      atomic_add, atomic_max, atomic_min, where_, maximum, minimum, exp, exp2, log, log2, sqrt, \
      rsqrt, sigmoid, silu, abs, sin, cos, tanh, sum, max, min, argmax, argmin, expand_dims, \
-     broadcast_to, cdiv, and the method `.to(dtype)`";
+     broadcast_to, cdiv, dot, trans, and the methods `.to(dtype)` and `.trans()`";
 
 const CONST_HELP: &str = "must be a constexpr integer expression: integer literals, \
      `#[constexpr]` parameters, and `+ - * / %` of them";
@@ -710,6 +710,22 @@ impl Lower {
                 let s = self.b.binary(BinOp::Add, a, b, src()).map_err(at)?;
                 let s = self.b.binary(BinOp::Sub, s, one, src()).map_err(at)?;
                 self.b.binary(BinOp::Div, s, b, src()).map_err(at)?
+            }
+            "dot" => {
+                arity(&[2, 3], "(a, b) or (a, b, acc)")?;
+                let a = self.expr(args[0])?;
+                let b = self.expr(args[1])?;
+                let acc = args.get(2).map(|x| self.expr(x)).transpose()?;
+                self.b
+                    .dot(a, b, acc, src())
+                    .map_err(|(i, m)| syn::Error::new_spanned(args[i], m))?
+            }
+            "trans" => {
+                arity(&[1], "(x)")?;
+                let x = self.expr(args[0])?;
+                self.b
+                    .trans(x, src())
+                    .map_err(|m| syn::Error::new_spanned(args[0], m))?
             }
             "where" | "r#where" => {
                 return err(

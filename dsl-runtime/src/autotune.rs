@@ -22,10 +22,16 @@ pub(crate) fn choose(
             return Ok(i);
         }
     }
-    let mut best = (f64::INFINITY, 0);
+    let mut best = (f64::INFINITY, usize::MAX);
+    let mut last_err = None;
     for i in 0..configs.len() {
-        run(i)?; // compiles, warms caches
-        dev.synchronize()?;
+        // Compiles and warms caches. A config that cannot be built or launched here (too
+        // much shared memory, too many registers) is skipped, as Triton prunes them.
+        if let Err(e) = run(i).and_then(|_| dev.synchronize()) {
+            eprintln!("autotune {id}: skipping {}: {e}", configs[i].describe_pub());
+            last_err = Some(e);
+            continue;
+        }
         let mut times = vec![];
         for _ in 0..3 {
             let t = Instant::now();
@@ -39,6 +45,9 @@ pub(crate) fn choose(
         if times[1] < best.0 {
             best = (times[1], i);
         }
+    }
+    if best.1 == usize::MAX {
+        return Err(last_err.expect("at least one config was tried"));
     }
     saved.insert(id.to_string(), configs[best.1].describe_pub());
     if let Some(dir) = cache_dir() {
@@ -65,6 +74,11 @@ impl Config {
             .iter()
             .map(|(n, v)| format!("{n}={}", crate::kernel_def::const_str(v)))
             .collect();
-        format!("{} num_warps={}", parts.join(" "), self.num_warps)
+        format!(
+            "{} num_warps={} num_stages={}",
+            parts.join(" "),
+            self.num_warps,
+            self.num_stages
+        )
     }
 }

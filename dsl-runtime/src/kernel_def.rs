@@ -1,7 +1,7 @@
 //! A kernel as the `#[kernel]` macro leaves it: its IR (JSON, parsed once), and everything
 //! derived from it per constexpr binding: the specialised IR, the CUDA C, the loaded GPU
 //! function. `launch` checks the arguments, then interprets or launches.
-use crate::cuda::{self, CudaSource, EmitOptions};
+use crate::cuda::{self, CudaSource, EmitOptions, DEFAULT_NUM_STAGES};
 use crate::device::{Device, HostBuffers, Kind, PtrArg};
 use crate::error::{Error, Result};
 use crate::interp::{self, InterpArg, InterpOptions};
@@ -93,11 +93,13 @@ impl IntoGrid for [u32; 3] {
     }
 }
 
-/// How to launch: the grid of programs and the warps per program.
+/// How to launch: the grid of programs, the warps per program and the pipelining depth of
+/// loads that feed a `dot` (`num_stages`, as Triton's launch option).
 #[derive(Clone)]
 pub struct Launch {
     pub grid: Grid,
     pub num_warps: u32,
+    pub num_stages: u32,
 }
 
 impl Launch {
@@ -106,6 +108,7 @@ impl Launch {
         Launch {
             grid: Grid::Fixed(g.into_grid()),
             num_warps: 4,
+            num_stages: DEFAULT_NUM_STAGES,
         }
     }
     /// A grid computed from the constexprs: `Launch::grid_fn(|c| [cdiv(n, c.int("BLOCK")), 1, 1])`.
@@ -113,10 +116,16 @@ impl Launch {
         Launch {
             grid: Grid::Fn(Arc::new(f)),
             num_warps: 4,
+            num_stages: DEFAULT_NUM_STAGES,
         }
     }
     pub fn warps(mut self, n: u32) -> Launch {
         self.num_warps = n;
+        self
+    }
+    /// Pipelining depth for loads that feed a `dot` in a loop (1: none).
+    pub fn stages(mut self, n: u32) -> Launch {
+        self.num_stages = n;
         self
     }
 }
@@ -126,11 +135,13 @@ pub fn cdiv(a: i64, b: i64) -> u32 {
     ((a + b - 1) / b.max(1)) as u32
 }
 
-/// One autotuning candidate: every constexpr bound, and the warps per program.
+/// One autotuning candidate: every constexpr bound, the warps per program and the
+/// pipelining depth.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub constexprs: Vec<Binding>,
     pub num_warps: u32,
+    pub num_stages: u32,
 }
 
 impl Config {
@@ -138,7 +149,13 @@ impl Config {
         Config {
             constexprs: constexprs.to_vec(),
             num_warps,
+            num_stages: DEFAULT_NUM_STAGES,
         }
+    }
+    /// The same candidate with `num_stages` (a tuning knob like `num_warps`).
+    pub fn stages(mut self, n: u32) -> Config {
+        self.num_stages = n;
+        self
     }
 }
 
@@ -170,13 +187,16 @@ pub struct KernelDef {
 }
 
 /// A kernel specialised for one constexpr binding, and its GPU functions by lowering facts.
-/// A loaded GPU function's key: warps per program, the lowering facts (16-byte alignment
-/// and divisibility per parameter), and the CUDA context.
-type FunctionKey = (u32, Vec<bool>, usize);
+/// A loaded GPU function's key: warps per program, pipelining depth, the lowering facts
+/// (16-byte alignment and divisibility per parameter), and the CUDA context.
+type FunctionKey = (u32, u32, Vec<bool>, usize);
+
+/// A loaded function and the dynamic shared memory its launch asks for (0: static only).
+type Loaded = (CudaFunction, u32);
 
 struct Spec {
     kernel: Kernel,
-    functions: Mutex<HashMap<FunctionKey, CudaFunction>>,
+    functions: Mutex<HashMap<FunctionKey, Loaded>>,
     /// Launch shapes (grid, i32 arguments, buffer lengths) already bounds-checked.
     checked: Mutex<std::collections::HashSet<u64>>,
 }
@@ -229,6 +249,16 @@ impl KernelDef {
     /// The generated CUDA C for these constexprs (no GPU needed). Pointers are assumed
     /// 16-byte aligned and i32 arguments divisible by 16 (the common, fast case).
     pub fn cuda_source(&self, constexprs: &[Binding], num_warps: u32) -> Result<CudaSource> {
+        self.cuda_source_staged(constexprs, num_warps, DEFAULT_NUM_STAGES)
+    }
+
+    /// [`KernelDef::cuda_source`] with a pipelining depth for loads that feed a `dot`.
+    pub fn cuda_source_staged(
+        &self,
+        constexprs: &[Binding],
+        num_warps: u32,
+        num_stages: u32,
+    ) -> Result<CudaSource> {
         let spec = self.spec(constexprs)?;
         let facts = vec![true; spec.kernel.params.len()];
         cuda::emit(
@@ -237,6 +267,7 @@ impl KernelDef {
                 num_warps,
                 divisible16: facts,
                 early: vec![],
+                num_stages,
             },
         )
         .map_err(Error::Lower)
@@ -263,12 +294,24 @@ impl KernelDef {
                 launch.num_warps
             )));
         }
+        if !(1..=8).contains(&launch.num_stages) {
+            return Err(self.err(format!(
+                "num_stages must be 1..=8, got {}",
+                launch.num_stages
+            )));
+        }
         match &*dev.0 {
             // The interpreter checks every access exactly as it runs.
             Kind::Interpreter { .. } => self.interpret(&spec.kernel, grid, args),
             Kind::Cuda(_) => {
                 self.check_bounds(&spec, grid, args)?;
-                self.launch_cuda(dev, &spec, grid, launch.num_warps, args)
+                self.launch_cuda(
+                    dev,
+                    &spec,
+                    grid,
+                    (launch.num_warps, launch.num_stages),
+                    args,
+                )
             }
         }
     }
@@ -315,6 +358,7 @@ impl KernelDef {
                 &Launch {
                     grid: tune.grid.clone(),
                     num_warps: c.num_warps,
+                    num_stages: c.num_stages,
                 },
                 args,
                 &c.constexprs,
@@ -329,7 +373,10 @@ impl KernelDef {
             // lowering (a new tessera) measures again instead of trusting a stale choice.
             let mut code = vec![];
             for c in &tune.configs {
-                code.push(self.cuda_source(&c.constexprs, c.num_warps)?.code);
+                code.push(
+                    self.cuda_source_staged(&c.constexprs, c.num_warps, c.num_stages)?
+                        .code,
+                );
             }
             let parts: Vec<&[u8]> = code.iter().map(|c| c.as_bytes()).collect();
             let disk_id = format!("{id}|{:016x}", nvrtc::fnv1a(&parts));
@@ -350,7 +397,7 @@ impl KernelDef {
     ) -> Result<String> {
         let spec = self.spec(constexprs)?;
         let facts = vec![true; spec.kernel.params.len()];
-        let f = self.function(dev, &spec, num_warps, facts)?;
+        let (f, _) = self.function(dev, &spec, (num_warps, DEFAULT_NUM_STAGES), facts)?;
         Ok(format!(
             "registers/thread: {}, static shared memory: {} B, local memory (spills): {} B/thread",
             f.num_regs()?,
@@ -439,13 +486,18 @@ impl KernelDef {
         &self,
         dev: &Device,
         spec: &Spec,
-        num_warps: u32,
+        (num_warps, num_stages): (u32, u32),
         facts: Vec<bool>,
-    ) -> Result<CudaFunction> {
+    ) -> Result<Loaded> {
         let cuda_dev = dev
             .cuda_dev()
             .ok_or_else(|| self.err("not a GPU device".into()))?;
-        let key = (num_warps, facts, Arc::as_ptr(&cuda_dev.ctx) as usize);
+        let key = (
+            num_warps,
+            num_stages,
+            facts,
+            Arc::as_ptr(&cuda_dev.ctx) as usize,
+        );
         if let Some(f) = lock_map(&spec.functions).get(&key) {
             return Ok(f.clone());
         }
@@ -453,8 +505,9 @@ impl KernelDef {
             &spec.kernel,
             &EmitOptions {
                 num_warps,
-                divisible16: key.1.clone(),
+                divisible16: key.2.clone(),
                 early: vec![],
+                num_stages,
             },
         )
         .map_err(Error::Lower)?;
@@ -463,8 +516,16 @@ impl KernelDef {
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
         let f = module.load_function(&src.entry)?;
-        lock_map(&spec.functions).insert(key, f.clone());
-        Ok(f)
+        let dynamic = src.dynamic_smem_bytes as u32;
+        if dynamic > 0 {
+            // Above 48 KiB a kernel must opt in to more dynamic shared memory.
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                dynamic as i32,
+            )?;
+        }
+        lock_map(&spec.functions).insert(key, (f.clone(), dynamic));
+        Ok((f, dynamic))
     }
 
     fn launch_cuda(
@@ -472,7 +533,7 @@ impl KernelDef {
         dev: &Device,
         spec: &Spec,
         grid: [u32; 3],
-        num_warps: u32,
+        (num_warps, num_stages): (u32, u32),
         args: &[Arg<'_>],
     ) -> Result<()> {
         let cuda_dev = dev.cuda_dev().expect("checked by the caller");
@@ -496,7 +557,7 @@ impl KernelDef {
                 Arg::F32(v) => words.push(v.to_bits() as u64),
             }
         }
-        let f = self.function(dev, spec, num_warps, facts)?;
+        let (f, dynamic) = self.function(dev, spec, (num_warps, num_stages), facts)?;
         // Kernel parameters are passed by address with their C sizes: 8 bytes for pointers,
         // 4 for int and float. Keep the 4-byte values in their own storage.
         let small: Vec<u32> = words.iter().map(|&w| w as u32).collect();
@@ -510,7 +571,7 @@ impl KernelDef {
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (32 * num_warps, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: dynamic,
         };
         // SAFETY: arguments were checked against the kernel's signature (count and types);
         // pointers come from live buffers of the right dtype.

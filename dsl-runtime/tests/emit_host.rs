@@ -59,6 +59,7 @@ fn run_host_staged(
             num_warps: warps,
             divisible16: div16,
             early,
+            num_stages: 1,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -509,6 +510,7 @@ fn staged_gemv_matches_reference() {
             num_warps: warps,
             divisible16: vec![true, true, true, m % 16 == 0, kk % 16 == 0],
             early: vec![true, false, false, false, false],
+            num_stages: 1,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

@@ -69,6 +69,7 @@ fn emit_ok(k: &Kernel, warps: u32, div16: Vec<bool>) -> CudaSource {
         num_warps: warps,
         divisible16: div16,
         early: vec![],
+        num_stages: 1,
     };
     let src = emit(k, &opts).unwrap_or_else(|e| panic!("emit failed: {e}\n{}", k.to_text()));
     assert_eq!(src.block_threads, 32 * warps);

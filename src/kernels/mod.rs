@@ -2,7 +2,9 @@
 //! math (as llm.c keeps a CPU reference beside every GPU kernel). The examples drive them;
 //! `tessera explain` prints their CUDA C.
 pub mod add_rmsnorm;
+pub mod attention;
 pub mod gemv;
+pub mod matmul;
 pub mod rmsnorm;
 pub mod softmax;
 pub mod vector_add;
@@ -42,6 +44,28 @@ pub fn shipped() -> Vec<Shipped> {
             constexprs: vec![("BLOCK", int(1024))],
             num_warps: 4,
             about: "h = x + residual; residual = h; y = rmsnorm(h) * w",
+        },
+        Shipped {
+            kernel: &matmul::matmul::KERNEL,
+            constexprs: vec![
+                ("BM", int(64)),
+                ("BN", int(64)),
+                ("BK", int(32)),
+                ("GROUP_M", int(8)),
+            ],
+            num_warps: 4,
+            about: "C = silu(A·B + bias) as bf16: dot on tensor cores, cp.async pipelining, grouped order",
+        },
+        Shipped {
+            kernel: &attention::attention::KERNEL,
+            constexprs: vec![
+                ("BM", int(64)),
+                ("BN", int(64)),
+                ("D", int(64)),
+                ("CAUSAL", ConstVal::Bool(true)),
+            ],
+            num_warps: 4,
+            about: "attention forward (FlashAttention-2 style online softmax), causal or not",
         },
     ]
 }

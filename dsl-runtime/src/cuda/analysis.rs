@@ -124,7 +124,8 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
             Op::Unary(_, a) | Op::Cast(a) | Op::ExpandDims(a, _) | Op::Broadcast(a) => p(a),
             Op::Binary(_, a, b) => p(a) && p(b),
             Op::Where(c, a, b) => p(c) && p(a) && p(b),
-            Op::Load { .. } | Op::Reduce { .. } | Op::ReadVar(_) => false,
+            Op::Trans(a) => p(a),
+            Op::Load { .. } | Op::Reduce { .. } | Op::ReadVar(_) | Op::Dot { .. } => false,
         };
         let a = |v: &ValueId| aff[v.0 as usize];
         let lit = |v: &ValueId| match &defs[v.0 as usize] {
@@ -213,6 +214,11 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
                         direct.extend(mask.iter().chain(other.iter()).copied());
                     }
                     Op::Reduce { x, .. } => direct.push(*x),
+                    Op::Dot { a, b, acc } => {
+                        direct.extend([*a, *b]);
+                        direct.extend(acc.iter().copied());
+                    }
+                    Op::Trans(x) if me => direct.push(*x),
                     _ => {}
                 }
             }

@@ -9,6 +9,12 @@
 //!   of these), recomputed wherever a reader needs it instead of being moved.
 //!
 //! Scalars are uniform: every thread holds the same value in an ordinary C variable.
+#[path = "dot.rs"]
+mod dot;
+pub(crate) use dot::MMA_HELPERS;
+#[path = "pipeline.rs"]
+mod pipeline;
+
 use super::analysis::{self, Facts};
 use super::layout::{self, Layout};
 use super::staging::{self, Staging};
@@ -17,6 +23,10 @@ use dsl_ir::*;
 use std::collections::{BTreeMap, HashSet};
 
 type R<T> = Result<T, String>;
+
+/// Shared memory one program may use (an H100's opt-in maximum; above 48 KiB the launch
+/// raises the kernel's dynamic shared-memory limit).
+pub const SMEM_LIMIT: usize = 227 * 1024;
 
 /// How a reader asks for a tile value: at a slot of a layout (the common case, registers
 /// when the value lives in that layout), or at a logical index given as C expressions.
@@ -85,6 +95,14 @@ pub(crate) struct Emitter<'a> {
     /// Loads issued early into shared memory (`staging.rs`), and in the issue pass, what
     /// to emit at all.
     pub(crate) staging: Staging,
+    /// Each `dot`'s path (tensor cores or FMA) and why (`dot.rs`).
+    dot_plans: BTreeMap<ValueId, dot::DotPlan>,
+    /// `[M, N]` shapes in the tensor-core accumulator layout.
+    frag_shapes: BTreeMap<Vec<usize>, layout::Frag>,
+    /// Whether the code calls the `mma` helpers (`dot::MMA_HELPERS`).
+    pub uses_mma: bool,
+    /// Loads pipelined through a `cp.async` ring (`pipeline.rs`).
+    pipe: pipeline::Pipes,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -238,6 +256,21 @@ const RESERVED: &[&str] = &[
     "hi",
     "slo",
     "sn",
+    // `dot` (`dot.rs`, `pipeline.rs`).
+    "dk",
+    "dc",
+    "kstep",
+    "fa",
+    "fb",
+    "r4",
+    "mi",
+    "ni",
+    "nj",
+    "wrow",
+    "wcol",
+    "st",
+    "ahead",
+    "cq",
 ];
 
 impl<'a> Emitter<'a> {
@@ -277,7 +310,13 @@ impl<'a> Emitter<'a> {
             cur_src: Src::default(),
             pending: vec![],
             staging: Staging::default(),
+            dot_plans: BTreeMap::new(),
+            frag_shapes: BTreeMap::new(),
+            uses_mma: false,
+            pipe: pipeline::Pipes::default(),
         };
+        (e.dot_plans, e.frag_shapes) = dot::plan_dots(k, e.threads);
+        e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
@@ -412,7 +451,10 @@ impl<'a> Emitter<'a> {
         if dims.len() > 2 {
             return Err(self.err("tiles of rank > 2 are not supported"));
         }
-        let l = Layout::new(dims, self.threads, self.vec);
+        let l = match self.frag_shapes.get(dims) {
+            Some(f) => Layout::mma(dims[0], dims[1], f.wm, f.wn),
+            None => Layout::new(dims, self.threads, self.vec),
+        };
         if l.slots() > 1024 {
             return Err(self.err(format!(
                 "tile {dims:?} needs {} registers per thread with {} threads: use more warps or a smaller tile",
@@ -425,6 +467,19 @@ impl<'a> Emitter<'a> {
         self.taken.insert(format!("L{id}_i"));
         self.shape_layout.insert(dims.to_vec(), id);
         Ok(id)
+    }
+
+    /// A row-major blocked layout of `dims` that no value lives in (for reading a value of
+    /// the tensor-core layout through shared memory in a layout reductions understand).
+    fn blocked_layout(&mut self, dims: &[usize]) -> usize {
+        let l = Layout::new(dims, self.threads, self.vec);
+        if let Some(i) = self.layouts.iter().position(|x| *x == l) {
+            return i;
+        }
+        self.layouts.push(l);
+        let id = self.layouts.len() - 1;
+        self.taken.insert(format!("L{id}_i"));
+        id
     }
 
     fn lay_of_value(&mut self, v: ValueId) -> R<usize> {
@@ -466,15 +521,17 @@ impl<'a> Emitter<'a> {
     fn region(&mut self, base: &str, cty: &str, count: usize, what: String) -> R<String> {
         let size = match cty {
             "bool" => 1,
+            "unsigned short" => 2,
             c if c.ends_with('*') => 8,
             _ => 4,
         };
         let offset = self.smem_top.div_ceil(16) * 16;
         self.smem_top = offset + count * size;
-        if self.smem_top > 48 * 1024 {
+        if self.smem_top > SMEM_LIMIT {
             return Err(self.err(format!(
-                "needs {} bytes of shared memory (limit 48 KiB)",
-                self.smem_top
+                "needs {} bytes of shared memory (limit {} KiB)",
+                self.smem_top,
+                SMEM_LIMIT / 1024
             )));
         }
         let name = self.fresh(base);
@@ -652,9 +709,13 @@ impl<'a> Emitter<'a> {
         }
         match &self.f.defs[i] {
             Some(Op::Arange { .. }) => true,
-            Some(Op::Unary(_, x) | Op::Cast(x) | Op::ExpandDims(x, _) | Op::Broadcast(x)) => {
-                self.recomputable(*x)
-            }
+            Some(
+                Op::Unary(_, x)
+                | Op::Cast(x)
+                | Op::ExpandDims(x, _)
+                | Op::Broadcast(x)
+                | Op::Trans(x),
+            ) => self.recomputable(*x),
             Some(Op::Binary(_, x, y)) => self.recomputable(*x) && self.recomputable(*y),
             Some(Op::Where(c, x, y)) => {
                 self.recomputable(*c) && self.recomputable(*x) && self.recomputable(*y)
@@ -735,6 +796,10 @@ impl<'a> Emitter<'a> {
                         }
                     })
                     .collect();
+                self.access(*x, &At::Idx(sub))
+            }
+            Some(Op::Trans(x)) => {
+                let sub: Vec<String> = idx.iter().rev().cloned().collect();
                 self.access(*x, &At::Idx(sub))
             }
             Some(op @ (Op::Unary(..) | Op::Binary(..) | Op::Where(..) | Op::Cast(..))) => {
@@ -896,12 +961,16 @@ impl<'a> Emitter<'a> {
                     self.access(*end, &At::Idx(vec![]))?,
                     self.access(*step, &At::Idx(vec![]))?,
                 );
+                let bounds = [strip(&a), strip(&b), strip(&c)];
+                self.hoist_operands(body)?;
+                self.pipe_prologue(*iv, &bounds)?;
                 self.open(format!(
                     "for (int {name} = {}; {name} < {}; {name} += {}) {{",
                     strip(&a),
                     strip(&b),
                     strip(&c)
                 ));
+                self.pipe_iteration(*iv, &bounds)?;
                 // The previous iteration's accesses are pending too, at other addresses.
                 let carried: Vec<MemOp> = self
                     .mem_ops(body)
@@ -919,6 +988,7 @@ impl<'a> Emitter<'a> {
                 self.pending.extend(carried.iter().cloned());
                 self.loop_depth += 1;
                 self.body(body)?;
+                self.pipe_end(*iv);
                 self.loop_depth -= 1;
                 self.pending.extend(carried);
                 self.close("}");
@@ -1035,8 +1105,11 @@ impl<'a> Emitter<'a> {
                 self.line(format!("const int {n} = {what}{a};"));
                 Ok(())
             }
+            Op::Load { .. } if self.pipelined_load(id, src)? => Ok(()),
             Op::Load { ptr, mask, other } => self.load(id, *ptr, *mask, *other, src),
             Op::Reduce { op, x, axis } => self.reduce(id, *op, *x, *axis as usize, src),
+            Op::Dot { a, b, acc } => self.dot_let(id, *a, *b, *acc, src),
+            Op::Trans(x) => self.trans_let(id, *x),
             Op::ReadVar(var) => {
                 let n = self.value_name(id, src);
                 let vn = self.var_names[var.0 as usize].clone();
@@ -1717,7 +1790,14 @@ impl<'a> Emitter<'a> {
     fn reduce(&mut self, id: ValueId, op: ReduceOp, x: ValueId, axis: usize, src: &Src) -> R<()> {
         let xt = self.k.ty(x).clone();
         let d = num(xt.elem);
-        let lay = self.lay_of_value(x)?;
+        let mut lay = self.lay_of_value(x)?;
+        if self.layouts[lay].frag.is_some() {
+            // The tensor-core layout: read x through shared memory in a blocked layout.
+            if !self.recomputable(x) {
+                self.stage(x)?;
+            }
+            lay = self.blocked_layout(&xt.dims());
+        }
         let l = self.layouts[lay].clone();
         let out_t = self.k.ty(id).clone();
         let n = self.value_name(id, src);
@@ -2416,7 +2496,12 @@ fn linear(dims: &[usize], idx: &[String]) -> String {
         [_] => strip(&idx[0]),
         [1, _] => strip(&idx[1]),
         [_, 1] => strip(&idx[0]),
-        [_, n] => format!("({}) * {n} + {}", strip(&idx[0]), strip(&idx[1])),
+        [_, n] => {
+            // A conditional column (a clamped padding lane) needs its parentheses.
+            let j = strip(&idx[1]);
+            let j = if j.contains('?') { format!("({j})") } else { j };
+            format!("({}) * {n} + {j}", strip(&idx[0]))
+        }
         _ => "0".into(),
     }
 }

@@ -23,9 +23,25 @@
 //! Consecutive threads own consecutive `vec`-element chunks of a row, so a warp's load
 //! of one chunk each is coalesced, and a 16-byte chunk is one vector load.
 
+/// The `mma.sync` m16n8 accumulator layout (the C/D fragment), used for the `[M, N]`
+/// shape of a `dot` on tensor cores and every other tile of that shape: warps form a
+/// `wm x wn` grid (warp w at (w / wn, w % wn)); each warp owns `mt` m16 tiles by `nt` n8
+/// tiles; lane l (g = l / 4, q = l % 4) holds, per (mi, ni), four slots
+/// `(mi * nt + ni) * 4 + r`: row `g + 8 * (r / 2)`, column `2 * q + r % 2` of that 16x8 tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frag {
+    pub wm: usize,
+    pub wn: usize,
+    pub mt: usize,
+    pub nt: usize,
+}
+
 /// The distribution of one tile shape over the threads of a program.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// `Some` for the tensor-core accumulator layout (then `tpr`, `rpp`, `passes` and
+    /// `chunks` do not describe it: reductions go through shared memory).
+    pub frag: Option<Frag>,
     /// The tile's shape: `[N]` or `[M, N]`.
     pub dims: Vec<usize>,
     /// Threads per program.
@@ -61,6 +77,7 @@ impl Layout {
         let tpr = threads.min(n.div_ceil(vec).next_power_of_two());
         let rpp = threads / tpr;
         Layout {
+            frag: None,
             dims: dims.to_vec(),
             threads,
             vec,
@@ -68,6 +85,31 @@ impl Layout {
             rpp,
             passes: m.div_ceil(rpp),
             chunks: n.div_ceil(tpr * vec),
+        }
+    }
+
+    /// The `mma.sync` accumulator layout of `[m, n]` for `wm x wn` warps (see [`Frag`]);
+    /// `m` must be a multiple of `16 * wm` and `n` of `8 * wn`.
+    pub fn mma(m: usize, n: usize, wm: usize, wn: usize) -> Layout {
+        assert!(
+            m % (16 * wm) == 0 && n % (8 * wn) == 0,
+            "mma layout of [{m}, {n}]"
+        );
+        let frag = Frag {
+            wm,
+            wn,
+            mt: m / (16 * wm),
+            nt: n / (8 * wn),
+        };
+        Layout {
+            frag: Some(frag),
+            dims: vec![m, n],
+            threads: 32 * wm * wn,
+            vec: 2,
+            tpr: 4 * wn,
+            rpp: 8 * wm,
+            passes: 2 * frag.mt,
+            chunks: frag.nt,
         }
     }
 
@@ -86,10 +128,21 @@ impl Layout {
     }
     /// Register slots per thread.
     pub fn slots(&self) -> usize {
+        if let Some(f) = self.frag {
+            return f.mt * f.nt * 4;
+        }
         self.passes * self.chunks * self.vec
     }
     /// The logical (row, column) of slot `s` of thread `t` (row is 0 for 1-D tiles).
     pub fn index(&self, t: usize, s: usize) -> (usize, usize) {
+        if let Some(f) = self.frag {
+            let (w, l) = (t / 32, t % 32);
+            let (mi, ni, r) = (s / (f.nt * 4), s / 4 % f.nt, s % 4);
+            return (
+                (w / f.wn) * f.mt * 16 + mi * 16 + l / 4 + 8 * (r / 2),
+                (w % f.wn) * f.nt * 8 + ni * 8 + 2 * (l % 4) + r % 2,
+            );
+        }
         let (r, c) = (t / self.tpr, t % self.tpr);
         let v = s % self.vec;
         let b = (s / self.vec) % self.chunks;
@@ -102,7 +155,7 @@ impl Layout {
     }
     /// A tile of one row spread over several row groups: groups `1..rpp` are replicas.
     pub fn replicated(&self) -> bool {
-        self.rows() == 1 && self.rpp > 1
+        self.frag.is_none() && self.rows() == 1 && self.rpp > 1
     }
     /// Whether thread `t` holds a real element in slot `s`: its owner, or a replica.
     pub fn holds(&self, t: usize, s: usize) -> bool {
@@ -124,6 +177,12 @@ impl Layout {
     }
     /// The (thread, slot) owning logical element (i, j).
     pub fn owner(&self, i: usize, j: usize) -> (usize, usize) {
+        if let Some(f) = self.frag {
+            let (wmi, mi, rr) = (i / (f.mt * 16), i % (f.mt * 16) / 16, i % 16);
+            let (wni, ni, cc) = (j / (f.nt * 8), j % (f.nt * 8) / 8, j % 8);
+            let t = (wmi * f.wn + wni) * 32 + (rr % 8) * 4 + cc / 2;
+            return (t, (mi * f.nt + ni) * 4 + (rr / 8) * 2 + cc % 2);
+        }
         let (r, a) = (i % self.rpp, i / self.rpp);
         let (jj, v) = (j / self.vec, j % self.vec);
         let (c, b) = (jj % self.tpr, jj / self.tpr);
@@ -146,6 +205,17 @@ impl Layout {
     /// A one-line description for the generated source.
     pub fn describe(&self) -> String {
         let shape: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
+        if let Some(f) = self.frag {
+            return format!(
+                "[{}]: the mma.sync accumulator fragment: {}x{} warps, each {} m16 x {} n8 tiles; \
+                 lane l holds, per tile (mi, ni), rows l/4 and l/4 + 8, columns 2*(l%4) and +1",
+                shape.join(", "),
+                f.wm,
+                f.wn,
+                f.mt,
+                f.nt
+            );
+        }
         if self.replicated() {
             format!(
                 "[{}]: thread t holds elements (t%{} + {}*b)*{} + v, b < {}, v < {}; only {} own them, \
@@ -189,6 +259,19 @@ impl Layout {
     /// C expressions for the row and column of slot `s` (a C expression) of thread `tid`.
     /// Constant after unrolling, so they cost nothing at run time.
     pub fn row_expr(&self, s: &str) -> String {
+        if let Some(f) = self.frag {
+            let w = if f.wm == 1 {
+                String::new()
+            } else {
+                format!("tid / {} * {} + ", 32 * f.wn, f.mt * 16)
+            };
+            let m = if f.mt == 1 {
+                String::new()
+            } else {
+                format!("{s} / {} * 16 + ", f.nt * 4)
+            };
+            return format!("({w}{m}tid % 32 / 4 + {s} % 4 / 2 * 8)");
+        }
         if self.replicated() {
             return "0".into(); // the one row, in every row group
         }
@@ -211,6 +294,19 @@ impl Layout {
         }
     }
     pub fn col_expr(&self, s: &str) -> String {
+        if let Some(f) = self.frag {
+            let w = if f.wn == 1 {
+                String::new()
+            } else {
+                format!("tid / 32 % {} * {} + ", f.wn, f.nt * 8)
+            };
+            let n = if f.nt == 1 {
+                String::new()
+            } else {
+                format!("{s} / 4 % {} * 8 + ", f.nt)
+            };
+            return format!("({w}{n}tid % 4 * 2 + {s} % 2)");
+        }
         let c = if self.tpr == 1 {
             None
         } else if self.tpr == self.threads {
@@ -244,6 +340,9 @@ impl Layout {
     /// Whether the slot holds a real element (not padding; a replica's copy counts), as a
     /// C expression; `None` when every slot of every thread is real.
     pub fn valid_expr(&self, name: &str, s: &str) -> Option<String> {
+        if self.frag.is_some() {
+            return None; // every slot of every thread is real
+        }
         let mut conds = vec![];
         if self.passes * self.rpp != self.rows() && !self.replicated() {
             conds.push(format!("{name}_i({s}) < {}", self.rows()));
@@ -434,6 +533,31 @@ mod tests {
         // A column broadcast needs other threads' elements.
         let col = Layout::new(&[16], 128, 8);
         assert!(register_view(&dst, &col, &|i, _| (0, i)).is_none());
+    }
+
+    #[test]
+    fn mma_layout_is_the_m16n8_fragment() {
+        for (m, n, wm, wn) in [
+            (16, 8, 1, 1),
+            (64, 64, 2, 2),
+            (128, 128, 4, 2),
+            (32, 64, 1, 4),
+        ] {
+            let l = Layout::mma(m, n, wm, wn);
+            check_cover(&l);
+            for t in [0usize, 5, l.threads / 2 + 3, l.threads - 1] {
+                for s in 0..l.slots() {
+                    let (i, j) = l.index(t, s);
+                    let ci = eval_c(&l.row_expr("s"), t, s);
+                    let cj = eval_c(&l.col_expr("s"), t, s);
+                    assert_eq!((ci, cj), (i as i64, j as i64), "{l:?} t={t} s={s}");
+                }
+            }
+        }
+        // Lane 5 (g = 1, q = 1) of warp 0: c0, c1 at row 1, columns 2, 3; c2, c3 at row 9.
+        let l = Layout::mma(16, 8, 1, 1);
+        let got: Vec<_> = (0..4).map(|s| l.index(5, s)).collect();
+        assert_eq!(got, [(1, 2), (1, 3), (9, 2), (9, 3)]);
     }
 
     #[test]

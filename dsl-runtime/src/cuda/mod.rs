@@ -38,6 +38,7 @@ pub mod prelude;
 mod staging;
 
 use dsl_ir::Kernel;
+pub use emit::SMEM_LIMIT;
 
 #[derive(Clone, Debug)]
 pub struct EmitOptions {
@@ -52,7 +53,15 @@ pub struct EmitOptions {
     /// (`staging.rs`: the body then has a `stage` parameter and an `_issue` twin). Empty:
     /// none (a standalone kernel).
     pub early: Vec<bool>,
+    /// Software pipelining depth for loads in a `for` loop that feed a `dot` on tensor
+    /// cores: a ring of `num_stages` shared-memory slots filled by `cp.async`, the copies
+    /// for `num_stages - 1` iterations ahead in flight (`pipeline.rs`). 1: no ring (each
+    /// iteration loads, then computes).
+    pub num_stages: u32,
 }
+
+/// The default pipelining depth (Triton's default on Ampere and Hopper).
+pub const DEFAULT_NUM_STAGES: u32 = 3;
 
 impl EmitOptions {
     /// `num_warps` warps, no alignment facts (every access takes the scalar path).
@@ -61,6 +70,7 @@ impl EmitOptions {
             num_warps,
             divisible16: vec![],
             early: vec![],
+            num_stages: DEFAULT_NUM_STAGES,
         }
     }
 }
@@ -74,9 +84,15 @@ pub struct CudaSource {
     pub code: String,
     /// Threads per block.
     pub block_threads: u32,
-    /// Static shared memory the kernel declares, in bytes.
+    /// Shared memory the kernel uses, in bytes.
     pub smem_bytes: usize,
+    /// Above 48 KiB the shared memory is dynamic (`extern __shared__`): the bytes the
+    /// launch must ask for (after raising the function's limit); 0 when it is static.
+    pub dynamic_smem_bytes: usize,
 }
+
+/// The most static shared memory a kernel may declare.
+pub const STATIC_SMEM_LIMIT: usize = 48 * 1024;
 
 /// The body function alone (no prelude, no entry point), for a megakernel that pastes
 /// several bodies into one translation unit after one copy of [`prelude::PRELUDE`].
@@ -118,6 +134,9 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     };
     let params = e.params_c();
     let mut code = String::new();
+    if e.uses_mma {
+        code.push_str(emit::MMA_HELPERS);
+    }
     let bound: Vec<String> = kernel
         .bound
         .iter()
@@ -229,7 +248,18 @@ pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
         body.block_threads,
         params.join(", ")
     ));
-    let smem = if body.smem_bytes > 0 {
+    let dynamic = if body.smem_bytes > STATIC_SMEM_LIMIT {
+        body.smem_bytes
+    } else {
+        0
+    };
+    let smem = if dynamic > 0 {
+        code.push_str(&format!(
+            "  extern __shared__ __align__(128) unsigned char smem[];  // {} bytes, dynamic (over 48 KiB)\n",
+            body.smem_bytes
+        ));
+        "smem"
+    } else if body.smem_bytes > 0 {
         code.push_str(&format!(
             "  __shared__ __align__(16) unsigned char smem[{}];\n",
             body.smem_bytes
@@ -248,6 +278,7 @@ pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
         code,
         block_threads: body.block_threads,
         smem_bytes: body.smem_bytes,
+        dynamic_smem_bytes: dynamic,
     })
 }
 

@@ -1,4 +1,5 @@
 //! The statement executor: argument checks, then one program at a time.
+use super::dot;
 use super::ops;
 use super::value::{broadcast, round1, round_f64, Data, Tile};
 use super::{ErrorKind, HostMem, InterpArg, InterpError};
@@ -537,6 +538,25 @@ impl Frame<'_, '_> {
             Op::Reduce { op, x, axis } => {
                 let x = val(*x)?;
                 ops::reduce(*op, &x.data, &x.dims, *axis as usize, x.dtype).map_err(bad)?
+            }
+            Op::Dot { a, b, acc } => {
+                let (a, b) = (val(*a)?, val(*b)?);
+                let acc = match acc {
+                    Some(c) => Some(&val(*c)?.data),
+                    None => None,
+                };
+                let (m, k, n) = match (&a.dims[..], &b.dims[..]) {
+                    ([m, k], [k2, n]) if k == k2 => (*m, *k, *n),
+                    _ => return Err(bad(format!("dot of {:?} and {:?}", a.dims, b.dims))),
+                };
+                dot::dot(&a.data, &b.data, acc, (m, k, n)).map_err(bad)?
+            }
+            Op::Trans(x) => {
+                let x = val(*x)?;
+                match x.dims[..] {
+                    [m, n] => dot::trans(&x.data, (m, n)).map_err(bad)?,
+                    _ => return Err(bad(format!("trans of {:?}", x.dims))),
+                }
             }
             Op::ReadVar(v) => self
                 .vars

@@ -114,6 +114,7 @@ pub fn stage_bodies(
                     num_warps,
                     divisible16: f.clone(),
                     early,
+                    num_stages: 1,
                 },
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))

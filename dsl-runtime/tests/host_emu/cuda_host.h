@@ -35,6 +35,9 @@ inline dim3 gridDim, blockDim;
 struct Warp {
   std::barrier<>* bar;
   uint64_t buf[32];
+  // Exchange for the warp-wide models of ldmatrix and mma.sync (mma.h).
+  const void* xp[32];
+  unsigned xu[32][6];
 };
 thread_local std::barrier<>* g_cta;
 thread_local Warp* g_warps;

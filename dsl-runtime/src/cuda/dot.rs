@@ -1,0 +1,480 @@
+//! `dot` and `trans` in CUDA C: which path a `dot` takes, the FMA fallback, and the
+//! tensor-core path (`mma.sync` fed by `ldmatrix` from XOR-swizzled shared memory).
+//!
+//! - Tensor cores (sm_80+): a and b of bf16 or f16, M, N and K multiples of 16, and the
+//!   program's warps tile `[M, N]` in m16 x n16 pieces. The `[M, N]` shape then takes the
+//!   accumulator fragment layout ([`Layout::mma`]) for every value of that shape, so the
+//!   accumulator stays in registers across a loop and the epilogue reads it where it is.
+//!   Operands reach shared memory as bf16/f16 rows of 16-byte chunks, the chunk index
+//!   XOR-ed with the row (`swizzle`), either from registers or, for loads in a loop, by
+//!   `cp.async` into a ring `num_stages` deep (`pipeline.rs`). `b = trans(x)` is stored as
+//!   x's rows (`[n][k]`) and read with a plain `ldmatrix`; any other b as `[k][n]` rows,
+//!   read with `ldmatrix.trans`.
+//! - FMA fallback (any shape and dtype): a and b through shared memory (as f32), each
+//!   thread computes its own elements of the result in its layout, `fmaf` in ascending k
+//!   from the accumulator: the interpreter's order exactly.
+use super::super::layout::{Frag, Layout};
+use super::{strip, At, Emitter, R};
+use dsl_ir::*;
+use std::collections::BTreeMap;
+
+/// The path one `dot` takes and why (printed beside it in the generated code).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DotPlan {
+    /// `Some` on tensor cores.
+    pub mma: Option<Frag>,
+    pub why: String,
+    /// (M, K, N).
+    pub mkn: (usize, usize, usize),
+}
+
+/// Decides every `dot` of a specialised kernel for `threads` threads: the plans, and the
+/// `[M, N]` shapes that take the accumulator fragment layout.
+pub(crate) fn plan_dots(
+    k: &Kernel,
+    threads: usize,
+) -> (BTreeMap<ValueId, DotPlan>, BTreeMap<Vec<usize>, Frag>) {
+    let mut plans = BTreeMap::new();
+    let mut frags: BTreeMap<Vec<usize>, Frag> = BTreeMap::new();
+    walk(&k.body, &mut |s| {
+        let Stmt::Let {
+            id,
+            op: Op::Dot { a, .. },
+            ..
+        } = s
+        else {
+            return;
+        };
+        let (ta, to) = (k.ty(*a), k.ty(*id));
+        let (ad, od) = (ta.dims(), to.dims());
+        let (m, kk, n) = (ad[0], ad[1], od[1]);
+        let plan = |mma, why: String| DotPlan {
+            mma,
+            why,
+            mkn: (m, kk, n),
+        };
+        let d = ta.elem.num();
+        let p = if !matches!(d, Some(DType::BF16 | DType::F16)) {
+            plan(
+                None,
+                format!(
+                    "FMA fallback: {} operands (tensor cores take bf16 or f16; f32 stays exact)",
+                    ta.elem
+                ),
+            )
+        } else if m % 16 != 0 || n % 16 != 0 || kk % 16 != 0 {
+            plan(
+                None,
+                format!("FMA fallback: M={m}, N={n}, K={kk} are not all multiples of 16"),
+            )
+        } else if let Some(f) = frags.get(&od).copied().or_else(|| warp_grid(m, n, threads)) {
+            frags.insert(od.clone(), f);
+            plan(
+                Some(f),
+                format!(
+                    "tensor cores: mma.sync m16n8k16 {}, {}x{} warps, each {} x {} tiles of 16x8, \
+                     operands by ldmatrix from XOR-swizzled shared memory",
+                    d.unwrap(),
+                    f.wm,
+                    f.wn,
+                    f.mt,
+                    f.nt
+                ),
+            )
+        } else {
+            plan(
+                None,
+                format!(
+                    "FMA fallback: {} warps cannot tile [{m}, {n}] in 16x16 pieces",
+                    threads / 32
+                ),
+            )
+        };
+        plans.insert(*id, p);
+    });
+    (plans, frags)
+}
+
+/// Warps along M first (as many as M/16 allows), the rest along N in 16-column pairs.
+fn warp_grid(m: usize, n: usize, threads: usize) -> Option<Frag> {
+    let w = threads / 32;
+    let mut wm = w;
+    while wm >= 1 {
+        let wn = w / wm;
+        if m % (16 * wm) == 0 && n % (16 * wn) == 0 {
+            let l = Layout::mma(m, n, wm, wn);
+            return l.frag;
+        }
+        wm /= 2;
+    }
+    None
+}
+
+/// Element offset of (row, col) in a swizzled bf16/f16 tile with rows of `cols` elements:
+/// 16-byte chunks, chunk index XOR-ed with `(row / per_phase) % max_phase`.
+pub(crate) fn swizzle_params(cols: usize) -> (usize, usize) {
+    let chunks = cols / 8;
+    let row_bytes = cols * 2;
+    let per_phase = (128 / row_bytes).max(1);
+    // The XOR must stay inside the row: the largest power of two dividing the chunk count.
+    let max_phase = (1usize << chunks.trailing_zeros()).min(8);
+    (per_phase, max_phase)
+}
+
+/// The swizzled element offset as C: `row * cols + (chunk ^ phase) * 8 + col % 8` where
+/// `col` is a multiple of 8 (a whole chunk) when `chunk_only`.
+pub(crate) fn swz_c(row: &str, col_chunk: &str, cols: usize) -> String {
+    let (pp, mp) = swizzle_params(cols);
+    let phase = match (pp, mp) {
+        (_, 1) => "0".to_string(),
+        (1, m) => format!("({row}) % {m}"),
+        (p, m) => format!("({row}) / {p} % {m}"),
+    };
+    if phase == "0" {
+        format!("({row}) * {cols} + ({col_chunk}) * 8")
+    } else {
+        format!("({row}) * {cols} + (({col_chunk}) ^ ({phase})) * 8")
+    }
+}
+
+/// Inline PTX for the tensor-core path, once per translation unit. The g++ emulation swaps
+/// the block for functional models (tests/host_emu/mma.h).
+pub const MMA_HELPERS: &str = r#"#ifndef TSR_MMA_HELPERS
+#define TSR_MMA_HELPERS
+// -- mma (PTX: ldmatrix, mma.sync, cp.async; a CPU emulator of the generated code swaps this block) --
+__device__ __forceinline__ unsigned tsr_smem_u32(const void* p) {
+  unsigned a;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void tsr_ldmatrix_x4(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tsr_smem_u32(p)));
+}
+__device__ __forceinline__ void tsr_ldmatrix_x4_trans(unsigned* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tsr_smem_u32(p)));
+}
+// D[16x8] += A[16x16] B[16x8] for one warp, f32 accumulators.
+__device__ __forceinline__ void tsr_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void tsr_mma_f16(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// 16 bytes global -> shared, asynchronously; src_bytes = 0 (a masked-off vector) zero-fills.
+__device__ __forceinline__ void tsr_cp_async16(void* dst, const void* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"(tsr_smem_u32(dst)), "l"(src), "r"(pred ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void tsr_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's groups are still in flight.
+template <int N> __device__ __forceinline__ void tsr_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+// -- end mma --
+#endif
+"#;
+
+impl Emitter<'_> {
+    /// Whether every reader of `id` is a `dot` (so a `trans` needs no code of its own).
+    fn only_dot_readers(&self, id: ValueId) -> bool {
+        let rd = super::pipeline::readers(self.k);
+        rd.get(&id).is_none_or(|r| {
+            r.iter().all(|x| {
+                x.is_some_and(|x| matches!(self.f.defs[x.0 as usize], Some(Op::Dot { .. })))
+            })
+        })
+    }
+
+    /// `trans(x)`: no code when x can be recomputed at any index, or when only `dot`s read
+    /// it (they store x's rows themselves); otherwise x goes to shared memory and readers
+    /// index it with the dimensions swapped.
+    pub(super) fn trans_let(&mut self, id: ValueId, x: ValueId) -> R<()> {
+        if self.recomputable(x) || self.only_dot_readers(id) {
+            return Ok(());
+        }
+        self.stage(x)
+    }
+
+    /// Makes `v` readable at any logical index (recomputed, or staged in shared memory).
+    fn indexable(&mut self, v: ValueId) -> R<()> {
+        if self.recomputable(v) {
+            return Ok(());
+        }
+        if let Some(Op::Trans(x)) = &self.f.defs[v.0 as usize] {
+            let x = *x;
+            return self.indexable(x);
+        }
+        self.stage(v)
+    }
+
+    pub(super) fn dot_let(
+        &mut self,
+        id: ValueId,
+        a: ValueId,
+        b: ValueId,
+        acc: Option<ValueId>,
+        src: &Src,
+    ) -> R<()> {
+        let plan = self
+            .dot_plans
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| self.err("internal: a dot without a plan"))?;
+        self.line(format!("// dot: {}", plan.why));
+        match plan.mma {
+            Some(f) => self.dot_mma(id, a, b, acc, src, &plan, f),
+            None => self.dot_fma(id, a, b, acc, src, &plan),
+        }
+    }
+
+    fn dot_fma(
+        &mut self,
+        id: ValueId,
+        a: ValueId,
+        b: ValueId,
+        acc: Option<ValueId>,
+        src: &Src,
+        plan: &DotPlan,
+    ) -> R<()> {
+        let (_, kk, _) = plan.mkn;
+        self.indexable(a)?;
+        self.indexable(b)?;
+        let lay = self.lay_of_value(id)?;
+        let n = self.value_name(id, src);
+        let idx = self.idx_exprs(lay, "s");
+        let (i, j) = (idx[0].clone(), idx[1].clone());
+        let av = self.access(a, &At::Idx(vec![i, "dk".into()]))?;
+        let bv = self.access(b, &At::Idx(vec!["dk".into(), j]))?;
+        let init = match acc {
+            Some(c) => strip(&self.access(c, &At::Slot { lay, s: "s".into() })?),
+            None => "0.0f".into(),
+        };
+        self.line(format!("float {n}[{}];", self.layouts[lay].slots()));
+        self.open_slots(lay, "s");
+        self.line(format!("float dc = {init};"));
+        self.open(format!(
+            "for (int dk = 0; dk < {kk}; ++dk) {{  // ascending k, one rounding per step"
+        ));
+        self.line(format!("dc = fmaf({}, {}, dc);", strip(&av), strip(&bv)));
+        self.close("}");
+        self.line(format!("{n}[s] = dc;"));
+        self.close("}");
+        self.regs[id.0 as usize] = true;
+        Ok(())
+    }
+
+    /// Writes tile `v` (`[rows, cols]`, in registers or recomputable) into a fresh
+    /// swizzled bf16/f16 shared-memory tile; returns the region's name.
+    pub(super) fn swizzled_tile(&mut self, v: ValueId, d: DType, what: &str) -> R<String> {
+        let dims = self.k.ty(v).dims();
+        let (rows, cols) = (dims[0], dims[1]);
+        let base = format!("{}_tile", self.names[v.0 as usize]);
+        let base = if base == "_tile" {
+            format!("v{}_tile", v.0)
+        } else {
+            base
+        };
+        let buf = self.region(
+            &base,
+            "unsigned short",
+            rows * cols,
+            format!("{what} ({d}[{rows}, {cols}]), swizzled 16-byte chunks"),
+        )?;
+        let lay = self.lay_of_value(v)?;
+        let l = self.layouts[lay].clone();
+        let conv = if d == DType::BF16 {
+            "tsr_f32_to_bf16"
+        } else {
+            "tsr_f32_to_f16"
+        };
+        self.sync_before_reuse();
+        let ok = self.owned(lay, "s");
+        if l.frag.is_none() && l.vec == 8 && cols % 8 == 0 && !l.replicated() {
+            // Whole chunks: one 16-byte store each.
+            let q = l.slots() / 8;
+            let idx = self.idx_exprs(lay, "q * 8");
+            let ok8 = self.owned(lay, "q * 8");
+            self.line("#pragma unroll");
+            self.open(format!("for (int q = 0; q < {q}; ++q) {{"));
+            if let Some(c) = &ok8 {
+                self.open(format!("if ({c}) {{"));
+            }
+            let mut words = vec![];
+            for w in 0..4 {
+                let e0 = self.access(
+                    v,
+                    &At::Slot {
+                        lay,
+                        s: format!("q * 8 + {}", 2 * w),
+                    },
+                )?;
+                let e1 = self.access(
+                    v,
+                    &At::Slot {
+                        lay,
+                        s: format!("q * 8 + {}", 2 * w + 1),
+                    },
+                )?;
+                let pack = if d == DType::BF16 {
+                    "tsr_pack_bf16"
+                } else {
+                    "tsr_pack_f16"
+                };
+                words.push(format!("{pack}({}, {})", strip(&e0), strip(&e1)));
+            }
+            let off = swz_c(&strip(&idx[0]), &format!("{} / 8", strip(&idx[1])), cols);
+            self.line(format!(
+                "*(uint4*)({buf} + {off}) = uint4{{{}}};",
+                words.join(", ")
+            ));
+            if ok8.is_some() {
+                self.close("}");
+            }
+            self.close("}");
+        } else {
+            let idx = self.idx_exprs(lay, "s");
+            let e = self.access(v, &At::Slot { lay, s: "s".into() })?;
+            let (r, c) = (strip(&idx[0]), strip(&idx[1]));
+            let off = format!("{} + ({c}) % 8", swz_c(&r, &format!("({c}) / 8"), cols));
+            self.open_slots(lay, "s");
+            let st = format!("{buf}[{off}] = {conv}({});", strip(&e));
+            match ok {
+                Some(c) => self.line(format!("if ({c}) {st}")),
+                None => self.line(st),
+            }
+            self.close("}");
+        }
+        Ok(buf)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dot_mma(
+        &mut self,
+        id: ValueId,
+        a: ValueId,
+        b: ValueId,
+        acc: Option<ValueId>,
+        src: &Src,
+        plan: &DotPlan,
+        f: Frag,
+    ) -> R<()> {
+        self.uses_mma = true;
+        let (m, kk, n) = plan.mkn;
+        let d = self.k.ty(a).elem.num().expect("checked by the plan");
+        // Operands: a ring slot (pipelined), a tile written before the loop (loop-invariant),
+        // or written now from registers.
+        let mut wrote = false;
+        let a_smem = match self.pipelined_tile(a) {
+            Some(t) => t,
+            None => match self.pipe.hoisted.get(&a) {
+                Some(t) => t.clone(),
+                None => {
+                    wrote = true;
+                    self.swizzled_tile(a, d, "dot operand a")?
+                }
+            },
+        };
+        let (b_src, b_nk) = match &self.f.defs[b.0 as usize] {
+            Some(Op::Trans(x)) => (*x, true),
+            _ => (b, false),
+        };
+        let b_smem = match self.pipelined_tile(b_src) {
+            Some(t) => t,
+            None => match self.pipe.hoisted.get(&b_src) {
+                Some(t) => t.clone(),
+                None => {
+                    wrote = true;
+                    self.swizzled_tile(b_src, d, "dot operand b")?
+                }
+            },
+        };
+        if wrote {
+            self.barrier("  // the operand tiles are in shared memory");
+        }
+        let lay = self.lay_of_value(id)?;
+        let name = self.value_name(id, src);
+        let slots = self.layouts[lay].slots();
+        self.line(format!("float {name}[{slots}];"));
+        match acc {
+            Some(c) => {
+                let e = self.access(c, &At::Slot { lay, s: "s".into() })?;
+                self.open_slots(lay, "s");
+                self.line(format!("{name}[s] = {};", strip(&e)));
+                self.close("}");
+            }
+            None => {
+                self.open_slots(lay, "s");
+                self.line(format!("{name}[s] = 0.0f;"));
+                self.close("}");
+            }
+        }
+        let (mt, nt) = (f.mt, f.nt);
+        let mma = if d == DType::BF16 {
+            "tsr_mma_bf16"
+        } else {
+            "tsr_mma_f16"
+        };
+        self.open(format!(
+            "{{  // {name} += a·b: warp (wrow, wcol) owns rows wrow*{}.., columns wcol*{}..",
+            mt * 16,
+            nt * 8
+        ));
+        self.line(format!(
+            "const int wrow = warp / {}, wcol = warp % {};",
+            f.wn, f.wn
+        ));
+        self.line("(void)wrow; (void)wcol;");
+        self.line("#pragma unroll");
+        self.open(format!(
+            "for (int kstep = 0; kstep < {}; ++kstep) {{",
+            kk / 16
+        ));
+        self.line(format!("unsigned fa[{mt}][4], fb[{nt}][2];"));
+        // A: lane l points at row m0 + l % 16, chunk 2 * kstep + l / 16.
+        let arow = format!("wrow * {} + mi * 16 + lane % 16", mt * 16);
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int mi = 0; mi < {mt}; ++mi) tsr_ldmatrix_x4(fa[mi], {a_smem} + {});",
+            swz_c(&arow, "kstep * 2 + lane / 16", kk)
+        ));
+        self.line("#pragma unroll");
+        self.open(format!("for (int nj = 0; nj < {}; ++nj) {{", nt / 2));
+        self.line("unsigned r4[4];");
+        if b_nk {
+            // [n][k] rows: lane l points at row n0 + l % 8 + (l / 16) * 8, chunk 2 * kstep + (l / 8) % 2.
+            let brow = format!("wcol * {} + nj * 16 + lane % 8 + lane / 16 * 8", nt * 8);
+            self.line(format!(
+                "tsr_ldmatrix_x4(r4, {b_smem} + {});",
+                swz_c(&brow, "kstep * 2 + lane / 8 % 2", kk)
+            ));
+        } else {
+            // [k][n] rows, transposed on the way: lane l points at row k0 + l % 16, chunk n0 / 8 + l / 16.
+            let chunk = format!("wcol * {} + nj * 2 + lane / 16", nt);
+            self.line(format!(
+                "tsr_ldmatrix_x4_trans(r4, {b_smem} + {});",
+                swz_c("kstep * 16 + lane % 16", &chunk, n)
+            ));
+        }
+        self.line("fb[2 * nj][0] = r4[0]; fb[2 * nj][1] = r4[1];");
+        self.line("fb[2 * nj + 1][0] = r4[2]; fb[2 * nj + 1][1] = r4[3];");
+        self.close("}");
+        self.line("#pragma unroll");
+        self.line(format!("for (int mi = 0; mi < {mt}; ++mi)"));
+        self.line("#pragma unroll");
+        self.line(format!(
+            "  for (int ni = 0; ni < {nt}; ++ni) {mma}({name} + (mi * {nt} + ni) * 4, fa[mi], fb[ni]);"
+        ));
+        self.close("}");
+        self.close("}");
+        let _ = m;
+        self.regs[id.0 as usize] = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,525 @@
+//! `dot` and `trans`: the interpreter against an f64 reference at odd, masked sizes; the
+//! generated CUDA C (FMA fallback and tensor cores, with and without the cp.async ring) run
+//! on the CPU by the g++ emulation (tests/host_emu, with functional models of ldmatrix,
+//! mma.sync and cp.async) against the interpreter, bit for bit; and NVRTC for sm_80 and
+//! sm_90 on every variant.
+#[path = "host_emu/kernel.rs"]
+mod emu;
+use dsl_ir::{DType, Kernel};
+use dsl_runtime::cuda::{emit, emit_body, EmitOptions};
+use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
+use dsl_runtime::prelude::*;
+use dsl_runtime::ConstVal;
+use emu::{emulate, facts, have_gxx, Scalar};
+
+// ---- kernels -----------------------------------------------------------------------------
+
+/// C[M, N] = A[M, K] · B[K, N] (bf16 in, f32 out), masked at every edge.
+#[kernel]
+fn mm_bf16(
+    a: Ptr<bf16>,
+    b: Ptr<bf16>,
+    c: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] BK: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let cols = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let ks = k0 + arange(0, BK);
+        let a_mask = (rows.expand_dims(1) < m) & (ks.expand_dims(0) < k);
+        let at = load(a + rows.expand_dims(1) * k + ks.expand_dims(0), a_mask, 0.0);
+        let b_mask = (ks.expand_dims(1) < k) & (cols.expand_dims(0) < n);
+        let bt = load(b + ks.expand_dims(1) * n + cols.expand_dims(0), b_mask, 0.0);
+        acc = dot(at, bt, acc);
+    }
+    let c_mask = (rows.expand_dims(1) < m) & (cols.expand_dims(0) < n);
+    store(
+        c + rows.expand_dims(1) * n + cols.expand_dims(0),
+        acc,
+        c_mask,
+    );
+}
+
+/// The same with f16 operands and a bf16 result (`dot(a, b)` then `+=`).
+#[kernel]
+fn mm_f16(
+    a: Ptr<f16>,
+    b: Ptr<f16>,
+    c: Ptr<bf16>,
+    m: i32,
+    n: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] BK: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let cols = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let ks = k0 + arange(0, BK);
+        let a_mask = (rows.expand_dims(1) < m) & (ks.expand_dims(0) < k);
+        let at = load(a + rows.expand_dims(1) * k + ks.expand_dims(0), a_mask, 0.0);
+        let b_mask = (ks.expand_dims(1) < k) & (cols.expand_dims(0) < n);
+        let bt = load(b + ks.expand_dims(1) * n + cols.expand_dims(0), b_mask, 0.0);
+        acc += dot(at, bt);
+    }
+    let c_mask = (rows.expand_dims(1) < m) & (cols.expand_dims(0) < n);
+    store(
+        c + rows.expand_dims(1) * n + cols.expand_dims(0),
+        acc.to(bf16),
+        c_mask,
+    );
+}
+
+/// f32 operands (always the FMA path).
+#[kernel]
+fn mm_f32(
+    a: Ptr<f32>,
+    b: Ptr<f32>,
+    c: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] BK: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let cols = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let ks = k0 + arange(0, BK);
+        let a_mask = (rows.expand_dims(1) < m) & (ks.expand_dims(0) < k);
+        let at = load(a + rows.expand_dims(1) * k + ks.expand_dims(0), a_mask, 0.0);
+        let b_mask = (ks.expand_dims(1) < k) & (cols.expand_dims(0) < n);
+        let bt = load(b + ks.expand_dims(1) * n + cols.expand_dims(0), b_mask, 0.0);
+        acc = dot(at, bt, acc);
+    }
+    let c_mask = (rows.expand_dims(1) < m) & (cols.expand_dims(0) < n);
+    store(
+        c + rows.expand_dims(1) * n + cols.expand_dims(0),
+        acc,
+        c_mask,
+    );
+}
+
+/// S[M, N] = Q[M, D] · K[N, D]ᵀ with `trans(k)` (and `x.trans()` on the way out: the result
+/// is stored transposed, S^T[N, M]).
+#[kernel]
+fn qk_t(
+    q: Ptr<bf16>,
+    kk: Ptr<bf16>,
+    s: Ptr<f32>,
+    st: Ptr<f32>,
+    m: i32,
+    n: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] D: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let keys = program_id(1) * BN + arange(0, BN);
+    let d = arange(0, D);
+    let qt = load(
+        q + rows.expand_dims(1) * D + d.expand_dims(0),
+        rows.expand_dims(1) < m,
+        0.0,
+    );
+    let kt = load(
+        kk + keys.expand_dims(1) * D + d.expand_dims(0),
+        keys.expand_dims(1) < n,
+        0.0,
+    );
+    let sc = dot(qt, trans(kt));
+    let mask = (rows.expand_dims(1) < m) & (keys.expand_dims(0) < n);
+    store(s + rows.expand_dims(1) * n + keys.expand_dims(0), sc, mask);
+    store(
+        st + keys.expand_dims(1) * m + rows.expand_dims(0),
+        sc.trans(),
+        mask.trans(),
+    );
+}
+
+// ---- helpers -----------------------------------------------------------------------------
+
+struct Rng(u64);
+impl Rng {
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                self.0 = self
+                    .0
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+            })
+            .collect()
+    }
+}
+
+/// Relative Frobenius error ||got - want|| / ||want||.
+fn rel_frob(got: &[f32], want: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (g, w) in got.iter().zip(want) {
+        num += (*g as f64 - w) * (*g as f64 - w);
+        den += w * w;
+    }
+    (num / den.max(1e-300)).sqrt()
+}
+
+/// f64 C = A·B of the values as stored (already rounded to their dtype).
+fn matmul_f64(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut c = vec![0.0f64; m * n];
+    for i in 0..m {
+        for kk in 0..k {
+            let x = a[i * k + kk] as f64;
+            for j in 0..n {
+                c[i * n + j] += x * b[kk * n + j] as f64;
+            }
+        }
+    }
+    c
+}
+
+fn ints(b: &[(&'static str, i64)]) -> Vec<(&'static str, ConstVal)> {
+    b.iter().map(|(n, v)| (*n, ConstVal::Int(*v))).collect()
+}
+
+/// Runs `k` in the interpreter; `bufs` are the pointer arguments, then the i32 scalars.
+fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[i32]) {
+    let mut args: Vec<InterpArg> = (0..bufs.len()).map(|i| InterpArg::whole(i, bufs)).collect();
+    args.extend(scalars.iter().map(|&v| InterpArg::I32(v)));
+    interp::run(k, grid, &args, bufs, &InterpOptions::default()).unwrap();
+}
+
+/// Compiles the full kernel for sm_80 and sm_90 with NVRTC (skipped, loudly, without it:
+/// ./scripts/test.sh installs it).
+fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
+    let src = emit(
+        k,
+        &EmitOptions {
+            num_warps: warps,
+            divisible16: vec![true; k.params.len()],
+            early: vec![],
+            num_stages: stages,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = dsl_runtime::device::probe_nvrtc() {
+        panic!("{e}\n(run the tests with ./scripts/test.sh, which installs libnvrtc)");
+    }
+    for arch in ["sm_80", "sm_90"] {
+        if let Err(e) = dsl_runtime::nvrtc::compile(&src.code, arch, false) {
+            let numbered: String = src
+                .code
+                .lines()
+                .enumerate()
+                .map(|(i, l)| format!("{:5} {l}\n", i + 1))
+                .collect();
+            panic!("NVRTC {arch} rejected `{}`:\n{e}\n{numbered}", k.name);
+        }
+    }
+    src.code
+}
+
+// ---- matmul: interpreter vs f64, emulation vs interpreter, NVRTC --------------------------
+
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    tile: (i64, i64, i64),
+    warps: u32,
+    stages: u32,
+    /// Whether the loads feeding the dot go through the cp.async ring (tensor cores,
+    /// 16-byte aligned rows, num_stages >= 2).
+    ring: bool,
+}
+
+const CASES: &[Case] = &[
+    // Tensor cores; odd sizes leave masked edges in every dimension. Rows of A that are not
+    // 16-byte aligned (K = 50) keep the register path.
+    Case {
+        m: 37,
+        n: 45,
+        k: 50,
+        tile: (32, 32, 16),
+        warps: 4,
+        stages: 1,
+        ring: false,
+    },
+    Case {
+        m: 70,
+        n: 33,
+        k: 77,
+        tile: (64, 32, 32),
+        warps: 4,
+        stages: 3,
+        ring: false,
+    },
+    // B's rows are aligned (N = 64), A's are not (K = 40): B alone goes through the ring.
+    Case {
+        m: 16,
+        n: 64,
+        k: 40,
+        tile: (16, 64, 16),
+        warps: 2,
+        stages: 2,
+        ring: true,
+    },
+    // The cp.async ring: aligned rows, masked edges in M and N, K tails zero-filled.
+    Case {
+        m: 50,
+        n: 48,
+        k: 96,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 3,
+        ring: true,
+    },
+    Case {
+        m: 33,
+        n: 80,
+        k: 64,
+        tile: (32, 64, 16),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    Case {
+        m: 64,
+        n: 64,
+        k: 48,
+        tile: (64, 64, 16),
+        warps: 8,
+        stages: 2,
+        ring: true,
+    },
+    Case {
+        m: 20,
+        n: 16,
+        k: 160,
+        tile: (16, 16, 64),
+        warps: 1,
+        stages: 3,
+        ring: true,
+    },
+    // A tile the warps cannot cover in 16x16 pieces, and odd tiles: FMA.
+    Case {
+        m: 19,
+        n: 23,
+        k: 29,
+        tile: (16, 16, 16),
+        warps: 4,
+        stages: 3,
+        ring: false,
+    },
+    Case {
+        m: 21,
+        n: 17,
+        k: 13,
+        tile: (8, 8, 4),
+        warps: 1,
+        stages: 3,
+        ring: false,
+    },
+];
+
+fn mm_run(case: &Case, which: &str, seed: u64) {
+    let Case {
+        m,
+        n,
+        k,
+        tile,
+        warps,
+        stages,
+        ring,
+    } = *case;
+    let (bm, bn, bk) = tile;
+    let (def, din, dout): (&KernelDefRef, DType, DType) = match which {
+        "bf16" => (&mm_bf16::KERNEL, DType::BF16, DType::F32),
+        "f16" => (&mm_f16::KERNEL, DType::F16, DType::BF16),
+        _ => (&mm_f32::KERNEL, DType::F32, DType::F32),
+    };
+    let kern = def
+        .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+        .unwrap();
+    let mut rng = Rng(seed);
+    let a = HostMem::from_f32s(din, &rng.vec(m * k));
+    let b = HostMem::from_f32s(din, &rng.vec(k * n));
+    let c = HostMem::from_f32s(dout, &vec![f32::NAN; m * n]);
+    let want = matmul_f64(&a.to_f32s(), &b.to_f32s(), m, n, k);
+    let grid = [
+        (m as u64).div_ceil(bm as u64) as u32,
+        (n as u64).div_ceil(bn as u64) as u32,
+        1,
+    ];
+    let scalars = [m as i32, n as i32, k as i32];
+    let sc = scalars.map(Scalar::I32);
+    let mut mem = vec![a.clone(), b.clone(), c.clone()];
+    interpret(&kern, grid, &mut mem, &scalars);
+    let got = mem[2].to_f32s();
+    let err = rel_frob(&got, &want);
+    let tol = if dout == DType::F32 { 1e-5 } else { 1e-2 };
+    assert!(
+        err <= tol,
+        "{which} {m}x{n}x{k} tile {tile:?}: interpreter vs f64 {err:e} > {tol:e}"
+    );
+    let code = emit(
+        &kern,
+        &EmitOptions {
+            num_warps: warps,
+            divisible16: facts(&kern, &sc),
+            early: vec![],
+            num_stages: stages,
+        },
+    )
+    .unwrap()
+    .code;
+    assert_eq!(
+        code.contains("// software pipelining (num_stages"),
+        ring && which != "f32",
+        "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: cp.async ring expected: {ring}"
+    );
+    if have_gxx() {
+        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
+        let eg = emu[2].to_f32s();
+        for (i, (x, y)) in eg.iter().zip(&got).enumerate() {
+            assert!(
+                x.to_bits() == y.to_bits(),
+                "{which} {m}x{n}x{k} tile {tile:?} warps {warps} stages {stages}: emulated C[{}, {}] = {x}, interpreter {y}",
+                i / n,
+                i % n
+            );
+        }
+    } else {
+        eprintln!("g++ not found: the emulation half of this test is skipped");
+    }
+}
+
+type KernelDefRef = dsl_runtime::KernelDef;
+
+#[test]
+fn matmul_bf16_interpreter_and_emulation() {
+    for (i, c) in CASES.iter().enumerate() {
+        mm_run(c, "bf16", 11 + i as u64);
+    }
+}
+
+#[test]
+fn matmul_f16_to_bf16_interpreter_and_emulation() {
+    for (i, c) in CASES.iter().enumerate().skip(2).take(3) {
+        mm_run(c, "f16", 21 + i as u64);
+    }
+}
+
+#[test]
+fn matmul_f32_fma_interpreter_and_emulation() {
+    for (i, c) in CASES.iter().enumerate().skip(6) {
+        mm_run(c, "f32", 31 + i as u64);
+    }
+}
+
+#[test]
+fn qk_transposed_interpreter_and_emulation() {
+    for (m, n, tile, warps) in [
+        (37usize, 29usize, (32i64, 32i64, 64i64), 4u32),
+        (20, 9, (16, 16, 32), 1),
+        (5, 7, (8, 4, 24), 2),
+    ] {
+        let (bm, bn, d) = tile;
+        let kern = qk_t::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("D", d)]))
+            .unwrap();
+        let du = d as usize;
+        let mut rng = Rng(m as u64 * 7 + n as u64);
+        let q = HostMem::from_f32s(DType::BF16, &rng.vec(m * du));
+        let kk = HostMem::from_f32s(DType::BF16, &rng.vec(n * du));
+        let s = HostMem::from_f32s(DType::F32, &vec![0.0; m * n]);
+        let st = HostMem::from_f32s(DType::F32, &vec![0.0; m * n]);
+        // K^T as [D, N] for the reference.
+        let kv = kk.to_f32s();
+        let ktr: Vec<f32> = (0..du * n).map(|o| kv[(o % n) * du + o / n]).collect();
+        let want = matmul_f64(&q.to_f32s(), &ktr, m, n, du);
+        let grid = [
+            (m as u64).div_ceil(bm as u64) as u32,
+            (n as u64).div_ceil(bn as u64) as u32,
+            1,
+        ];
+        let mut mem = vec![q.clone(), kk.clone(), s.clone(), st.clone()];
+        interpret(&kern, grid, &mut mem, &[m as i32, n as i32]);
+        let got = mem[2].to_f32s();
+        assert!(rel_frob(&got, &want) <= 1e-5, "qk {m}x{n}");
+        let gt = mem[3].to_f32s();
+        for i in 0..m {
+            for j in 0..n {
+                assert_eq!(gt[j * m + i].to_bits(), got[i * n + j].to_bits(), "S^T");
+            }
+        }
+        if have_gxx() {
+            let emu = emulate(
+                &kern,
+                warps,
+                3,
+                grid,
+                &[q, kk, s, st],
+                &[Scalar::I32(m as i32), Scalar::I32(n as i32)],
+            );
+            let same =
+                |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same(&emu[2].to_f32s(), &got), "emulated S, tile {tile:?}");
+            assert!(same(&emu[3].to_f32s(), &gt), "emulated S^T, tile {tile:?}");
+        }
+    }
+}
+
+#[test]
+fn explain_names_the_path_and_the_reason() {
+    let tc = mm_bf16::KERNEL
+        .cuda_source(&ints(&[("BM", 64), ("BN", 64), ("BK", 32)]), 4)
+        .unwrap();
+    assert!(
+        tc.code
+            .contains("// dot: tensor cores: mma.sync m16n8k16 bf16"),
+        "{}",
+        tc.code
+    );
+    let odd = mm_bf16::KERNEL
+        .cuda_source(&ints(&[("BM", 24), ("BN", 64), ("BK", 32)]), 4)
+        .unwrap();
+    assert!(odd
+        .code
+        .contains("// dot: FMA fallback: M=24, N=64, K=32 are not all multiples of 16"));
+    let f32s = mm_f32::KERNEL
+        .cuda_source(&ints(&[("BM", 64), ("BN", 64), ("BK", 32)]), 4)
+        .unwrap();
+    assert!(f32s.code.contains("// dot: FMA fallback: f32 operands"));
+}
+
+#[test]
+fn every_dot_kernel_compiles_with_nvrtc() {
+    for c in CASES {
+        let (bm, bn, bk) = c.tile;
+        let cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
+        for def in [&mm_bf16::KERNEL, &mm_f16::KERNEL, &mm_f32::KERNEL] {
+            nvrtc_compiles(&def.specialize(&cx).unwrap(), c.warps, c.stages);
+        }
+    }
+    // A large tile: over 48 KiB of shared memory (dynamic), 8 warps, 4 stages.
+    let big = mm_bf16::KERNEL
+        .specialize(&ints(&[("BM", 128), ("BN", 256), ("BK", 64)]))
+        .unwrap();
+    let code = nvrtc_compiles(&big, 8, 4);
+    assert!(code.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+    let qk = qk_t::KERNEL
+        .specialize(&ints(&[("BM", 64), ("BN", 64), ("D", 128)]))
+        .unwrap();
+    nvrtc_compiles(&qk, 4, 2);
+}

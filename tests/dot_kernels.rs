@@ -1,0 +1,266 @@
+//! The shipped `dot` kernels (src/kernels/matmul.rs, attention.rs): the interpreter against
+//! f64 references at odd, masked sizes; the generated CUDA C (tensor cores, the cp.async
+//! ring, the hoisted Q tile, reductions of the accumulator layout) under the g++ emulation
+//! against the interpreter, bit for bit; and, on a GPU, against the f64 references within
+//! the stated tolerance (bf16 output: relative Frobenius error ≤ 1e-2).
+#[path = "../dsl-runtime/tests/host_emu/kernel.rs"]
+mod emu;
+use emu::{emulate, have_gxx, Scalar};
+use half::bf16;
+use tessera::check::Rng;
+use tessera::kernels::attention::{self as att, attention, attention_ref};
+use tessera::kernels::matmul::{self as mmk, matmul, matmul_ref, rel_frob};
+use tessera::runtime::interp::{self, HostMem, InterpArg, InterpOptions};
+use tessera::runtime::ir::{DType, Kernel};
+use tessera::runtime::{Config, ConstVal, Device, Launch, Tune};
+
+const BF16_TOL: f64 = 1e-2;
+
+fn ints(b: &[(&'static str, i64)]) -> Vec<(&'static str, ConstVal)> {
+    b.iter().map(|(n, v)| (*n, ConstVal::Int(*v))).collect()
+}
+
+fn to_f32(v: &[bf16]) -> Vec<f32> {
+    v.iter().map(|x| x.to_f32()).collect()
+}
+
+fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[Scalar]) {
+    let mut args: Vec<InterpArg> = (0..bufs.len()).map(|i| InterpArg::whole(i, bufs)).collect();
+    args.extend(scalars.iter().map(|s| match *s {
+        Scalar::I32(v) => InterpArg::I32(v),
+        Scalar::F32(v) => InterpArg::F32(v),
+    }));
+    interp::run(k, grid, &args, bufs, &InterpOptions::default()).unwrap();
+}
+
+struct Mm {
+    a: Vec<bf16>,
+    b: Vec<bf16>,
+    bias: Vec<f32>,
+    want: Vec<f64>,
+}
+
+fn mm_data(m: usize, n: usize, k: usize, seed: u64) -> Mm {
+    let mut rng = Rng::new(seed);
+    let a = rng.vec_bf16(m * k);
+    let b = rng.vec_bf16(k * n);
+    let bias = rng.vec_f32(n);
+    let want = matmul_ref(&a, &b, &bias, m, n, k);
+    Mm { a, b, bias, want }
+}
+
+#[test]
+fn matmul_interpreter_and_emulation() {
+    // (M, N, K, tile, warps, stages): masked edges everywhere; aligned rows take the ring.
+    for (m, n, k, (bm, bn, bk), warps, stages) in [
+        (77usize, 50usize, 96usize, (32i64, 32i64, 32i64), 4u32, 3u32),
+        (40, 72, 53, (32, 64, 16), 4, 2),
+        (33, 17, 20, (16, 16, 16), 1, 3),
+    ] {
+        let d = mm_data(m, n, k, (m * n + k) as u64);
+        let kern = matmul::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk), ("GROUP_M", 2)]))
+            .unwrap();
+        let grid = [mmk::grid(m, n, bm as usize, bn as usize), 1, 1];
+        let bufs = vec![
+            HostMem::from_f32s(DType::BF16, &to_f32(&d.a)),
+            HostMem::from_f32s(DType::BF16, &to_f32(&d.b)),
+            HostMem::from_f32s(DType::F32, &d.bias),
+            HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m * n]),
+        ];
+        let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
+        let mut mem = bufs.clone();
+        interpret(&kern, grid, &mut mem, &sc);
+        let got = mem[3].to_f32s();
+        let err = rel_frob(&got, &d.want);
+        assert!(
+            err <= BF16_TOL,
+            "matmul {m}x{n}x{k}: interpreter vs f64 {err:e}"
+        );
+        if have_gxx() {
+            let e = emulate(&kern, warps, stages, grid, &bufs, &sc);
+            assert!(
+                e[3].to_f32s()
+                    .iter()
+                    .zip(&got)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages}: emulation != interpreter"
+            );
+        }
+    }
+}
+
+struct Attn {
+    q: Vec<bf16>,
+    k: Vec<bf16>,
+    v: Vec<bf16>,
+    want: Vec<f64>,
+    scale: f32,
+}
+
+fn attn_data(bh: usize, s: usize, d: usize, causal: bool, seed: u64) -> Attn {
+    let mut rng = Rng::new(seed);
+    let (q, k, v) = (
+        rng.vec_bf16(bh * s * d),
+        rng.vec_bf16(bh * s * d),
+        rng.vec_bf16(bh * s * d),
+    );
+    let scale = 1.0 / (d as f32).sqrt();
+    let want = attention_ref(&q, &k, &v, bh, s, d, scale as f64, causal);
+    Attn {
+        q,
+        k,
+        v,
+        want,
+        scale,
+    }
+}
+
+#[test]
+fn attention_interpreter_and_emulation() {
+    // (B*H, S, D, BM, BN, warps, stages, causal)
+    for (bh, s, d, bm, bn, warps, stages, causal) in [
+        (2usize, 77usize, 64usize, 32i64, 32i64, 4u32, 3u32, true),
+        (2, 77, 64, 32, 32, 4, 2, false),
+        (1, 40, 128, 16, 32, 2, 3, true),
+        (1, 23, 16, 16, 16, 1, 1, false),
+    ] {
+        let dd = attn_data(bh, s, d, causal, (bh * s * d) as u64 + causal as u64);
+        let kern = attention::KERNEL
+            .specialize(&[
+                ("BM", ConstVal::Int(bm)),
+                ("BN", ConstVal::Int(bn)),
+                ("D", ConstVal::Int(d as i64)),
+                ("CAUSAL", ConstVal::Bool(causal)),
+            ])
+            .unwrap();
+        let (g0, g1) = att::grid(1, bh, s, bm as usize);
+        let grid = [g0, g1, 1];
+        let bufs = vec![
+            HostMem::from_f32s(DType::BF16, &to_f32(&dd.q)),
+            HostMem::from_f32s(DType::BF16, &to_f32(&dd.k)),
+            HostMem::from_f32s(DType::BF16, &to_f32(&dd.v)),
+            HostMem::from_f32s(DType::BF16, &vec![f32::NAN; bh * s * d]),
+        ];
+        let sc = [Scalar::I32(s as i32), Scalar::F32(dd.scale)];
+        let mut mem = bufs.clone();
+        interpret(&kern, grid, &mut mem, &sc);
+        let got = mem[3].to_f32s();
+        let err = rel_frob(&got, &dd.want);
+        let what = format!("attention bh={bh} s={s} d={d} tile ({bm}, {bn}) causal={causal}");
+        assert!(err <= BF16_TOL, "{what}: interpreter vs f64 {err:e}");
+        if have_gxx() {
+            let e = emulate(&kern, warps, stages, grid, &bufs, &sc);
+            let eg = e[3].to_f32s();
+            // exp2 on the CPU and in the interpreter are both Rust/libm's: bit for bit.
+            let bad = eg
+                .iter()
+                .zip(&got)
+                .position(|(x, y)| x.to_bits() != y.to_bits());
+            assert!(
+                bad.is_none(),
+                "{what} warps {warps} stages {stages}: emulation != interpreter at {bad:?}"
+            );
+        }
+    }
+}
+
+// ---- on a GPU ---------------------------------------------------------------------------
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_on_gpu_matches_f64_within_tolerance() {
+    let dev = Device::cuda(0).unwrap();
+    let (m, n, k) = (1000usize, 777usize, 1234usize);
+    let d = mm_data(m, n, k, 7);
+    let (da, db, dbias) = (
+        dev.upload(&d.a).unwrap(),
+        dev.upload(&d.b).unwrap(),
+        dev.upload(&d.bias).unwrap(),
+    );
+    let dc = dev.zeros::<bf16>(m * n).unwrap();
+    for (bm, bn, bk, warps, stages) in [
+        (128usize, 128usize, 32usize, 4u32, 3u32),
+        (128, 256, 64, 8, 3),
+        (64, 64, 32, 4, 1),
+        (64, 128, 64, 4, 4),
+        (48, 40, 24, 4, 2), // FMA fallback
+    ] {
+        let launch = Launch::grid(mmk::grid(m, n, bm, bn))
+            .warps(warps)
+            .stages(stages);
+        matmul::launch(
+            &dev, &launch, &da, &db, &dbias, &dc, m as i32, n as i32, k as i32, bm, bn, bk, 8,
+        )
+        .unwrap();
+        let got = to_f32(&dc.to_vec().unwrap());
+        let err = rel_frob(&got, &d.want);
+        assert!(
+            err <= BF16_TOL,
+            "GPU matmul tile ({bm}, {bn}, {bk}) warps {warps} stages {stages}: {err:e}"
+        );
+    }
+    // Autotune picks among configs and the winner is correct too.
+    let tune = Tune {
+        configs: vec![
+            Config::new(
+                &ints(&[("BM", 128), ("BN", 128), ("BK", 32), ("GROUP_M", 8)]),
+                4,
+            )
+            .stages(3),
+            Config::new(
+                &ints(&[("BM", 128), ("BN", 256), ("BK", 32), ("GROUP_M", 8)]),
+                8,
+            )
+            .stages(3),
+        ],
+        key: format!("{m}x{n}x{k}"),
+        grid: Launch::grid_fn(move |c| {
+            [
+                mmk::grid(m, n, c.int("BM") as usize, c.int("BN") as usize),
+                1,
+                1,
+            ]
+        })
+        .grid,
+    };
+    matmul::autotune(
+        &dev, &tune, &da, &db, &dbias, &dc, m as i32, n as i32, k as i32,
+    )
+    .unwrap();
+    let err = rel_frob(&to_f32(&dc.to_vec().unwrap()), &d.want);
+    assert!(err <= BF16_TOL, "autotuned GPU matmul: {err:e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn attention_on_gpu_matches_f64_within_tolerance() {
+    let dev = Device::cuda(0).unwrap();
+    for (d, causal, bm, bn, warps, stages) in [
+        (64usize, true, 64usize, 64usize, 4u32, 3u32),
+        (64, false, 128, 64, 8, 2),
+        (128, true, 64, 64, 4, 2),
+        (128, false, 64, 32, 4, 3),
+    ] {
+        let (bh, s) = (6usize, 333usize);
+        let dd = attn_data(bh, s, d, causal, 3 + d as u64);
+        let (dq, dk, dv) = (
+            dev.upload(&dd.q).unwrap(),
+            dev.upload(&dd.k).unwrap(),
+            dev.upload(&dd.v).unwrap(),
+        );
+        let dout = dev.zeros::<bf16>(bh * s * d).unwrap();
+        let launch = Launch::grid(att::grid(1, bh, s, bm))
+            .warps(warps)
+            .stages(stages);
+        attention::launch(
+            &dev, &launch, &dq, &dk, &dv, &dout, s as i32, dd.scale, bm, bn, d, causal,
+        )
+        .unwrap();
+        let err = rel_frob(&to_f32(&dout.to_vec().unwrap()), &dd.want);
+        assert!(
+            err <= BF16_TOL,
+            "GPU attention d={d} causal={causal} tile ({bm}, {bn}) warps {warps} stages {stages}: {err:e}"
+        );
+    }
+}
