@@ -1,5 +1,6 @@
 //! The `tessera` command line: `generate` (Qwen3 decode), `bench` (its speed against the
-//! bandwidth floor) and `explain` (generated CUDA C).
+//! bandwidth floor), `tune` (its speed over tile rules and megakernel options) and
+//! `explain` (generated CUDA C, tile IR, or the decode megakernel's schedule).
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use tessera::cli;

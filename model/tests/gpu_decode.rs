@@ -2,7 +2,7 @@
 //! engine gives (one launch per op) on the same GPU, decodes transformers' greedy tokens on
 //! the committed checkpoints and, with `TESSERA_HF_CKPT=DIR` (a checkpoint written by
 //! `hf_reference.py` at a real Qwen3 shape, with its expected.json), at a real shape.
-//! Run on the device: `cargo test -p model --test gpu_megakernel -- --ignored`.
+//! Run on the device: `cargo test -p model --test gpu_decode -- --ignored`.
 //!
 //! expected.json from hf_reference.py was computed with the rope inv_freq table rounded to
 //! bf16 (the script casts the whole model, buffers included), so its first_logits differ from
