@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine in ONE device call, over binaries built here by
-# ../shared/gpu/pack.sh (carried in .gpu/). Writes logs and JSON under $OUT.
+# scripts/pack_gpu.sh (carried in .gpu/). Writes logs and JSON under $OUT.
 #   device run: carry [".gpu"], command: bash scripts/device_run.sh [tests|examples|sanitize|bench|all]
 set -uo pipefail
 what=${1:-all}

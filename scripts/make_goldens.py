@@ -16,7 +16,7 @@ for a user message (thinking on and off) and the decoded greedy text.
 
 Math is fp32 on the bf16-rounded weights: build in bf16, save, then `.float()` (and
 rebuild the rope inv_freq buffer in fp32, which `.to(bfloat16)` had rounded).
-Conventions follow shared/gpu/hf_reference.py.
+Conventions follow scripts/hf_reference.py.
 """
 import argparse, json, os
 import torch

@@ -2,9 +2,15 @@
 //! stitches its kernels into one persistent GPU kernel.
 //!
 //! - [`kernel`]: tile-level Rust → tile IR (checked at compile time) → interpreter or CUDA C.
-//! - [`runtime`]: devices, buffers, launch, autotune, NVRTC.
-//! - [`kernels`]: the kernels tessera ships, each with a plain-Rust reference.
-//! - [`model`]: Qwen3 from Hugging Face files.
+//! - [`megakernel`]: a sequence of kernel calls → one persistent launch, synchronised only
+//!   where data flows.
+//! - [`runtime`]: devices, buffers, launch, autotune, NVRTC, the megakernel scheduler.
+//! - [`kernels`]: the kernels tessera ships, each with a plain-Rust reference; [`toy`]: the
+//!   toy megakernel; [`check`]: what examples and tests share.
+//! - [`model`]: Qwen3 from Hugging Face files, and its three engines.
+//! - [`cli`]: the binary's `explain` command.
+//!
+//! ARCHITECTURE.md at the repository root maps where each stage lives.
 
 // Lets the `#[kernel]` macro name this crate as `::tessera` from inside it too.
 extern crate self as tessera;

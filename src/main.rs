@@ -1,6 +1,7 @@
 //! The `tessera` command line: `generate` (Qwen3 decode), `serve` (an OpenAI-compatible
-//! endpoint), `bench` (its speed against the bandwidth floor), `tune` and `explain`
-//! (generated CUDA C).
+//! endpoint), `bench` (its speed against the bandwidth floor), `tune` (its speed over tile
+//! rules and megakernel options) and `explain` (generated CUDA C, tile IR, or the decode
+//! megakernel's schedule).
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use tessera::cli;

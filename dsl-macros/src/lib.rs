@@ -1,4 +1,5 @@
-//! `#[kernel]`: tile-level Rust → tile IR, checked at compile time.
+//! `#[kernel]`: tile-level Rust → tile IR, checked at compile time; and `#[megakernel]`
+//! (`mega.rs`): a sequence of kernel calls → a stage program built at run time.
 //!
 //! The attribute parses the fn with syn (`parse`), drives `dsl_ir::Builder` over its body
 //! (`lower`), which applies every typing rule, and on success emits a module holding the

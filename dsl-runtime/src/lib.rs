@@ -1,5 +1,6 @@
-//! The runtime under `#[kernel]`: tile interpreter, CUDA C emitter, NVRTC compile cache,
-//! typed launch and autotune.
+//! The runtime under `#[kernel]` and `#[megakernel]`: tile interpreter, CUDA C emitter,
+//! NVRTC compile cache, typed launch, bounds check and autotune, and the megakernel
+//! compiler (`mega`: resolve, schedule, interpreter, persistent-kernel generator, launch).
 //!
 //! Data flows one way: the macro's IR → [`ir::Kernel::specialize`] → [`interp`] (the spec)
 //! or [`cuda::emit`] → [`nvrtc`] → launch ([`KernelDef::launch`]).

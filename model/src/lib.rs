@@ -1,5 +1,7 @@
 //! Qwen3 from Hugging Face files: config, weights, tokenizer and chat template, a
-//! plain-Rust reference decoder, sampling, and the `generate` command.
+//! plain-Rust reference decoder, the decoder's ops as `#[kernel]`s, two device engines (one
+//! launch per op: `dsl_engine`; one `#[megakernel]` launch per step: `mega_engine`),
+//! sampling, and the `generate`, `bench` and `tune` commands.
 //!
 //! The reference decoder is the oracle for the GPU decoder; it is checked against
 //! transformers' outputs in `tests/goldens.rs`.

@@ -5,8 +5,8 @@
 //! one (`dsl_engine.rs`); `#[megakernel]` turns it into one persistent cooperative kernel,
 //! with a counter wait only where a stage reads what an earlier one wrote. Layer `l`'s
 //! weights are windows `&w[l * n..(l + 1) * n]` into buffers stacked over layers, so the
-//! scheduler sees which layer a stage touches, and idle CTAs prefetch the next stages'
-//! windows into L2 while a narrow stage (attention, the norms) runs.
+//! scheduler sees which layer a stage touches, and CTAs with no program in a stage (the
+//! embedding's few programs, say) prefetch the next stages' windows into L2.
 //!
 //! Every dimension and tile size is a constexpr taken from config.json (`Tiles::for_config`),
 //! so this one source serves every dense Qwen3: the engine binds them at startup, NVRTC

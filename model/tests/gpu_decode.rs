@@ -2,7 +2,7 @@
 //! engine gives (one launch per op) on the same GPU, decodes transformers' greedy tokens on
 //! the committed checkpoints and, with `TESSERA_HF_CKPT=DIR` (a checkpoint written by
 //! `hf_reference.py` at a real Qwen3 shape, with its expected.json), at a real shape.
-//! Run on the device: `cargo test -p model --test gpu_megakernel -- --ignored`.
+//! Run on the device: `cargo test -p model --test gpu_decode -- --ignored`.
 //!
 //! At a real shape the bar is transformers' own bf16 inference: expected.json (from
 //! hf_reference.py) holds an fp32 oracle (fp32 math and rope on the bf16 weights) and how far

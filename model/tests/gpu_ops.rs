@@ -1,6 +1,6 @@
 //! On a GPU: every op of the decoder gives what the interpreter gives on the same inputs,
 //! and the kernels engine decodes transformers' greedy tokens. Run on the device with
-//! `cargo test -p model --test gpu_kernels -- --ignored`; without a GPU they do not run.
+//! `cargo test -p model --test gpu_ops -- --ignored`; without a GPU they do not run.
 //!
 //! GPU and interpreter sum in different orders, so a bf16 output may differ by one
 //! rounding: outputs are compared as max |Δ| / max |x| < 1e-2.
@@ -346,7 +346,7 @@ fn gpu_engine_logits_equal_interpreter() {
     }
 }
 
-/// A decode step of a random Qwen3-0.6B (28 layers, vocab 151936) as 10 launches per layer
+/// A decode step of a random Qwen3-0.6B (28 layers, vocab 151936) as 5 launches per layer
 /// plus 3: the one-launch-per-op baseline the megakernel is measured against. Prints
 /// ms/token and the bandwidth it implies (weight bytes read per step / step time).
 #[test]

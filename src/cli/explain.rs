@@ -1,4 +1,5 @@
-//! `tessera explain`: the generated CUDA C (or tile IR) of a kernel the library ships.
+//! `tessera explain`: the generated CUDA C (or tile IR) of a kernel the library ships, or
+//! the schedule (`--cuda`: the CUDA C) of the Qwen3 decode megakernel, `qwen3::decode_step`.
 use crate::runtime::{ConstVal, Device, Shipped};
 
 #[derive(clap::Args, Debug)]

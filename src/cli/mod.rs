@@ -1,2 +1,3 @@
-//! The CLI's subcommands other than `generate` (which lives with the model).
+//! The CLI's subcommands that do not belong to the model: `explain`. (`generate`, `bench`
+//! and `tune` live with the model, in `model::cli`.)
 pub mod explain;

@@ -2,9 +2,10 @@
 //! loops), runs each stage's programs grid-stride over the resident CTAs by calling the
 //! stage's `<name>_body` (from the CUDA emitter), and synchronises as the schedule says.
 //!
-//! Sync state is one array of u32 words in device memory, zeroed by the host before each
-//! launch (see [`SyncWords`]). Counters and the barrier's arrival count only grow during a
-//! launch, so a wait is "value ≥ target" with a target each CTA computes the same way
+//! Sync state is one array of u32 words in device memory (see [`SyncWords`]), zero when a
+//! launch starts: the last CTA to finish zeroes it for the next launch (the host zeroes it
+//! only after a launch that did not complete). Counters and the barrier's arrival count
+//! only grow during a launch, so a wait is "value ≥ target" with a target each CTA computes the same way
 //! (no reset, no ABA). Release: `__syncthreads()`, then thread 0 fences (`fence.acq_rel.gpu`)
 //! and adds. Acquire: thread 0 spins with `ld.acquire.gpu`, fences, then `__syncthreads()`.
 //! Every spin is bounded by `%globaltimer`: past the timeout the CTA records the sync in the

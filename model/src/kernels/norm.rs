@@ -1,8 +1,8 @@
 //! RMSNorm on its own: y = x / sqrt(mean(x²) + eps) * w, one program per row.
 //!
 //! The decode step does not launch it: each norm of the decoder is fused as a *redundant
-//! prologue* into the GEMV that consumes it (see `gemv.rs`), which saves a launch (a grid
-//! barrier in the megakernel) and a bf16 rounding of the normed vector. It stays here as
+//! prologue* into the GEMV that consumes it (see `gemv.rs`), which saves a launch (a sync
+//! in the megakernel) and a bf16 rounding of the normed vector. It stays here as
 //! the readable statement of the op, and as a stage for engines that want it separate.
 use dsl_runtime::prelude::*;
 

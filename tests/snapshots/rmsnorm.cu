@@ -1,0 +1,377 @@
+#ifndef TESSERA_PRELUDE
+#define TESSERA_PRELUDE
+// ---- tessera prelude: storage types and exact conversions (sm_80+) ----
+// bf16/f16 live in memory as 16-bit patterns; in registers every value is a float that
+// is exactly representable in its dtype (rounded to nearest even after every op).
+typedef unsigned short bf16_t;
+typedef unsigned short f16_t;
+
+// -- conversions (PTX; a CPU emulator of the generated code swaps this block) --
+__device__ __forceinline__ float tsr_bf16_to_f32(bf16_t h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ bf16_t tsr_f32_to_bf16(float f) {
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ float tsr_f16_to_f32(f16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ f16_t tsr_f32_to_f16(float f) {
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+// -- end conversions --
+// -- staging (PTX, sm_90: the bulk copy engine and mbarriers; a CPU emulator swaps this block) --
+// Staged loads (`cuda/staging.rs`): a program's weight tile is copied ahead into shared
+// memory by one bulk copy per load. Before sm_90 nothing is copied and every staged load
+// reads global memory (the headers say 0 bytes).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TSR_STAGING 1
+#else
+#define TSR_STAGING 0
+#endif
+__device__ __forceinline__ unsigned tsr_smem(const void* p) {
+  unsigned a;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// Every thread: its part [lo, hi) of the bytes a staged load reads, reduced over the CTA
+// into r[0] (min) and r[1] (max) (which start as ~0 and 0).
+__device__ __forceinline__ void tsr_range_add(unsigned long long* r, unsigned long long lo, unsigned long long hi) {
+#if TSR_STAGING
+  for (int o = 16; o > 0; o /= 2) {
+    const unsigned long long l = __shfl_xor_sync(0xffffffffu, lo, o), h = __shfl_xor_sync(0xffffffffu, hi, o);
+    lo = l < lo ? l : lo;
+    hi = h > hi ? h : hi;
+  }
+  if (threadIdx.x % 32 == 0 && hi > lo) { atomicMin(r, lo); atomicMax(r + 1, hi); }
+#endif
+}
+// Thread 0, once the ranges are in: staged load k's header in `stage` (the address of its
+// first byte, and how many bytes the copy holds: 0 when the range is not one piece of at
+// most `region` bytes, and then the body reads global memory), and r reset for reuse.
+__device__ __forceinline__ unsigned tsr_stage_plan(unsigned char* stage, int k, unsigned long long* r, unsigned region) {
+  const unsigned long long lo = r[0], hi = r[1];
+  r[0] = ~0ull;
+  r[1] = 0ull;
+  const unsigned n = TSR_STAGING && hi > lo && hi - lo <= region ? (unsigned)(hi - lo) : 0u;
+  *(unsigned long long*)(stage + 16 * k) = lo;
+  *(unsigned*)(stage + 16 * k + 8) = n;
+  return n;
+}
+// Thread 0: `bytes` will complete the current phase of `bar` (0: completes it now).
+__device__ __forceinline__ void tsr_stage_expect(unsigned long long* bar, unsigned bytes) {
+#if TSR_STAGING
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(tsr_smem(bar)), "r"(bytes) : "memory");
+#endif
+}
+// Thread 0: copy staged load k's bytes (its header says where from and how many) to dst.
+__device__ __forceinline__ void tsr_stage_copy(unsigned char* dst, const unsigned char* stage, int k, unsigned long long* bar) {
+#if TSR_STAGING
+  const unsigned long long src = *(const unsigned long long*)(stage + 16 * k);
+  const unsigned n = *(const unsigned*)(stage + 16 * k + 8);
+  if (n == 0) return;
+  // The ring bytes were last read by ordinary loads; the copy engine writes them next.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(tsr_smem(dst)), "l"(src), "r"(n), "r"(tsr_smem(bar)) : "memory");
+#endif
+}
+// Every thread: until phase `parity` of `bar` completes (the program's copies landed).
+__device__ __forceinline__ void tsr_stage_wait(unsigned long long* bar, unsigned parity) {
+#if TSR_STAGING
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(tsr_smem(bar)), "r"(parity) : "memory");
+#endif
+}
+// Thread 0, before any use: one arrival per phase.
+__device__ __forceinline__ void tsr_stage_init(unsigned long long* bar) {
+#if TSR_STAGING
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(tsr_smem(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// A staged load's vector at p: from the copy when it holds p, else from global memory.
+template <typename V> __device__ __forceinline__ V tsr_staged(const unsigned char* data, unsigned long long lo, unsigned n, const V* p) {
+  const unsigned long long o = (unsigned long long)p - lo;
+  return o < n ? *(const V*)(data + o) : *p;
+}
+// -- end staging --
+// Round a float to the nearest bf16 / f16 value (kept in a float register).
+__device__ __forceinline__ float tsr_rbf16(float f) { return tsr_bf16_to_f32(tsr_f32_to_bf16(f)); }
+__device__ __forceinline__ float tsr_rf16(float f) { return tsr_f16_to_f32(tsr_f32_to_f16(f)); }
+
+// Float -> int as Rust's `as`: truncate toward zero, saturate, NaN -> 0.
+__device__ __forceinline__ int tsr_f2i(float f) { return f != f ? 0 : __float2int_rz(f); }
+
+__device__ __forceinline__ float tsr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float tsr_silu(float x) { return __fmul_rn(x, 1.0f / (1.0f + expf(-x))); }
+
+// Reduction steps for argmax/argmin: ties go to the lower index; NaN never wins over a
+// number (two NaNs: the lower index).
+template <typename T> __device__ __forceinline__ void tsr_argmax_step(T& v, int& i, T ov, int oi) {
+  const bool o_nan = ov != ov, v_nan = v != v;
+  if (o_nan ? (v_nan && oi < i) : (v_nan || ov > v || (ov == v && oi < i))) { v = ov; i = oi; }
+}
+template <typename T> __device__ __forceinline__ void tsr_argmin_step(T& v, int& i, T ov, int oi) {
+  const bool o_nan = ov != ov, v_nan = v != v;
+  if (o_nan ? (v_nan && oi < i) : (v_nan || ov < v || (ov == v && oi < i))) { v = ov; i = oi; }
+}
+
+// atomic max on f32 through the integer order of IEEE bit patterns; NaN is ignored.
+__device__ __forceinline__ void tsr_atomic_max_f32(float* p, float v) {
+  if (v != v) return;
+  if (__float_as_int(v) >= 0) atomicMax((int*)p, __float_as_int(v));  // sign bit clear
+  else atomicMin((unsigned*)p, __float_as_uint(v));
+}
+
+// Element e of a 16-byte vector read as bf16 / f16 / 32-bit lanes (e is a constant after
+// unrolling, so these are a shift or a move).
+__device__ __forceinline__ unsigned tsr_word(uint4 r, int w) { return w == 0 ? r.x : w == 1 ? r.y : w == 2 ? r.z : r.w; }
+__device__ __forceinline__ unsigned tsr_word(uint2 r, int w) { return w == 0 ? r.x : r.y; }
+template <typename V> __device__ __forceinline__ float tsr_bf16_at(V r, int e) {
+  const unsigned w = tsr_word(r, e / 2);
+  return __uint_as_float(e % 2 ? (w & 0xffff0000u) : (w << 16));
+}
+template <typename V> __device__ __forceinline__ float tsr_f16_at(V r, int e) {
+  const unsigned w = tsr_word(r, e / 2);
+  return tsr_f16_to_f32((f16_t)(e % 2 ? (w >> 16) : (w & 0xffffu)));
+}
+template <typename V> __device__ __forceinline__ float tsr_f32_at(V r, int e) { return __uint_as_float(tsr_word(r, e)); }
+template <typename V> __device__ __forceinline__ int tsr_i32_at(V r, int e) { return (int)tsr_word(r, e); }
+// Set 16-bit element e of a vector (e is a constant after unrolling: a shift and a mask).
+__device__ __forceinline__ void tsr_put16(unsigned& w, int e, unsigned short h) {
+  w = e % 2 ? (w & 0xffffu) | ((unsigned)h << 16) : (w & 0xffff0000u) | h;
+}
+__device__ __forceinline__ void tsr_put16(uint4& r, int e, unsigned short h) {
+  tsr_put16(e / 2 == 0 ? r.x : e / 2 == 1 ? r.y : e / 2 == 2 ? r.z : r.w, e % 2, h);
+}
+__device__ __forceinline__ void tsr_put16(uint2& r, int e, unsigned short h) { tsr_put16(e / 2 == 0 ? r.x : r.y, e % 2, h); }
+__device__ __forceinline__ unsigned tsr_pack_bf16(float lo, float hi) {
+  return (unsigned)tsr_f32_to_bf16(lo) | ((unsigned)tsr_f32_to_bf16(hi) << 16);
+}
+__device__ __forceinline__ unsigned tsr_pack_f16(float lo, float hi) {
+  return (unsigned)tsr_f32_to_f16(lo) | ((unsigned)tsr_f32_to_f16(hi) << 16);
+}
+#endif // TESSERA_PRELUDE
+
+// ==== kernel `rmsnorm` (src/kernels/rmsnorm.rs) with BLOCK=Int(1024): 4 warps = 128 threads per program, 16 bytes of shared memory ====
+__device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int npid0, int npid1, int npid2, bf16_t* x, bf16_t* w, bf16_t* y, int n_cols, float eps, unsigned char* smem) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  (void)lane; (void)warp; (void)pid0; (void)pid1; (void)pid2; (void)npid0; (void)npid1; (void)npid2;
+  // layout L0 = [1024]: thread t owns elements (t + 128*b)*8 + v, b < 1, v < 8
+  auto L0_j = [&](int s) { return (tid) * 8 + s % 8; };
+  // shared memory
+  float* v28_part = (float*)(smem + 0);  // [4] sum(v28) over axis 0: one partial per warp and row
+
+  // ---- prologue ----
+  // line 19: program_id(0)
+  const int row = pid0;
+
+  // ---- math ----
+  // line 20: let mut sumsq = zeros([BLOCK], f32)
+  float sumsq[8];
+  #pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    sumsq[s] = 0.0f;
+  }
+  // line 21: for off in (0..n_cols).step_by(BLOCK)
+  for (int v6 = 0; v6 < n_cols; v6 += 1024) {
+    // line 22: off + arange(0, BLOCK)
+    int v7[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v7[s] = L0_j(s);
+    }
+    int cols[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      cols[s] = v6 + v7[s];
+    }
+    // line 23: cols < n_cols
+    bool mask[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      mask[s] = cols[s] < n_cols;
+    }
+    // line 24: load(x + row * n_cols + cols, mask, 0.0).to(f32)
+    const int v15 = row * n_cols;
+    bf16_t* const v16 = x + v15;
+    bf16_t* v18[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v18[s] = v16 + cols[s];
+    }
+
+    // ---- load ----
+    float xb[8];
+    {
+      uint4 raw[1];
+      #pragma unroll
+      for (int q = 0; q < 1; ++q)  // one load per 16 bytes, one predicate for its elements
+        raw[q] = mask[q * 8] ? *(const uint4*)(v18[q * 8]) : uint4{0u, 0u, 0u, 0u};
+      #pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        xb[s] = tsr_bf16_at(raw[s / 8], s % 8);
+      }
+    }
+
+    // ---- math ----
+    // line 25: sumsq += xb * xb
+    float v24[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v24[s] = sumsq[s];
+    }
+    float v25[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v25[s] = __fmul_rn(xb[s], xb[s]);
+    }
+    float v26[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v26[s] = v24[s] + v25[s];
+    }
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      sumsq[s] = v26[s];
+    }
+  }
+  // line 27: rsqrt(sum(sumsq, 0) / n_cols as f32 + eps)
+  float v27[8];
+  #pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    v27[s] = sumsq[s];
+  }
+  float v28;
+  {  // sum(v28) over axis 0: per-thread partials, warp shuffles, then shared memory
+    float acc = 0.0f;
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      acc += v27[s];
+    }
+    // combine the 32 lanes that share a row: butterfly shuffles
+    #pragma unroll
+    for (int xor_off = 16; xor_off > 0; xor_off /= 2) {
+      acc += __shfl_xor_sync(0xffffffffu, acc, xor_off);
+    }
+    if (lane == 0) v28_part[warp] = acc;
+    __syncthreads();
+    acc = 0.0f;
+    for (int pw = 0; pw < 4; ++pw) acc += v28_part[pw];
+    v28 = acc;
+  }
+  const float v30 = (float)n_cols;
+  const float v31 = v28 / v30;
+  const float v33 = v31 + eps;
+  const float inv = rsqrtf(v33);
+  // line 28: for off in (0..n_cols).step_by(BLOCK)
+  for (int v38 = 0; v38 < n_cols; v38 += 1024) {
+    // line 29: off + arange(0, BLOCK)
+    int v39[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v39[s] = L0_j(s);
+    }
+    int cols_1[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      cols_1[s] = v38 + v39[s];
+    }
+    // line 30: cols < n_cols
+    bool mask_1[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      mask_1[s] = cols_1[s] < n_cols;
+    }
+    // line 31: load(x + row * n_cols + cols, mask, 0.0).to(f32)
+    const int v47 = row * n_cols;
+    bf16_t* const v48 = x + v47;
+    bf16_t* v50[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v50[s] = v48 + cols_1[s];
+    }
+
+    // ---- load ----
+    float xb_1[8];
+    {
+      uint4 raw[1];
+      #pragma unroll
+      for (int q = 0; q < 1; ++q)  // one load per 16 bytes, one predicate for its elements
+        raw[q] = mask_1[q * 8] ? *(const uint4*)(v50[q * 8]) : uint4{0u, 0u, 0u, 0u};
+      #pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        xb_1[s] = tsr_bf16_at(raw[s / 8], s % 8);
+      }
+    }
+    // line 32: load(w + cols, mask, 0.0).to(f32)
+    bf16_t* v58[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v58[s] = w + cols_1[s];
+    }
+    float wb[8];
+    {
+      uint4 raw[1];
+      #pragma unroll
+      for (int q = 0; q < 1; ++q)  // one load per 16 bytes, one predicate for its elements
+        raw[q] = mask_1[q * 8] ? *(const uint4*)(v58[q * 8]) : uint4{0u, 0u, 0u, 0u};
+      #pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        wb[s] = tsr_bf16_at(raw[s / 8], s % 8);
+      }
+    }
+    // line 33: store(y + row * n_cols + cols, (xb * inv * wb).to(bf16), mask)
+    const int v66 = row * n_cols;
+    bf16_t* const v67 = y + v66;
+    bf16_t* v69[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v69[s] = v67 + cols_1[s];
+    }
+
+    // ---- math ----
+    float v71[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v71[s] = __fmul_rn(xb_1[s], inv);
+    }
+    float v72[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v72[s] = __fmul_rn(v71[s], wb[s]);
+    }
+    float v73[8];
+    #pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      v73[s] = tsr_rbf16(v72[s]);
+    }
+
+    // ---- epilogue ----
+    {
+      #pragma unroll
+      for (int q = 0; q < 1; ++q) {  // one store per 16 bytes, one predicate for its elements
+        if (mask_1[q * 8]) {
+          uint4 raw;
+          raw.x = tsr_pack_bf16(v73[q * 8 + 0], v73[q * 8 + 1]);
+          raw.y = tsr_pack_bf16(v73[q * 8 + 2], v73[q * 8 + 3]);
+          raw.z = tsr_pack_bf16(v73[q * 8 + 4], v73[q * 8 + 5]);
+          raw.w = tsr_pack_bf16(v73[q * 8 + 6], v73[q * 8 + 7]);
+          *(uint4*)(v69[q * 8]) = raw;
+        }
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128) rmsnorm(bf16_t* x, bf16_t* w, bf16_t* y, int n_cols, float eps) {
+  __shared__ __align__(16) unsigned char smem[16];
+  rmsnorm_body(blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z, x, w, y, n_cols, eps, smem);
+}
