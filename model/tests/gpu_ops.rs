@@ -346,7 +346,7 @@ fn gpu_engine_logits_equal_interpreter() {
     }
 }
 
-/// A decode step of a random Qwen3-0.6B (28 layers, vocab 151936) as 5 launches per layer
+/// A decode step of a random Qwen3-0.6B (28 layers, vocab 151936) as 7 launches per layer
 /// plus 3: the one-launch-per-op baseline the megakernel is measured against. Prints
 /// ms/token and the bandwidth it implies (weight bytes read per step / step time).
 #[test]
