@@ -5,7 +5,7 @@
 #   here:  build each binary, copy it to .gpu/bin/tessera-NAME; NAME `head` is the packed
 #          .gpu/bin/tessera (scripts/pack_gpu.sh)
 #   device run: carry [".gpu"], command: bash scripts/device_ab.sh SHAPE NAME... [-- tune flags]
-# PROBE=0 skips the hand-written probe. Output under $OUT, one log per run.
+# PROBE=0 skips the hand-written probe, GENERATE=0 the `generate` runs. Output under $OUT, one log per run.
 set -uo pipefail
 shape=${1:?usage: device_ab.sh SHAPE NAME... [-- tune flags]}
 shift
@@ -53,6 +53,7 @@ for n in "${names[@]}"; do
   echo "=== [$(date +%T)] profile $n"
   timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" --profile > "$OUT/profile-$n.md" 2> "$OUT/profile-$n.err"
   echo "rc=$?"
+  [[ ${GENERATE:-1} == 0 ]] && continue
   for e in kernels megakernel; do
     timeout 120 "$(bin "$n")" generate --model "$d" --engine $e --prompt-ids 1 --max-new-tokens 256 --json \
       > "$OUT/generate-$n-$e.json" 2> "$OUT/generate-$n-$e.err"

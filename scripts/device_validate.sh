@@ -31,26 +31,26 @@ for p in "${parts[@]}"; do
   ab)
     names=(head)
     [[ -n ${BASE:-} && -x .gpu/bin/tessera-$BASE ]] && names+=("$BASE")
-    PROBE=0 run ab 170 bash scripts/device_ab.sh 0.6b "${names[@]}" -- "${knobs[@]}" --position 512 --tokens 128
+    PROBE=0 GENERATE=0 run ab 150 bash scripts/device_ab.sh 0.6b "${names[@]}" -- "${knobs[@]}" --position 512 --tokens 128
     grep -E "^=== |^\| [0-9]|^rc=" "$OUT/part-ab.log" | grep -v "^=== \[.*hf_ref"
     ln -sfn /tmp/q-0.6b /tmp/q06
     ;;
   decode)
-    BENCH=1 run decode 150 bash scripts/device_decode.sh 0.6b
+    BENCH=1 run decode 120 bash scripts/device_decode.sh 0.6b
     grep -E "over [0-9]+ prompts|test result|panicked|^\||floor|kernels =" "$OUT/part-decode.log" | tail -20
     ;;
   shapes)
     for s in ${SHAPES:-4b}; do
-      BENCH=0 run "shape-$s" 150 bash scripts/device_decode.sh "$s"
+      BENCH=0 run "shape-$s" 130 bash scripts/device_decode.sh "$s"
       grep -E "over [0-9]+ prompts|test result|panicked|assert" "$OUT/part-shape-$s.log" | tail -6
     done
     ;;
   serve)
-    run serve 60 bash scripts/device_serve.sh /tmp/q06
+    run serve 50 bash scripts/device_serve.sh /tmp/q06
     tail -8 "$OUT/part-serve.log"
     ;;
   dot)
-    run dot 170 bash scripts/device_dot.sh
+    run dot 130 bash scripts/device_dot.sh
     grep -E "^test |test result|panicked|^\{|FAILED|max|err" "$OUT/part-dot.log" | tail -30
     ;;
   committed)
