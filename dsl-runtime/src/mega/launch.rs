@@ -48,9 +48,9 @@ pub struct MegaOptions {
     pub lookahead_prefetch: bool,
     /// GPU: bytes of shared memory per CTA for the staging ring (`mega/staging.rs`: weight
     /// tiles copied ahead by the bulk copy engine, across syncs). None: as much as the GPU
-    /// gives a block, less [`STAGE_RESERVE`]; Some(0), the default: no staging. Off until
-    /// measured faster: on an H100 its first form (per-thread `cp.async`) made the Qwen3-0.6B
-    /// step slower, 1.66 against 1.24 ms (docs/PERF.md); the bulk-copy form is not measured.
+    /// gives a block, less [`STAGE_RESERVE`]; Some(0), the default: no staging. Off: both
+    /// its forms (per-thread `cp.async`, then bulk copies) measured slower on an H100
+    /// (docs/PERF.md); a producer-warp ring (issue 10) is to replace it.
     pub stage_ring: Option<usize>,
 }
 
