@@ -228,6 +228,25 @@ __device__ __forceinline__ void walk(F&& f) {
 
 __device__ __forceinline__ bool has_weights(int kind) { return kind != EMB && kind != ATTN; }
 
+// The producer: one lane issues every weight tile its CTA will read, in walk order, into
+// a ring of NS slots; it waits only for slots to be freed (the empty mbarriers).
+template <int NS>
+__device__ __forceinline__ void produce(const Params& p, unsigned char* smem, unsigned long long* full,
+                                        unsigned long long* empty) {
+  unsigned i = 0;
+  walk([&](int kind, int l, int t) {
+    if (!has_weights(kind)) return;
+    const unsigned s = i % NS, fill = i / NS;
+    if (fill > 0) mbar_wait(&empty[s], (fill - 1) & 1);
+    const TileSrc src = tile_src(p, kind, l, t);
+    unsigned char* dst = smem + s * SLOT;
+    mbar_expect(&full[s], src.bytes_a + src.bytes_b);
+    bulk_copy(dst, src.a, src.bytes_a, &full[s]);
+    if (src.b) bulk_copy(dst + src.bytes_a, src.b, src.bytes_b, &full[s]);
+    ++i;
+  });
+}
+
 // Partial sums one warp computes: rows [r0, r0 + nr) of a [*, K] tile in shared memory,
 // columns [k0, k1), against x (global, L2) scaled by g (optional), plus x's sum of squares.
 template <int NR, bool NORM>
@@ -307,22 +326,8 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) chain(Params p) {
   }
   __syncthreads();
 
-  if (warp == W) {
-    // ---- producer: one lane issues every weight tile this CTA will read, in order ----
-    if (lane == 0) {
-      unsigned i = 0;
-      walk([&](int kind, int l, int t) {
-        if (!has_weights(kind)) return;
-        const unsigned s = i % NS, fill = i / NS;
-        if (fill > 0) mbar_wait(&ctl.empty[s], (fill - 1) & 1);
-        const TileSrc src = tile_src(p, kind, l, t);
-        unsigned char* dst = smem + s * SLOT;
-        mbar_expect(&ctl.full[s], src.bytes_a + src.bytes_b);
-        bulk_copy(dst, src.a, src.bytes_a, &ctl.full[s]);
-        if (src.b) bulk_copy(dst + src.bytes_a, src.b, src.bytes_b, &ctl.full[s]);
-        ++i;
-      });
-    }
+  if (warp == W) {  // ---- producer ----
+    if (lane == 0) produce<NS>(p, smem, ctl.full, ctl.empty);
     return;
   }
 
@@ -591,21 +596,8 @@ __global__ void __launch_bounds__((W + 2) * 32, 1) chain_ws(Params p) {
   }
   __syncthreads();
 
-  if (warp == W) {  // ---- producer: as in `chain` ----
-    if (lane == 0) {
-      unsigned i = 0;
-      walk([&](int kind, int l, int t) {
-        if (!has_weights(kind)) return;
-        const unsigned s = i % NS, fill = i / NS;
-        if (fill > 0) mbar_wait(&ctl.empty[s], (fill - 1) & 1);
-        const TileSrc src = tile_src(p, kind, l, t);
-        unsigned char* dst = smem + s * SLOT;
-        mbar_expect(&ctl.full[s], src.bytes_a + src.bytes_b);
-        bulk_copy(dst, src.a, src.bytes_a, &ctl.full[s]);
-        if (src.b) bulk_copy(dst + src.bytes_a, src.b, src.bytes_b, &ctl.full[s]);
-        ++i;
-      });
-    }
+  if (warp == W) {  // ---- producer ----
+    if (lane == 0) produce<NS>(p, smem, ctl.full, ctl.empty);
     return;
   }
   if (warp == W + 1) {  // ---- storer ----
@@ -878,21 +870,8 @@ __global__ void __launch_bounds__((W + 2) * 32, 1) chain_ll(Params p) {
   }
   __syncthreads();
 
-  if (warp == W) {  // ---- producer: as in `chain` ----
-    if (lane == 0) {
-      unsigned i = 0;
-      walk([&](int kind, int l, int t) {
-        if (!has_weights(kind)) return;
-        const unsigned s = i % NS, fill = i / NS;
-        if (fill > 0) mbar_wait(&ctl.empty[s], (fill - 1) & 1);
-        const TileSrc src = tile_src(p, kind, l, t);
-        unsigned char* dst = smem + s * SLOT;
-        mbar_expect(&ctl.full[s], src.bytes_a + src.bytes_b);
-        bulk_copy(dst, src.a, src.bytes_a, &ctl.full[s]);
-        if (src.b) bulk_copy(dst + src.bytes_a, src.b, src.bytes_b, &ctl.full[s]);
-        ++i;
-      });
-    }
+  if (warp == W) {  // ---- producer ----
+    if (lane == 0) produce<NS>(p, smem, ctl.full, ctl.empty);
     return;
   }
   if (warp == W + 1) {  // ---- storer: finishes rows and stores tagged words ----
