@@ -19,7 +19,7 @@ step() { echo "[$((SECONDS - t0))s] $*"; }
 step "dot GPU tests"
 t=.gpu/bin/test-dot_kernels
 if [[ -x $t ]]; then
-  timeout 120 "$t" --ignored --test-threads=1 2>&1 | tee "$OUT/tests.log" | grep -E "^test |test result|panicked" || status=1
+  timeout 180 "$t" --ignored --test-threads=1 2>&1 | tee "$OUT/tests.log" | grep -E "^test |test result|panicked" || status=1
 else
   echo "missing $t (run scripts/pack_gpu.sh)"; status=1
 fi
@@ -27,7 +27,7 @@ fi
 step "examples (self-checks)"
 for e in matmul attention; do
   echo "=== example $e" >> "$OUT/examples.log"
-  timeout 90 ".gpu/bin/$e" >> "$OUT/examples.log" 2>&1 || { status=1; echo "example $e FAILED"; }
+  timeout 150 ".gpu/bin/$e" >> "$OUT/examples.log" 2>&1 || { status=1; echo "example $e FAILED"; }
 done
 tail -12 "$OUT/examples.log"
 
