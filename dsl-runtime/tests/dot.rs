@@ -6,7 +6,7 @@
 #[path = "host_emu/kernel.rs"]
 mod emu;
 use dsl_ir::{DType, Kernel};
-use dsl_runtime::cuda::{emit, emit_body, EmitOptions};
+use dsl_runtime::cuda::{emit, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
