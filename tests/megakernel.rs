@@ -242,10 +242,11 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
         let src = toy_mlp::MEGAKERNEL
             .cuda_source(&consts(d, f), &opts)
             .unwrap();
-        // Profiled: three stamps per stage run and CTA.
+        // Profiled: four stamps per stage run and CTA (entered, past the wait, programs
+        // run, published).
         assert_eq!(
             src.code
-                .contains("p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_now();"),
+                .contains("p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_t2; p[3] = tsr_now();"),
             profile
         );
         assert_eq!(src.entry, "toy_mlp_mega");
