@@ -27,8 +27,11 @@
 //            its loop (what the generated GEMV bodies do)
 //   x@smem   the stage's activation staged once per CTA into shared memory (x * g, and
 //            1 / rms(x) once), before the stage's first tile
+//   storer   x@smem, and a storer warp finishes and publishes the rows (chain_ws)
 //   W, NS    consumer warps, ring slots of 32 KB
 //   nodeps   no dependency waits (wrong numbers; the stream + compute ceiling)
+// A flag-in-data variant (NCCL's LL protocol) measured no faster than the storer and was
+// removed (docs/PERF.md; its code: commit 27746ac).
 // beside a plain read of the same 1192 MB (the floor) in the same run. `--check` runs the
 // chain once and compares its logits with one naive kernel launch per op.
 //
@@ -90,8 +93,6 @@ struct Counters {
 struct Params {
   const bf16 *x0, *wqkv, *wo, *wgu, *wd, *head, *attn_norm, *mlp_norm, *final_norm;
   bf16 *x, *qkv, *attn, *act;
-  // chain_ll: the same activations as 32-bit words, bf16 bits | the writing step's tag << 16
-  unsigned *tx, *tqkv, *tattn, *tact;
   float* logits;
   Counters* cnt;
   unsigned epoch;
@@ -303,6 +304,117 @@ __device__ __forceinline__ void warp_rows_s(const bf16* wsm, int K, int k0, int 
   for (int r = 0; r < NR; ++r) acc[r] = warp_sum(acc[r]);
 }
 
+// ---- what the consumers of every variant share ----
+// A weight tile's rows (gate/up: row pairs) and k, and the counter its publish bumps.
+__device__ __forceinline__ int rows_of(int kind) {
+  return kind == QKV ? QKV_R : kind == OPROJ ? O_R : kind == GATEUP ? GU_R : kind == DOWN ? DOWN_R : LM_R;
+}
+__device__ __forceinline__ int k_of(int kind) { return kind == OPROJ ? QDIM : kind == DOWN ? INTER : HIDDEN; }
+__device__ __forceinline__ unsigned* counter_of(const Params& p, int kind, int l, int t) {
+  return kind == QKV ? &p.cnt->qkv[l][t * QKV_R / HD]
+       : kind == OPROJ ? &p.cnt->oproj[l]
+       : kind == GATEUP ? &p.cnt->gateup[l]
+       : kind == DOWN ? &p.cnt->down[l] : nullptr;
+}
+
+// Dependency waits: thread 0 polls the counter with acquire, a named barrier releases the
+// other consumer warps; a dependency already seen satisfied is not polled again.
+struct Deps {
+  const Params& p;
+  int nthreads;
+  const unsigned* ok_ptr = nullptr;  // the last dependency seen satisfied
+  unsigned ok_target = 0;
+  __device__ void wait(const unsigned* c, unsigned target) {
+    if (p.nodeps || (c == ok_ptr && target <= ok_target)) return;
+    if (threadIdx.x == 0) {
+      long long spins = 0;
+      while (ld_acquire(c) < target) {
+        if (++spins > (1ll << 26)) {
+          atomicExch(p.err, 1u);
+          break;
+        }
+      }
+    }
+    consumers_sync(nthreads);
+    ok_ptr = c;
+    ok_target = target;
+  }
+  // Everything task (kind, l, t) reads, produced (launch epoch e).
+  __device__ void before(int kind, int l, int t) {
+    const unsigned e = p.epoch;
+    switch (kind) {
+      case QKV:
+        if (l == 0) wait(&p.cnt->emb, e * EMB_T);
+        else wait(&p.cnt->down[l - 1], e * DOWN_T);
+        break;
+      case ATTN: {
+        // q block t, k and v blocks of its KV head: three counters, polled in turn.
+        const int g = t / (HEADS / KVH);
+        wait(&p.cnt->qkv[l][t], e * (HD / QKV_R));
+        wait(&p.cnt->qkv[l][HEADS + g], e * (HD / QKV_R));
+        wait(&p.cnt->qkv[l][HEADS + KVH + g], e * (HD / QKV_R));
+        break;
+      }
+      case OPROJ: wait(&p.cnt->attn[l], e * HEADS); break;
+      case GATEUP: wait(&p.cnt->oproj[l], e * O_T); break;
+      case DOWN: wait(&p.cnt->gateup[l], e * GU_T); break;
+      case LMHEAD: wait(&p.cnt->down[LAYERS - 1], e * DOWN_T); break;
+      default: break;
+    }
+  }
+};
+
+// The tasks without weights, by one warp: the embedding copy (x = x0, 128 elements) and
+// the attention stand-in (context 1: softmax over one position is 1, out = v).
+__device__ __forceinline__ void small_task(const Params& p, int kind, int l, int t) {
+  const int lane = threadIdx.x & 31;
+  if (kind == EMB) {
+    const int c = t * 128 + lane * 4;
+    *(uint2*)(p.x + c) = *(const uint2*)(p.x0 + c);
+    __syncwarp();
+    if (lane == 0) red_release(&p.cnt->emb, 1);
+    return;
+  }
+  const int g = t / (HEADS / KVH), d = lane * 4;
+  float q[4], k[4], v[4];
+  for (int i = 0; i < 4; ++i) {
+    q[i] = ldcg_bf(p.qkv + t * HD + d + i);
+    k[i] = ldcg_bf(p.qkv + QDIM + g * HD + d + i);
+    v[i] = ldcg_bf(p.qkv + QDIM + KVH * HD + g * HD + d + i);
+  }
+  float s = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
+  const float pr = __expf(s - s);
+  for (int i = 0; i < 4; ++i) p.attn[t * HD + d + i] = __float2bfloat16(v[i] * pr);
+  __syncwarp();
+  if (lane == 0) red_release(&p.cnt->attn[l], 1);
+}
+
+// A stage's input vector, once per CTA, by every consumer thread: x * g into `xs` (shared
+// memory); returns 1 / rms(x) (1 without a norm). `red` holds a float per consumer warp.
+__device__ __forceinline__ float stage_input(const Params& p, int kind, int l, int K, bool norm, float* xs, float* red,
+                                             int warps) {
+  const int lane = threadIdx.x & 31;
+  const bf16* xin = kind == OPROJ ? p.attn : kind == DOWN ? p.act : p.x;
+  const bf16* gw = kind == QKV ? p.attn_norm + l * HIDDEN : kind == GATEUP ? p.mlp_norm + l * HIDDEN : p.final_norm;
+  float sq = 0.f;
+  for (int k = threadIdx.x * 8; k < K; k += warps * 32 * 8) {
+    float xf[8], gf[8];
+    unpack8(__ldcg((const uint4*)(xin + k)), xf);
+    if (norm) unpack8(__ldg((const uint4*)(gw + k)), gf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sq += xf[i] * xf[i];
+      xs[k + i] = norm ? xf[i] * gf[i] : xf[i];
+    }
+  }
+  sq = warp_sum(sq);
+  if (lane == 0) red[threadIdx.x / 32] = sq;
+  consumers_sync(warps * 32);
+  float tot = 0.f;
+  for (int w = 0; w < warps; ++w) tot += red[w];
+  return norm ? rsqrtf(tot / K + EPS) : 1.f;
+}
+
 // Shared memory after the ring.
 struct Ctl {
   unsigned long long full[16], empty[16];
@@ -333,88 +445,25 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) chain(Params p) {
 
   // ---- consumers ----
   const int NT = W * 32;
-  const unsigned e = p.epoch;
   unsigned j = 0;        // weight tiles consumed
-  const unsigned* ok_ptr = nullptr;  // the last dependency seen satisfied
-  unsigned ok_target = 0;
+  Deps deps{p, NT};
   unsigned long long* prof = p.prof ? p.prof + (size_t)blockIdx.x * NKIND * 3 : nullptr;
   int staged_kind = -1, staged_layer = -1;  // STAGE_X: whose input ctl.xs holds
   float inv = 1.f;                          // and its RMSNorm scale
 
-  auto wait_dep = [&](const unsigned* c, unsigned target) {
-    if (p.nodeps || (c == ok_ptr && target <= ok_target)) return;
-    if (threadIdx.x == 0) {
-      long long spins = 0;
-      while (ld_acquire(c) < target) {
-        if (++spins > (1ll << 26)) {
-          atomicExch(p.err, 1u);
-          break;
-        }
-      }
-    }
-    consumers_sync(NT);
-    ok_ptr = c;
-    ok_target = target;
-  };
 
   walk([&](int kind, int l, int t) {
     long long t0 = clock64();
-    // 1. the data dependency
-    switch (kind) {
-      case QKV:
-        if (l == 0) wait_dep(&p.cnt->emb, e * EMB_T);
-        else wait_dep(&p.cnt->down[l - 1], e * DOWN_T);
-        break;
-      case ATTN: {
-        // q block t, k and v blocks of its KV head: three counters, polled in turn.
-        const int g = t / (HEADS / KVH);
-        wait_dep(&p.cnt->qkv[l][t], e * (HD / QKV_R));
-        wait_dep(&p.cnt->qkv[l][HEADS + g], e * (HD / QKV_R));
-        wait_dep(&p.cnt->qkv[l][HEADS + KVH + g], e * (HD / QKV_R));
-        break;
-      }
-      case OPROJ: wait_dep(&p.cnt->attn[l], e * HEADS); break;
-      case GATEUP: wait_dep(&p.cnt->oproj[l], e * O_T); break;
-      case DOWN: wait_dep(&p.cnt->gateup[l], e * GU_T); break;
-      case LMHEAD: wait_dep(&p.cnt->down[LAYERS - 1], e * DOWN_T); break;
-      default: break;
-    }
+    deps.before(kind, l, t);  // 1. the data dependency
     long long t1 = clock64(), t2 = t1;
     // Partials alternate between two buffers per weight tile: warp 0 finishes tile j while
     // the others fill tile j + 1's, and cannot reach tile j + 2 before warp 0 joins its barrier.
     const unsigned par = j & 1;
 
-    if (kind == EMB) {  // x = x0, 128 elements per program, warp 0
-      if (warp == 0) {
-        const int c = t * 128 + lane * 4;
-        *(uint2*)(p.x + c) = *(const uint2*)(p.x0 + c);
-        __syncwarp();
-        if (lane == 0) red_release(&p.cnt->emb, 1);
-      }
-    } else if (kind == ATTN) {  // context 1: softmax over one position is 1, out = v
-      if (warp == 0) {
-        const int g = t / (HEADS / KVH), d = lane * 4;
-        float q[4], k[4], v[4];
-        for (int i = 0; i < 4; ++i) {
-          q[i] = ldcg_bf(p.qkv + t * HD + d + i);
-          k[i] = ldcg_bf(p.qkv + QDIM + g * HD + d + i);
-          v[i] = ldcg_bf(p.qkv + QDIM + KVH * HD + g * HD + d + i);
-        }
-        float s = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
-        const float pr = __expf(s - s);
-        for (int i = 0; i < 4; ++i) p.attn[t * HD + d + i] = __float2bfloat16(v[i] * pr);
-        __syncwarp();
-        if (lane == 0) red_release(&p.cnt->attn[l], 1);
-      }
+    if (!has_weights(kind)) {
+      if (warp == 0) small_task(p, kind, l, t);
     } else {
-      int R, K;
-      switch (kind) {
-        case QKV: R = QKV_R; K = HIDDEN; break;
-        case OPROJ: R = O_R; K = QDIM; break;
-        case GATEUP: R = GU_R; K = HIDDEN; break;
-        case DOWN: R = DOWN_R; K = INTER; break;
-        default: R = LM_R; K = HIDDEN; break;
-      }
+      const int R = rows_of(kind), K = k_of(kind);
       const int splits = W >= R ? W / R : 1;  // warps per row
       const bool norm = kind == QKV || kind == GATEUP || kind == LMHEAD;
       const bf16* xin = kind == OPROJ ? p.attn : kind == DOWN ? p.act : p.x;
@@ -422,24 +471,8 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) chain(Params p) {
                      : kind == GATEUP ? p.mlp_norm + l * HIDDEN
                      : p.final_norm;
       if (STAGE_X && (kind != staged_kind || l != staged_layer)) {
-        // The stage's input, once per CTA: x * g into shared memory, and 1 / rms(x).
-        float sq = 0.f;
-        for (int k = threadIdx.x * 8; k < K; k += NT * 8) {
-          float xf[8], gf[8];
-          unpack8(__ldcg((const uint4*)(xin + k)), xf);
-          if (norm) unpack8(__ldg((const uint4*)(gw + k)), gf);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            sq += xf[i] * xf[i];
-            ctl.xs[k + i] = norm ? xf[i] * gf[i] : xf[i];
-          }
-        }
-        sq = warp_sum(sq);
-        if (lane == 0) ctl.red[warp] = sq;
-        consumers_sync(NT);
-        float tot = 0.f;
-        for (int w = 0; w < W; ++w) tot += ctl.red[w];
-        inv = norm ? rsqrtf(tot / K + EPS) : 1.f;
+        // Every warp is past the last stage's tiles (they read xs): the last tile's barrier.
+        inv = stage_input(p, kind, l, K, norm, ctl.xs, ctl.red, W);
         staged_kind = kind;
         staged_layer = l;
       }
@@ -530,10 +563,7 @@ __global__ void __launch_bounds__((W + 1) * 32, 1) chain(Params p) {
         }
         __syncwarp();
         if (lane == 0) {
-          unsigned* c = kind == QKV ? &p.cnt->qkv[l][t * QKV_R / HD]
-                      : kind == OPROJ ? &p.cnt->oproj[l]
-                      : kind == GATEUP ? &p.cnt->gateup[l]
-                      : kind == DOWN ? &p.cnt->down[l] : nullptr;
+          unsigned* c = counter_of(p, kind, l, t);
           if (c) red_release(c, 1);
         }
       }
@@ -566,17 +596,6 @@ struct CtlWs {
   Rec rec[NP];
   __align__(16) float xs[INTER];
 };
-
-__device__ __forceinline__ int rows_of(int kind) {
-  return kind == QKV ? QKV_R : kind == OPROJ ? O_R : kind == GATEUP ? GU_R : kind == DOWN ? DOWN_R : LM_R;
-}
-__device__ __forceinline__ int k_of(int kind) { return kind == OPROJ ? QDIM : kind == DOWN ? INTER : HIDDEN; }
-__device__ __forceinline__ unsigned* counter_of(const Params& p, int kind, int l, int t) {
-  return kind == QKV ? &p.cnt->qkv[l][t * QKV_R / HD]
-       : kind == OPROJ ? &p.cnt->oproj[l]
-       : kind == GATEUP ? &p.cnt->gateup[l]
-       : kind == DOWN ? &p.cnt->down[l] : nullptr;
-}
 
 template <int W, int NS>
 __global__ void __launch_bounds__((W + 2) * 32, 1) chain_ws(Params p) {
@@ -661,28 +680,11 @@ __global__ void __launch_bounds__((W + 2) * 32, 1) chain_ws(Params p) {
 
   // ---- consumers ----
   const int NT = W * 32;
-  const unsigned e = p.epoch;
   unsigned j = 0;  // weight tiles consumed (= records written)
-  const unsigned* ok_ptr = nullptr;
-  unsigned ok_target = 0;
+  Deps deps{p, NT};
   unsigned long long* prof = p.prof ? p.prof + (size_t)blockIdx.x * NKIND * 3 : nullptr;
   int staged_kind = -1, staged_layer = -1;
   float inv = 1.f;
-  auto wait_dep = [&](const unsigned* c, unsigned target) {
-    if (p.nodeps || (c == ok_ptr && target <= ok_target)) return;
-    if (threadIdx.x == 0) {
-      long long spins = 0;
-      while (ld_acquire(c) < target) {
-        if (++spins > (1ll << 26)) {
-          atomicExch(p.err, 1u);
-          break;
-        }
-      }
-    }
-    consumers_sync(NT);
-    ok_ptr = c;
-    ok_target = target;
-  };
   auto post = [&](int kind, int l, int t) {  // record j's header, then every warp arrives
     const unsigned b = j % NP;
     if (warp == 0 && lane == 0) {
@@ -695,74 +697,19 @@ __global__ void __launch_bounds__((W + 2) * 32, 1) chain_ws(Params p) {
 
   walk([&](int kind, int l, int t) {
     long long t0 = clock64();
-    switch (kind) {
-      case QKV:
-        if (l == 0) wait_dep(&p.cnt->emb, e * EMB_T);
-        else wait_dep(&p.cnt->down[l - 1], e * DOWN_T);
-        break;
-      case ATTN: {
-        const int g = t / (HEADS / KVH);
-        wait_dep(&p.cnt->qkv[l][t], e * (HD / QKV_R));
-        wait_dep(&p.cnt->qkv[l][HEADS + g], e * (HD / QKV_R));
-        wait_dep(&p.cnt->qkv[l][HEADS + KVH + g], e * (HD / QKV_R));
-        break;
-      }
-      case OPROJ: wait_dep(&p.cnt->attn[l], e * HEADS); break;
-      case GATEUP: wait_dep(&p.cnt->oproj[l], e * O_T); break;
-      case DOWN: wait_dep(&p.cnt->gateup[l], e * GU_T); break;
-      case LMHEAD: wait_dep(&p.cnt->down[LAYERS - 1], e * DOWN_T); break;
-      default: break;
-    }
+    deps.before(kind, l, t);
     long long t1 = clock64(), t2 = t1;
-    if (kind == EMB) {
-      if (warp == 0) {
-        const int c = t * 128 + lane * 4;
-        *(uint2*)(p.x + c) = *(const uint2*)(p.x0 + c);
-        __syncwarp();
-        if (lane == 0) red_release(&p.cnt->emb, 1);
-      }
-    } else if (kind == ATTN) {
-      if (warp == 0) {
-        const int g = t / (HEADS / KVH), d = lane * 4;
-        float q[4], k[4], v[4];
-        for (int i = 0; i < 4; ++i) {
-          q[i] = ldcg_bf(p.qkv + t * HD + d + i);
-          k[i] = ldcg_bf(p.qkv + QDIM + g * HD + d + i);
-          v[i] = ldcg_bf(p.qkv + QDIM + KVH * HD + g * HD + d + i);
-        }
-        float s = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
-        const float pr = __expf(s - s);
-        for (int i = 0; i < 4; ++i) p.attn[t * HD + d + i] = __float2bfloat16(v[i] * pr);
-        __syncwarp();
-        if (lane == 0) red_release(&p.cnt->attn[l], 1);
-      }
+    if (!has_weights(kind)) {
+      if (warp == 0) small_task(p, kind, l, t);
     } else {
       const int R = rows_of(kind), K = k_of(kind);
       const int splits = W >= R ? W / R : 1;
       const bool norm = kind == QKV || kind == GATEUP || kind == LMHEAD;
       if (kind != staged_kind || l != staged_layer) {
-        // The stage's input, once per CTA (every warp is past the last stage's tiles: the
-        // dependency wait just now was a barrier, except with nodeps).
+        // Every warp is past the last stage's tiles (they read xs): the dependency wait just
+        // now was a barrier, except with nodeps.
         if (p.nodeps) consumers_sync(NT);
-        const bf16* xin = kind == OPROJ ? p.attn : kind == DOWN ? p.act : p.x;
-        const bf16* gw = kind == QKV ? p.attn_norm + l * HIDDEN : kind == GATEUP ? p.mlp_norm + l * HIDDEN : p.final_norm;
-        float sq = 0.f;
-        for (int k = threadIdx.x * 8; k < K; k += NT * 8) {
-          float xf[8], gf[8];
-          unpack8(__ldcg((const uint4*)(xin + k)), xf);
-          if (norm) unpack8(__ldg((const uint4*)(gw + k)), gf);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            sq += xf[i] * xf[i];
-            ctl.xs[k + i] = norm ? xf[i] * gf[i] : xf[i];
-          }
-        }
-        sq = warp_sum(sq);
-        if (lane == 0) ctl.red[warp] = sq;
-        consumers_sync(NT);
-        float tot = 0.f;
-        for (int w = 0; w < W; ++w) tot += ctl.red[w];
-        inv = norm ? rsqrtf(tot / K + EPS) : 1.f;
+        inv = stage_input(p, kind, l, K, norm, ctl.xs, ctl.red, W);
         staged_kind = kind;
         staged_layer = l;
       }
@@ -815,224 +762,6 @@ __global__ void __launch_bounds__((W + 2) * 32, 1) chain_ws(Params p) {
   if (lane == 0) mbar_arrive(&ctl.pfull[b]);
 }
 
-
-// ---- the same with the flag in the data (NCCL's LL protocol): no fences, no counters ----
-// Every activation word is 32 bits: the bf16 value and, above it, the tag of the step that
-// wrote it (16 bits of (epoch, layer, stage)). A reader polls the words it needs until each
-// carries the tag it expects; a 32-bit store is single-copy atomic, so a word with the right
-// tag holds the right value, and no fence or counter is needed anywhere. Writers store
-// plainly (st.global.cg). Everything else is chain_ws.
-__device__ __forceinline__ unsigned tag_of(unsigned e, int l, int stage) {
-  return ((e * (LAYERS + 1) + (unsigned)l) * 8u + (unsigned)stage) & 0xffffu;
-}
-enum { T_EMB = 0, T_QKV = 1, T_ATTN = 2, T_OPROJ = 3, T_GU = 4, T_DOWN = 5 };
-// A polled word: a relaxed, volatile load (the compiler must not hoist it out of the spin).
-__device__ __forceinline__ unsigned ld_word(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-// Waits until *p carries `tag`; returns its value. Gives up (and says so in *err) after
-// about 1 s, or at once when another wait has given up.
-__device__ __forceinline__ float wait_word(const unsigned* p, unsigned tag, unsigned* err) {
-  unsigned w = ld_word(p);
-  long long spins = 0;
-  while ((w >> 16) != tag) {
-    if ((++spins & 1023) == 0 && (spins > (1ll << 22) || *(volatile unsigned*)err)) {
-      atomicExch(err, 1u);
-      break;
-    }
-    w = ld_word(p);
-  }
-  return __uint_as_float(w << 16);
-}
-__device__ __forceinline__ void put_word(unsigned* p, float v, unsigned tag) {
-  const unsigned b = __bfloat16_as_ushort(__float2bfloat16(v));
-  __stcg(p, b | (tag << 16));
-}
-
-template <int W, int NS>
-__global__ void __launch_bounds__((W + 2) * 32, 1) chain_ll(Params p) {
-  extern __shared__ __align__(1024) unsigned char smem[];
-  CtlWs& ctl = *(CtlWs*)(smem + NS * SLOT);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const unsigned e = p.epoch;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(&ctl.full[s], 1);
-      mbar_init(&ctl.empty[s], W);
-    }
-    for (int s = 0; s < NP; ++s) {
-      mbar_init(&ctl.pfull[s], W);
-      mbar_init(&ctl.pfree[s], 1);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-
-  if (warp == W) {  // ---- producer ----
-    if (lane == 0) produce<NS>(p, smem, ctl.full, ctl.empty);
-    return;
-  }
-  if (warp == W + 1) {  // ---- storer: finishes rows and stores tagged words ----
-    for (unsigned n = 0;; ++n) {
-      const unsigned b = n % NP;
-      mbar_wait(&ctl.pfull[b], (n / NP) & 1);
-      const Rec& r = ctl.rec[b];
-      const int kind = r.kind, l = r.l, t = r.t;
-      if (kind < 0) break;
-      const int R = rows_of(kind), splits = W >= R ? W / R : 1;
-      if (lane < R) {
-        float a = 0.f, u = 0.f;
-        for (int sp = 0; sp < splits; ++sp) {
-          a += r.a[lane * splits + sp];
-          if (kind == GATEUP) u += r.u[lane * splits + sp];
-        }
-        switch (kind) {
-          case QKV: put_word(p.tqkv + t * QKV_R + lane, a * r.inv, tag_of(e, l, T_QKV)); break;
-          case OPROJ: {  // the residual row was last written by the previous layer's down
-            unsigned* xr = p.tx + t * O_R + lane;
-            const float old = wait_word(xr, l == 0 ? tag_of(e, 0, T_EMB) : tag_of(e, l - 1, T_DOWN), p.err);
-            put_word(xr, old + a, tag_of(e, l, T_OPROJ));
-            break;
-          }
-          case GATEUP: {
-            const float gt = a * r.inv, up = u * r.inv;
-            put_word(p.tact + t * GU_R + lane, gt / (1.f + __expf(-gt)) * up, tag_of(e, l, T_GU));
-            break;
-          }
-          case DOWN: {
-            unsigned* xr = p.tx + t * DOWN_R + lane;
-            const float old = wait_word(xr, tag_of(e, l, T_OPROJ), p.err);
-            put_word(xr, old + a, tag_of(e, l, T_DOWN));
-            break;
-          }
-          default:
-            if (t * LM_R + lane < VOCAB) p.logits[t * LM_R + lane] = a * r.inv;
-            break;
-        }
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&ctl.pfree[b]);
-    }
-    return;
-  }
-
-  // ---- consumers ----
-  const int NT = W * 32;
-  unsigned j = 0;
-  unsigned long long* prof = p.prof ? p.prof + (size_t)blockIdx.x * NKIND * 3 : nullptr;
-  int staged_kind = -1, staged_layer = -1;
-  float inv = 1.f;
-  walk([&](int kind, int l, int t) {
-    long long t0 = clock64(), t1 = t0, t2 = t0;
-    if (kind == EMB) {
-      if (warp == 0)
-        for (int i = 0; i < 4; ++i) {
-          const int c = t * 128 + lane * 4 + i;
-          put_word(p.tx + c, __bfloat162float(p.x0[c]), tag_of(e, 0, T_EMB));
-        }
-    } else if (kind == ATTN) {
-      if (warp == 0) {
-        const int g = t / (HEADS / KVH), d = lane * 4;
-        const unsigned tq = tag_of(e, l, T_QKV);
-        float q[4], k[4], v[4];
-        for (int i = 0; i < 4; ++i) {
-          q[i] = wait_word(p.tqkv + t * HD + d + i, tq, p.err);
-          k[i] = wait_word(p.tqkv + QDIM + g * HD + d + i, tq, p.err);
-          v[i] = wait_word(p.tqkv + QDIM + KVH * HD + g * HD + d + i, tq, p.err);
-        }
-        t1 = clock64();
-        float s = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
-        const float pr = __expf(s - s);
-        for (int i = 0; i < 4; ++i) put_word(p.tattn + t * HD + d + i, v[i] * pr, tag_of(e, l, T_ATTN));
-      }
-      t2 = t1;
-    } else {
-      const int R = rows_of(kind), K = k_of(kind);
-      const int splits = W >= R ? W / R : 1;
-      const bool norm = kind == QKV || kind == GATEUP || kind == LMHEAD;
-      if (kind != staged_kind || l != staged_layer) {
-        // The stage's input, polled word by word until every word carries its writer's tag.
-        consumers_sync(NT);  // every warp is past the last stage's tiles (they read xs)
-        const unsigned* xin = kind == OPROJ ? p.tattn : kind == DOWN ? p.tact : p.tx;
-        const unsigned want = kind == QKV ? (l == 0 ? tag_of(e, 0, T_EMB) : tag_of(e, l - 1, T_DOWN))
-                            : kind == OPROJ ? tag_of(e, l, T_ATTN)
-                            : kind == GATEUP ? tag_of(e, l, T_OPROJ)
-                            : kind == DOWN ? tag_of(e, l, T_GU)
-                            : tag_of(e, LAYERS - 1, T_DOWN);
-        const bf16* gw = kind == QKV ? p.attn_norm + l * HIDDEN : kind == GATEUP ? p.mlp_norm + l * HIDDEN : p.final_norm;
-        float sq = 0.f;
-        for (int k = threadIdx.x * 4; k < K; k += NT * 4) {
-          uint4 w = __ldcg((const uint4*)(xin + k));
-          unsigned* wv = (unsigned*)&w;
-          for (int i = 0; i < 4; ++i) {
-            float xf = (wv[i] >> 16) == want ? __uint_as_float(wv[i] << 16) : wait_word(xin + k + i, want, p.err);
-            sq += xf * xf;
-            ctl.xs[k + i] = norm ? xf * __bfloat162float(gw[k + i]) : xf;
-          }
-        }
-        sq = warp_sum(sq);
-        if (lane == 0) ctl.red[warp] = sq;
-        consumers_sync(NT);
-        float tot = 0.f;
-        for (int w = 0; w < W; ++w) tot += ctl.red[w];
-        inv = norm ? rsqrtf(tot / K + EPS) : 1.f;
-        staged_kind = kind;
-        staged_layer = l;
-      }
-      t1 = clock64();
-      const unsigned s = j % NS;
-      mbar_wait(&ctl.full[s], (j / NS) & 1);
-      t2 = clock64();
-      const bf16* wsm = (const bf16*)(smem + s * SLOT);
-      constexpr int NR = QKV_R / W > 0 ? QKV_R / W : 1;
-      float a[NR], u[NR];
-      int r0, sp = 0, nr;
-      if (W >= R) {
-        const int seg = K / splits;
-        r0 = warp / splits;
-        sp = warp % splits;
-        nr = 1;
-        warp_rows_s<1>(wsm + (size_t)r0 * K, K, sp * seg, (sp + 1) * seg, ctl.xs, a);
-        if (kind == GATEUP) warp_rows_s<1>(wsm + (size_t)(GU_R + r0) * K, K, sp * seg, (sp + 1) * seg, ctl.xs, u);
-      } else {
-        r0 = warp * NR;
-        nr = NR;
-        warp_rows_s<NR>(wsm + (size_t)r0 * K, K, 0, K, ctl.xs, a);
-        if (kind == GATEUP) warp_rows_s<NR>(wsm + (size_t)(GU_R + r0) * K, K, 0, K, ctl.xs, u);
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&ctl.empty[s]);
-      const unsigned b = j % NP;
-      if (j >= NP) mbar_wait(&ctl.pfree[b], ((j / NP) - 1) & 1);
-      if (warp == 0 && lane == 0) {
-        ctl.rec[b].kind = kind;
-        ctl.rec[b].l = l;
-        ctl.rec[b].t = t;
-        ctl.rec[b].inv = inv;
-      }
-      if (lane == 0) {
-        for (int r = 0; r < nr; ++r) {
-          ctl.rec[b].a[(r0 + r) * splits + sp] = a[r];
-          if (kind == GATEUP) ctl.rec[b].u[(r0 + r) * splits + sp] = u[r];
-        }
-        mbar_arrive(&ctl.pfull[b]);
-      }
-      ++j;
-    }
-    if (prof && threadIdx.x == 0) {
-      long long t3 = clock64();
-      prof[kind * 3 + 0] += t1 - t0;
-      prof[kind * 3 + 1] += t2 - t1;
-      prof[kind * 3 + 2] += t3 - t2;
-    }
-  });
-  const unsigned b = j % NP;
-  if (j >= NP) mbar_wait(&ctl.pfree[b], ((j / NP) - 1) & 1);
-  if (warp == 0 && lane == 0) ctl.rec[b].kind = -1;
-  if (lane == 0) mbar_arrive(&ctl.pfull[b]);
-}
 
 // ---- the reference: one naive launch per op (a block per output row) ----
 __device__ float block_sum(float v) {
@@ -1132,19 +861,6 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&attn, QDIM * 2));
   CHECK(cudaMalloc(&act, INTER * 2));
   CHECK(cudaMalloc(&logits, VOCAB * 4));
-  unsigned *tx, *tqkv, *tattn, *tact;  // chain_ll's tagged words, tags start unmatched
-  CHECK(cudaMalloc(&tx, HIDDEN * 4));
-  CHECK(cudaMalloc(&tqkv, QKV_ROWS * 4));
-  CHECK(cudaMalloc(&tattn, QDIM * 4));
-  CHECK(cudaMalloc(&tact, INTER * 4));
-  CHECK(cudaMemset(tx, 0xff, HIDDEN * 4));
-  CHECK(cudaMemset(tqkv, 0xff, QKV_ROWS * 4));
-  CHECK(cudaMemset(tattn, 0xff, QDIM * 4));
-  CHECK(cudaMemset(tact, 0xff, INTER * 4));
-  CHECK(cudaMalloc(&logits_ref, VOCAB * 4));
-  fill_random<<<1024, 256>>>(arena, n_w, 1, 0.05f, 0.f);
-  fill_random<<<64, 256>>>(norms, n_norm, 2, 0.1f, 1.f);
-  fill_random<<<4, 256>>>(x0, HIDDEN, 3, 1.f, 0.f);
   Counters* cnt;
   CHECK(cudaMalloc(&cnt, sizeof(Counters)));
   CHECK(cudaMemset(cnt, 0, sizeof(Counters)));
@@ -1171,10 +887,6 @@ int main(int argc, char** argv) {
   p.attn = attn;
   p.act = act;
   p.logits = logits;
-  p.tx = tx;
-  p.tqkv = tqkv;
-  p.tattn = tattn;
-  p.tact = tact;
   p.cnt = cnt;
   p.err = err;
   const double bytes = (double)n_w * 2;
@@ -1203,15 +915,12 @@ int main(int argc, char** argv) {
   const float floor_ms = timed([&] { stream_read<<<sms * 4, 512>>>((const uint4*)arena, n_w * 2 / 16, sink); });
   printf("floor: plain read of the weights %.3f ms = %.0f GB/s\n", floor_ms, bytes / floor_ms / 1e6);
 
-  // Counter targets are epoch x count, so the counter kernels' epoch advances only with
-  // their own launches; chain_ll's tags take an epoch of their own.
-  unsigned epoch = 0, ll_epoch = 0;
+  unsigned epoch = 0;  // counter targets are epoch x count: every launch is one epoch
   struct Variant {
     const char* name;
     void (*k)(Params);
     int warps, ns, nodeps;
-    int storer = 0;  // 1: a storer warp (chain_ws, chain_ll)
-    int ll = 0;      // 1: chain_ll (no counters: it keeps an epoch of its own)
+    int storer = 0;  // 1: a storer warp (chain_ws)
   };
   // "x@L2": every tile reads its activation from L2 (and recomputes the norm), as the
   // generated kernels do; "x@smem": the stage's activation staged once per CTA.
@@ -1223,15 +932,13 @@ int main(int argc, char** argv) {
       {"storer W8 NS6", chain_ws<8, 6>, 8, 6, 0, 1},
       {"storer W16 NS6", chain_ws<16, 6>, 16, 6, 0, 1},
       {"storer W8 NS6 nodeps", chain_ws<8, 6>, 8, 6, 1, 1},
-      {"LL W8 NS6", chain_ll<8, 6>, 8, 6, 0, 1, 1},
-      {"LL W16 NS6", chain_ll<16, 6>, 16, 6, 0, 1, 1},
       {"x@L2 W8 NS6 nodeps", chain<8, 6, false>, 8, 6, 1},
       {"x@smem W8 NS6 nodeps", chain<8, 6, true>, 8, 6, 1},
       {"x@smem W16 NS6 nodeps", chain<16, 6, true>, 16, 6, 1},
   };
   auto launch_v = [&](const Variant& v, bool profile) {
     Params q = p;
-    q.epoch = v.ll ? ++ll_epoch : ++epoch;
+    q.epoch = ++epoch;
     q.nodeps = v.nodeps;
     q.prof = profile ? prof : nullptr;
     const size_t smem = (size_t)v.ns * SLOT + (v.storer ? sizeof(CtlWs) : sizeof(Ctl));
@@ -1293,7 +1000,7 @@ int main(int argc, char** argv) {
   }
 
   // Where a CTA's time goes (consumer thread 0, summed over one launch, mean over CTAs).
-  for (int vi : {4, 7, 8}) {
+  for (int vi : {1, 4, 5}) {
     CHECK(cudaMemset(prof, 0, (size_t)sms * NKIND * 3 * 8));
     launch_v(vs[vi], true);
     CHECK(cudaDeviceSynchronize());
