@@ -3,7 +3,8 @@
 # two repetitions each in alternation, beside the hand-written ceiling probe
 # (scripts/probe/chain.cu) and the kernels engine, on one random-weight checkpoint.
 #   here:  build each binary, copy it to .gpu/bin/tessera-NAME; NAME `head` is the packed
-#          .gpu/bin/tessera (scripts/pack_gpu.sh)
+#          .gpu/bin/tessera (scripts/pack_gpu.sh). One name alone is a plain `tessera tune`
+#          run, e.g. `PROBE=0 GENERATE=0 bash scripts/device_ab.sh 0.6b head -- --profile`.
 #   device run: carry [".gpu"], command: bash scripts/device_ab.sh SHAPE NAME... [-- tune flags]
 # PROBE=0 skips the hand-written probe, GENERATE=0 the `generate` runs. Output under $OUT, one log per run.
 set -uo pipefail
@@ -18,12 +19,9 @@ mkdir -p "$OUT"
 source .gpu/device-env.sh > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 export TESSERA_CACHE_DIR=/tmp/tessera-cache RUST_BACKTRACE=1
-d=/tmp/q-$shape
-if [[ ! -f $d/config.json ]]; then
-  echo "=== [$(date +%T)] hf_reference.py --shape $shape --no-bench"
-  python3 .gpu/hf_reference.py --shape "$shape" --out "$d" --steps 64 --no-bench > "$OUT/hf-$shape.log" 2>&1 \
-    || { tail -20 "$OUT/hf-$shape.log"; exit 1; }
-fi
+source scripts/device_ckpt.sh
+ensure_ckpt "$shape" "$OUT/hf-$shape.log" || exit 1
+d=$(ckpt_dir "$shape")
 
 bin() { if [[ $1 == head ]]; then echo .gpu/bin/tessera; else echo ".gpu/bin/tessera-$1"; fi; }
 

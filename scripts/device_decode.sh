@@ -42,7 +42,7 @@ step() {
   [[ $rc == 0 ]] || failed+=("$name (rc=$rc)")
 }
 
-declare -A ckpt=([0.6b]=/tmp/q06 [1.7b]=/tmp/q17 [4b]=/tmp/q4 [8b]=/tmp/q8)
+source scripts/device_ckpt.sh
 test_cache=/tmp/tessera-cache-tests
 
 for g in "${groups[@]}"; do
@@ -52,9 +52,9 @@ for g in "${groups[@]}"; do
       .gpu/bin/test-gpu_decode --ignored --test-threads=1 --nocapture
     ;;
   0.6b | 1.7b | 4b | 8b)
-    d=${ckpt[$g]}
+    d=$(ckpt_dir "$g")
     # A checkpoint written earlier in the same call (e.g. by device_ab.sh) is kept.
-    [[ -f $d/expected.json ]] || step "hf-$g" 300 python3 .gpu/hf_reference.py --shape "$g" --out "$d" --steps 64 --no-bench
+    ensure_ckpt "$g" "$OUT/hf-$g.log" || failed+=("hf-$g")
     cp "$d/expected.json" "$OUT/expected-$g.json" 2>/dev/null
     if [[ ! -f $d/expected.json ]]; then
       echo "skip the $g GPU test and bench: no $d/expected.json" | tee -a "$OUT/decode.log"

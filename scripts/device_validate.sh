@@ -33,7 +33,6 @@ for p in "${parts[@]}"; do
     [[ -n ${BASE:-} && -x .gpu/bin/tessera-$BASE ]] && names+=("$BASE")
     PROBE=0 GENERATE=0 run ab 150 bash scripts/device_ab.sh 0.6b "${names[@]}" -- "${knobs[@]}" --position 512 --tokens 128
     grep -E "^=== |^\| [0-9]|^rc=" "$OUT/part-ab.log" | grep -v "^=== \[.*hf_ref"
-    ln -sfn /tmp/q-0.6b /tmp/q06
     ;;
   decode)
     BENCH=1 run decode 120 bash scripts/device_decode.sh 0.6b
