@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs the hand-written probes on the GPU machine in one device call. Build them here
+# (the device machine has no nvcc) into .gpu/probe/, then carry .gpu:
+#   NV=<a CUDA 12.8+ toolkit>; for p in chain hops; do
+#     $NV/bin/nvcc -O3 -gencode=arch=compute_90,code=sm_90 -o .gpu/probe/$p scripts/probe/$p.cu; done
+#   device run: carry [".gpu"], command: bash scripts/probe/device_probes.sh [NAME...]
+# Each probe's output goes to $OUT/NAME.txt (and to stdout).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/gpu.csv"
+status=0
+names=("$@"); [[ ${#names[@]} -gt 0 ]] || names=(chain hops)
+for p in "${names[@]}"; do
+  echo "=== probe $p"
+  timeout 240 ".gpu/probe/$p" 2>&1 | tee "$OUT/$p.txt" || { status=1; echo "probe $p FAILED or timed out"; }
+done
+exit $status
