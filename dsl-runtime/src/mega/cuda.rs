@@ -6,8 +6,9 @@
 //! launch starts: the last CTA to finish zeroes it for the next launch (the host zeroes it
 //! only after a launch that did not complete). Counters and the barrier's arrival count
 //! only grow during a launch, so a wait is "value ≥ target" with a target each CTA computes the same way
-//! (no reset, no ABA). Release: `__syncthreads()`, then thread 0 fences (`fence.acq_rel.gpu`)
-//! and adds. Acquire: thread 0 spins with `ld.acquire.gpu`, fences, then `__syncthreads()`.
+//! (no reset, no ABA). Release: `__syncthreads()`, then thread 0 adds with `red.release.gpu`.
+//! Acquire: thread 0 spins with `ld.acquire.gpu`, then `__syncthreads()` (no fence: the
+//! acquire and the barrier order every thread's later reads).
 //! Every spin is bounded by `%globaltimer`: past the timeout the CTA records the sync in the
 //! error words and leaves; the others see the error word and leave too.
 use super::program::{ArgExpr, Expr, Op, Val};
@@ -160,7 +161,8 @@ __device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, un
         }
       }
     }
-    tsr_fence();
+    // No fence here: the acquire load that saw the target orders this thread's later
+    // accesses, and the bar.sync below orders every other thread's after it.
   }
   __syncthreads();
   return *abort_flag == 0;
