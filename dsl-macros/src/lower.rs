@@ -1,5 +1,6 @@
 //! Walks the kernel body (syn) and drives `dsl_ir::Builder`, which applies every typing
-//! rule. Each Builder error becomes a compile error at the node being built.
+//! rule. Each Builder error becomes a compile error at the token of the operand it names
+//! (`BuildError::operand`, mapped by [`blame`]), or at the whole node being built.
 //!
 //! Scoping follows Rust: a block's `let`s die with it; only `let mut` variables declared
 //! outside a block carry values out of it (through `Builder::assign`).
@@ -202,7 +203,7 @@ impl Lower {
             let var = self
                 .b
                 .decl_var(&name, v, src)
-                .map_err(|m| syn::Error::new_spanned(local, m))?;
+                .map_err(|m| blame(m, local, &[]))?;
             self.bind(name, Bind::Var(var));
         } else {
             self.bind(name, Bind::Val(v));
@@ -217,7 +218,7 @@ impl Lower {
                 let v = self.expr(&a.right)?;
                 self.b
                     .assign(var, v, src_of(e, ""))
-                    .map_err(|m| syn::Error::new_spanned(e, m))?;
+                    .map_err(|m| blame(m, e, &[(Operand::Value, &a.right)]))?;
                 Ok(())
             }
             Expr::Binary(bin) if compound_op(&bin.op).is_some() => {
@@ -226,15 +227,16 @@ impl Lower {
                 let cur = self
                     .b
                     .read_var(var, src_of(&bin.left, ""))
-                    .map_err(|m| syn::Error::new_spanned(&bin.left, m))?;
+                    .map_err(|m| blame(m, &bin.left, &[]))?;
                 let rhs = self.expr(&bin.right)?;
                 let v = self
                     .b
                     .binary(op, cur, rhs, src_of(e, ""))
-                    .map_err(|m| syn::Error::new_spanned(e, m))?;
+                    .map_err(|m| blame(m, e, &[]))?;
+                // `acc += x` assigns `acc + x`: a dtype or shape it cannot take comes from x.
                 self.b
                     .assign(var, v, src_of(e, ""))
-                    .map_err(|m| syn::Error::new_spanned(e, m))?;
+                    .map_err(|m| blame(m, e, &[(Operand::Value, &bin.right)]))?;
                 Ok(())
             }
             Expr::ForLoop(f) => self.for_loop(f),
@@ -322,7 +324,7 @@ impl Lower {
             None => self
                 .b
                 .lit_int(1, src_of(r, ""))
-                .map_err(|m| syn::Error::new_spanned(r, m))?,
+                .map_err(|m| blame(m, r, &[]))?,
         };
         let pat = f.pat.to_token_stream();
         let header = format!(
@@ -333,16 +335,28 @@ impl Lower {
         let iv = self
             .b
             .begin_for(s, e, st, src_text(f.for_token.span, header))
-            .map_err(|m| syn::Error::new_spanned(&f.expr, m))?;
+            .map_err(|m| {
+                let step: &dyn ToTokens = match step {
+                    Some(st) => st,
+                    None => r,
+                };
+                blame(
+                    m,
+                    &f.expr,
+                    &[
+                        (Operand::Start, start),
+                        (Operand::End, end),
+                        (Operand::Step, step),
+                    ],
+                )
+            })?;
         self.scopes.push(HashMap::new());
         if let Some(n) = iv_name {
             self.bind(n, Bind::Val(iv));
         }
         self.block_stmts(&f.body.stmts);
         self.scopes.pop();
-        self.b
-            .end_for()
-            .map_err(|m| syn::Error::new_spanned(f.for_token, m))?;
+        self.b.end_for().map_err(|m| blame(m, &f.for_token, &[]))?;
         Ok(())
     }
 
@@ -354,12 +368,10 @@ impl Lower {
         let header = format!("if {}", crate::parse::text_of(i.cond.to_token_stream()));
         self.b
             .begin_if(c, src_text(i.if_token.span, header))
-            .map_err(|m| syn::Error::new_spanned(&i.cond, m))?;
+            .map_err(|m| blame(m, &i.cond, &[(Operand::Cond, &i.cond)]))?;
         self.scoped(&i.then_branch.stmts);
         if let Some((else_tok, els)) = &i.else_branch {
-            self.b
-                .begin_else()
-                .map_err(|m| syn::Error::new(else_tok.span, m))?;
+            self.b.begin_else().map_err(|m| blame(m, else_tok, &[]))?;
             self.scopes.push(HashMap::new());
             // `else if` is an `if` statement inside the else block.
             match &**els {
@@ -377,9 +389,7 @@ impl Lower {
             }
             self.scopes.pop();
         }
-        self.b
-            .end_if()
-            .map_err(|m| syn::Error::new(i.if_token.span, m))?;
+        self.b.end_if().map_err(|m| blame(m, &i.if_token, &[]))?;
         Ok(())
     }
 
@@ -387,7 +397,7 @@ impl Lower {
 
     fn expr(&mut self, e: &Expr) -> LResult<ValueId> {
         let src = || src_of(e, "");
-        let at = |m: String| Fail::from(syn::Error::new_spanned(e, m));
+        let at = |m: BuildError| blame(m, e, &[]);
         match e {
             Expr::Lit(l) => self.literal(l, false),
             Expr::Unary(u) => match u.op {
@@ -479,17 +489,20 @@ impl Lower {
             src_of(l, "")
         };
         let at = |m: String| Fail::from(syn::Error::new_spanned(l, m));
+        let built = |m: BuildError| blame(m, l, &[]);
         match &l.lit {
             SynLit::Int(i) => match i.suffix() {
                 "" | "i32" => {
                     let v: i64 = i
                         .base10_parse()
                         .map_err(|_| at("integer literal does not fit in i32".into()))?;
-                    self.b.lit_int(if neg { -v } else { v }, src).map_err(at)
+                    self.b.lit_int(if neg { -v } else { v }, src).map_err(built)
                 }
                 "f32" => {
                     let v: f64 = i.base10_parse().map_err(|x| at(x.to_string()))?;
-                    self.b.lit_float(if neg { -v } else { v }, src).map_err(at)
+                    self.b
+                        .lit_float(if neg { -v } else { v }, src)
+                        .map_err(built)
                 }
                 s => err(
                     l,
@@ -499,21 +512,23 @@ impl Lower {
             SynLit::Float(f) => match f.suffix() {
                 "" | "f32" => {
                     let v: f64 = f.base10_parse().map_err(|x| at(x.to_string()))?;
-                    self.b.lit_float(if neg { -v } else { v }, src).map_err(at)
+                    self.b
+                        .lit_float(if neg { -v } else { v }, src)
+                        .map_err(built)
                 }
                 s => err(
                     l,
                     format!("unsupported literal suffix `{s}`: kernel literals are i32 or f32"),
                 ),
             },
-            SynLit::Bool(b) if !neg => self.b.lit_bool(b.value, src).map_err(at),
+            SynLit::Bool(b) if !neg => self.b.lit_bool(b.value, src).map_err(built),
             _ => err(l, "kernel literals are integers, floats and booleans"),
         }
     }
 
     fn name_value(&mut self, id: &Ident, e: &Expr) -> LResult<ValueId> {
         let name = id.to_string();
-        let at = |m: String| Fail::from(syn::Error::new_spanned(e, m));
+        let at = |m: BuildError| blame(m, e, &[]);
         match self.lookup(&name).cloned() {
             Some(Bind::Val(v)) => Ok(v),
             Some(Bind::Var(var)) => self.b.read_var(var, src_of(e, "")).map_err(at),
@@ -557,7 +572,7 @@ impl Lower {
                         .b
                         .cast(v, d, src_of(e, ""))
                         .map(Some)
-                        .map_err(|x| syn::Error::new_spanned(e, x).into());
+                        .map_err(|x| blame(x, e, &[]));
                 }
                 let mut args = vec![&*m.receiver];
                 args.extend(m.args.iter());
@@ -571,7 +586,14 @@ impl Lower {
     fn primitive(&mut self, fname: &Ident, args: &[&Expr], e: &Expr) -> LResult<Option<ValueId>> {
         let name = fname.to_string();
         let src = || src_of(e, "");
-        let at = |m: String| Fail::from(syn::Error::new_spanned(e, m));
+        let at = |m: BuildError| blame(m, e, &[]);
+        // The operands of a builder call, each at the argument the user wrote for it.
+        let roles = |ops: &[Operand]| -> Vec<(Operand, &dyn ToTokens)> {
+            ops.iter()
+                .zip(args)
+                .map(|(o, a)| (*o, *a as &dyn ToTokens))
+                .collect()
+        };
         let arity = |ok: &[usize], sig: &str| -> LResult<()> {
             if ok.contains(&args.len()) {
                 Ok(())
@@ -595,7 +617,7 @@ impl Lower {
                 } else {
                     self.b.num_programs(axis, src())
                 }
-                .map_err(|m| syn::Error::new_spanned(args[0], m))?
+                .map_err(|m| blame(m, e, &roles(&[Operand::Axis])))?
             }
             "arange" => {
                 arity(&[2], "(start, end)")?;
@@ -613,7 +635,9 @@ impl Lower {
                     _ => self.b.lit_float(0.0, src()),
                 }
                 .map_err(at)?;
-                self.b.full(shape, zero, d, src()).map_err(at)?
+                self.b
+                    .full(shape, zero, d, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::Shape])))?
             }
             "full" => {
                 arity(&[3], "([dims], value, dtype)")?;
@@ -622,25 +646,25 @@ impl Lower {
                 let d = self.dtype_arg(args[2])?;
                 self.b
                     .full(shape, v, d, src())
-                    .map_err(|m| syn::Error::new_spanned(args[1], m))?
+                    .map_err(|m| blame(m, e, &roles(&[Operand::Shape, Operand::Value])))?
             }
             "load" => {
                 arity(&[1, 2, 3], "(ptr), (ptr, mask) or (ptr, mask, other)")?;
                 let p = self.expr(args[0])?;
                 let m = args.get(1).map(|a| self.expr(a)).transpose()?;
                 let o = args.get(2).map(|a| self.expr(a)).transpose()?;
-                self.b
-                    .load(p, m, o, src())
-                    .map_err(|m| blame(&m, args, e, false))?
+                self.b.load(p, m, o, src()).map_err(|m| {
+                    blame(m, e, &roles(&[Operand::Ptr, Operand::Mask, Operand::Other]))
+                })?
             }
             "store" => {
                 arity(&[2, 3], "(ptr, value) or (ptr, value, mask)")?;
                 let p = self.expr(args[0])?;
                 let v = self.expr(args[1])?;
                 let m = args.get(2).map(|a| self.expr(a)).transpose()?;
-                self.b
-                    .store(p, v, m, src())
-                    .map_err(|m| blame(&m, args, e, true))?;
+                self.b.store(p, v, m, src()).map_err(|m| {
+                    blame(m, e, &roles(&[Operand::Ptr, Operand::Value, Operand::Mask]))
+                })?;
                 return Ok(None);
             }
             "atomic_add" | "atomic_max" | "atomic_min" => {
@@ -653,9 +677,9 @@ impl Lower {
                 let p = self.expr(args[0])?;
                 let v = self.expr(args[1])?;
                 let m = args.get(2).map(|a| self.expr(a)).transpose()?;
-                self.b
-                    .atomic(op, p, v, m, src())
-                    .map_err(|m| blame(&m, args, e, true))?;
+                self.b.atomic(op, p, v, m, src()).map_err(|m| {
+                    blame(m, e, &roles(&[Operand::Ptr, Operand::Value, Operand::Mask]))
+                })?;
                 return Ok(None);
             }
             // `where` is a Rust keyword, so the primitive is `where_` (as `r#where` would
@@ -665,13 +689,9 @@ impl Lower {
                 let c = self.expr(args[0])?;
                 let a = self.expr(args[1])?;
                 let b = self.expr(args[2])?;
-                self.b.select(c, a, b, src()).map_err(|m| {
-                    if m.contains("condition") {
-                        syn::Error::new_spanned(args[0], m)
-                    } else {
-                        syn::Error::new_spanned(e, m)
-                    }
-                })?
+                self.b
+                    .select(c, a, b, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::Cond, Operand::A, Operand::B])))?
             }
             "maximum" | "minimum" => {
                 arity(&[2], "(a, b)")?;
@@ -688,13 +708,17 @@ impl Lower {
                 arity(&[2], "(x, axis)")?;
                 let x = self.expr(args[0])?;
                 let axis = self.axis_arg(args[1])?;
-                self.b.expand_dims(x, axis, src()).map_err(at)?
+                self.b
+                    .expand_dims(x, axis, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Axis])))?
             }
             "broadcast_to" => {
                 arity(&[2], "(x, [dims])")?;
                 let x = self.expr(args[0])?;
                 let shape = self.shape_arg(args[1])?;
-                self.b.broadcast_to(x, &shape, src()).map_err(at)?
+                self.b
+                    .broadcast_to(x, &shape, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Shape])))?
             }
             "cdiv" => {
                 arity(&[2], "(a, b)")?;
@@ -718,14 +742,14 @@ impl Lower {
                 let acc = args.get(2).map(|x| self.expr(x)).transpose()?;
                 self.b
                     .dot(a, b, acc, src())
-                    .map_err(|(i, m)| syn::Error::new_spanned(args[i], m))?
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::B, Operand::Acc])))?
             }
             "trans" => {
                 arity(&[1], "(x)")?;
                 let x = self.expr(args[0])?;
                 self.b
                     .trans(x, src())
-                    .map_err(|m| syn::Error::new_spanned(args[0], m))?
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A])))?
             }
             "where" | "r#where" => {
                 return err(
@@ -742,7 +766,9 @@ impl Lower {
                     arity(&[2], "(x, axis)")?;
                     let x = self.expr(args[0])?;
                     let axis = self.axis_arg(args[1])?;
-                    self.b.reduce(op, x, axis, src()).map_err(at)?
+                    self.b
+                        .reduce(op, x, axis, src())
+                        .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Axis])))?
                 } else {
                     return err(
                         fname,
@@ -822,30 +848,15 @@ impl Lower {
     }
 }
 
-/// Points a load/store/atomic error at the argument it is about. The builder reports one
-/// message for the whole call, so the argument is recognised from the message's wording.
-fn blame(msg: &str, args: &[&Expr], whole: &Expr, write: bool) -> Fail {
-    let (value_i, mask_i) = if write { (Some(1), 2) } else { (None, 1) };
-    let pick = if msg.contains("mask") {
-        Some(mask_i)
-    } else if msg.contains("`other`") {
-        Some(2)
-    } else if msg.contains("needs pointers") {
-        Some(0)
-    } else if write
-        && (msg.contains(" values through ")
-            || msg.contains("() of shape")
-            || msg.contains("pointer value"))
-    {
-        value_i
-    } else {
-        None
-    };
-    let node: &dyn ToTokens = match pick.and_then(|i| args.get(i)) {
-        Some(a) => *a,
-        None => whole,
-    };
-    syn::Error::new_spanned(node, msg).into()
+/// Points a builder error at the token the user wrote for the operand it is about
+/// (`BuildError::operand`): `roles` pairs the builder call's operands with their tokens;
+/// `Operand::Op`, and an operand the user did not write, point at `whole`.
+fn blame(e: BuildError, whole: &dyn ToTokens, roles: &[(Operand, &dyn ToTokens)]) -> Fail {
+    let node = roles
+        .iter()
+        .find(|(o, _)| *o == e.operand())
+        .map_or(whole, |(_, n)| *n);
+    syn::Error::new_spanned(node, e).into()
 }
 
 fn binop(op: &syn::BinOp) -> Option<BinOp> {
