@@ -4,10 +4,11 @@
 //!
 //! Scoping follows Rust: a block's `let`s die with it; only `let mut` variables declared
 //! outside a block carry values out of it (through `Builder::assign`).
-use crate::parse::{dtype_of_type, src_of, src_text, KernelSig, PTy};
+use crate::parse::{dtype_of_type, src_of, src_text, HTy, HelperSig, KernelSig, PTy};
 use dsl_ir::*;
 use quote::ToTokens;
 use std::collections::HashMap;
+use std::rc::Rc;
 use syn::{Block, Expr, ExprLit, Ident, Lit as SynLit, Pat, Stmt as SynStmt, UnOp};
 
 /// Every primitive, for the "unknown primitive" message.
@@ -42,6 +43,9 @@ enum Bind {
     /// A `let mut`: every read goes through `read_var`, so loops see the current value.
     Var(VarId),
     Param(usize, PTy),
+    /// Inside an inlined `#[tile_fn]`: a constexpr parameter or shape variable, bound to the
+    /// caller's constexpr expression.
+    Const(ConstExpr),
     /// A binding whose initializer failed to build (its error is already reported).
     Poisoned,
 }
@@ -53,15 +57,36 @@ pub struct Lower {
     /// so `let y = x;` does not rename `x`).
     names: HashMap<ValueId, String>,
     errors: Vec<syn::Error>,
+    /// The `#[tile_fn]`s a call may inline, by name: the tile standard library's, then the
+    /// kernel's `helpers(..)` (which shadow them).
+    helpers: HashMap<String, Rc<Helper>>,
+    /// The helpers being inlined, outermost first (a call to one of them is recursion).
+    inlining: Vec<String>,
+}
+
+/// A `#[tile_fn]`: its checked signature and its body, inlined at each call.
+pub struct Helper {
+    pub sig: HelperSig,
+    pub body: Block,
 }
 
 /// Lowers the kernel; returns its IR or every error found.
-pub fn lower(sig: &KernelSig, body: &Block, file: &str) -> Result<Kernel, syn::Error> {
+pub fn lower(
+    sig: &KernelSig,
+    body: &Block,
+    file: &str,
+    helpers: Vec<Helper>,
+) -> Result<Kernel, syn::Error> {
     let mut l = Lower {
         b: Builder::new(&sig.name.to_string(), file),
         scopes: vec![HashMap::new()],
         names: HashMap::new(),
         errors: vec![],
+        helpers: helpers
+            .into_iter()
+            .map(|h| (h.sig.name.to_string(), Rc::new(h)))
+            .collect(),
+        inlining: vec![],
     };
     for p in &sig.params {
         let name = p.ident.to_string();
@@ -268,7 +293,7 @@ impl Lower {
         match self.lookup(&id.to_string()) {
             Some(Bind::Var(v)) => Ok(*v),
             Some(Bind::Poisoned) => Err(Fail(None)),
-            Some(Bind::Param(..)) => err(
+            Some(Bind::Param(..) | Bind::Const(_)) => err(
                 lhs,
                 format!("cannot assign to parameter `{id}`: bind a copy with `let mut`"),
             ),
@@ -533,6 +558,7 @@ impl Lower {
             Some(Bind::Val(v)) => Ok(v),
             Some(Bind::Var(var)) => self.b.read_var(var, src_of(e, "")).map_err(at),
             Some(Bind::Param(i, _)) => self.b.param_value(i, src_of(e, "")).map_err(at),
+            Some(Bind::Const(c)) => self.b.const_expr(c, src_of(e, "")).map_err(at),
             Some(Bind::Poisoned) => Err(Fail(None)),
             None if DType::from_name(&name).is_some() => err(
                 e,
@@ -769,10 +795,12 @@ impl Lower {
                     self.b
                         .reduce(op, x, axis, src())
                         .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Axis])))?
+                } else if let Some(h) = self.helpers.get(&name).cloned() {
+                    return self.inline(&h, fname, args, e);
                 } else {
                     return err(
                         fname,
-                        format!("unknown primitive `{name}`; the primitives are: {PRIMITIVES}"),
+                        format!("unknown primitive `{name}`; the primitives are: {PRIMITIVES}; the tile library's functions are: {}; a `#[tile_fn]` is called once listed in `#[kernel(helpers(..))]`", crate::stdlib::NAMES),
                     );
                 }
             }
@@ -796,6 +824,7 @@ impl Lower {
                 };
                 match self.lookup(&id.to_string()) {
                     Some(Bind::Param(_, PTy::ConstInt(_))) => Ok(ConstExpr::Param(id.to_string())),
+                    Some(Bind::Const(c)) => Ok(c.clone()),
                     Some(Bind::Poisoned) => Err(Fail(None)),
                     None => err(e, format!("cannot find `{id}` in this kernel")),
                     Some(_) => err(
@@ -848,6 +877,197 @@ impl Lower {
     }
 }
 
+// ---- tile functions ------------------------------------------------------------------------
+
+impl Lower {
+    /// Inlines a call of a `#[tile_fn]`: checks the arguments against its signature (at
+    /// the argument's token), lowers its body in a scope that sees only its parameters
+    /// (every `Src` on the call's line), and checks what it returns.
+    fn inline(
+        &mut self,
+        h: &Rc<Helper>,
+        fname: &Ident,
+        args: &[&Expr],
+        e: &Expr,
+    ) -> LResult<Option<ValueId>> {
+        let name = fname.to_string();
+        if self.inlining.contains(&name) {
+            let chain: Vec<&str> = self.inlining.iter().map(|s| s.as_str()).collect();
+            return err(
+                fname,
+                format!(
+                    "`{name}` calls itself ({} → {name}): tile functions are inlined, so they cannot recurse",
+                    chain.join(" → ")
+                ),
+            );
+        }
+        let sig = &h.sig;
+        if args.len() != sig.params.len() {
+            let list: Vec<String> = sig.params.iter().map(|p| p.ident.to_string()).collect();
+            return err(
+                e,
+                format!(
+                    "`{name}` takes {} argument{} ({}); got {}",
+                    list.len(),
+                    if list.len() == 1 { "" } else { "s" },
+                    list.join(", "),
+                    args.len()
+                ),
+            );
+        }
+        // The arguments, in the caller's scope: constexprs as expressions, values built.
+        let mut scope: HashMap<String, Bind> = HashMap::new();
+        let mut values = vec![];
+        for (p, a) in sig.params.iter().zip(args) {
+            match p.ty {
+                HTy::ConstInt => {
+                    let c = self.const_expr(a)?;
+                    scope.insert(p.ident.to_string(), Bind::Const(c));
+                }
+                _ => values.push((p, *a, self.expr(a)?)),
+            }
+        }
+        let line = src_of(e, "").line;
+        let saved = std::mem::replace(&mut self.scopes, vec![scope]);
+        self.inlining.push(name.clone());
+        let out = crate::parse::inlined_at(line, || {
+            for (p, a, v) in values {
+                let v = self.check_arg(&name, &p.ident, &p.ty, a, v)?;
+                self.bind(p.ident.to_string(), Bind::Val(v));
+            }
+            self.scopes.push(HashMap::new());
+            self.helper_body(h, e)
+        });
+        self.inlining.pop();
+        self.scopes = saved;
+        out
+    }
+
+    /// An argument checked against its parameter's type (in the helper's scope, where a
+    /// shape variable is bound by its first use). A weak literal adopts the dtype.
+    fn check_arg(
+        &mut self,
+        fname: &str,
+        param: &Ident,
+        ty: &HTy,
+        arg: &Expr,
+        v: ValueId,
+    ) -> LResult<ValueId> {
+        let got = self.b.ty(v).clone();
+        if let HTy::Tile(d, dims) = ty {
+            if got.rank() != dims.len() {
+                let dims: Vec<String> = dims
+                    .iter()
+                    .map(|e| crate::parse::text_of(e.to_token_stream()))
+                    .collect();
+                return err(
+                    arg,
+                    format!(
+                        "`{fname}`'s parameter `{param}` is a {}-D tile {d}[{}]; this argument is {got}",
+                        dims.len(),
+                        dims.join(", ")
+                    ),
+                );
+            }
+        }
+        let want = self.expect_type(ty, Some(&got))?;
+        let mismatch = |want: &Type| {
+            err(
+                arg,
+                format!("`{fname}`'s parameter `{param}` is {want}; this argument is {got}"),
+            )
+        };
+        if got.shape != want.shape {
+            return mismatch(&want);
+        }
+        if got.elem == want.elem {
+            return Ok(v);
+        }
+        match (want.elem.num(), got.elem.num()) {
+            (Some(d), Some(_)) if self.b.is_weak(v) => self
+                .b
+                .cast(v, d, src_of(arg, ""))
+                .map_err(|m| blame(m, arg, &[])),
+            _ => mismatch(&want),
+        }
+    }
+
+    /// A parameter's or result's type, its shape evaluated in the helper's scope. With
+    /// `got`, a shape variable not bound yet takes `got`'s dimension.
+    fn expect_type(&mut self, ty: &HTy, got: Option<&Type>) -> LResult<Type> {
+        Ok(match ty {
+            HTy::Ptr(d) => Type::scalar(Elem::Ptr(*d)),
+            HTy::Scalar(d) => Type::scalar(Elem::Num(*d)),
+            HTy::ConstBool => Type::scalar(Elem::Num(DType::Bool)),
+            HTy::ConstInt => Type::scalar(Elem::Num(DType::I32)),
+            HTy::Tile(d, dims) => {
+                let mut shape = vec![];
+                for (i, dim) in dims.iter().enumerate() {
+                    if let Some(id) = plain_ident(dim) {
+                        if self.lookup(&id.to_string()).is_none() {
+                            // A shape variable: bound by the first argument it appears in.
+                            let Some(g) = got.filter(|g| g.rank() == dims.len()) else {
+                                return err(
+                                    dim,
+                                    format!("`{id}` is not a parameter of this tile function, and no argument before it binds it"),
+                                );
+                            };
+                            self.bind(id.to_string(), Bind::Const(g.shape[i].clone()));
+                        }
+                    }
+                    shape.push(self.const_expr(dim)?);
+                }
+                Type::num(*d, shape)
+            }
+        })
+    }
+
+    /// The body's statements, then its tail expression: the value the call returns.
+    fn helper_body(&mut self, h: &Helper, call: &Expr) -> LResult<Option<ValueId>> {
+        let before = self.errors.len();
+        let stmts = &h.body.stmts;
+        let tail = match (&h.sig.ret, stmts.last()) {
+            (Some(_), Some(SynStmt::Expr(t, None))) => Some(t),
+            (Some(_), _) => {
+                return err(
+                    &h.sig.name,
+                    format!(
+                        "`{}` returns a value: end its body with that expression (no `;`)",
+                        h.sig.name
+                    ),
+                )
+            }
+            (None, _) => None,
+        };
+        let n = stmts.len() - usize::from(tail.is_some());
+        self.block_stmts(&stmts[..n]);
+        let Some(tail) = tail else {
+            return if self.errors.len() > before {
+                Err(Fail(None))
+            } else {
+                Ok(None)
+            };
+        };
+        let v = self.expr(tail)?;
+        if self.errors.len() > before {
+            return Err(Fail(None));
+        }
+        let ret = h.sig.ret.as_ref().expect("a tail only with a return type");
+        let want = self.expect_type(ret, None)?;
+        let got = self.b.ty(v).clone();
+        if got == want {
+            return Ok(Some(v));
+        }
+        err(
+            call,
+            format!(
+                "`{}` returns {got} here, but its signature says {want}",
+                h.sig.name
+            ),
+        )
+    }
+}
+
 /// Points a builder error at the token the user wrote for the operand it is about
 /// (`BuildError::operand`): `roles` pairs the builder call's operands with their tokens;
 /// `Operand::Op`, and an operand the user did not write, point at `whole`.
@@ -857,6 +1077,15 @@ fn blame(e: BuildError, whole: &dyn ToTokens, roles: &[(Operand, &dyn ToTokens)]
         .find(|(o, _)| *o == e.operand())
         .map_or(whole, |(_, n)| *n);
     syn::Error::new_spanned(node, e).into()
+}
+
+/// A name the language reserves for a primitive (a tile function cannot take it).
+pub fn is_primitive(name: &str) -> bool {
+    name == "to"
+        || name == "where"
+        || UnaryOp::from_name(name).is_some()
+        || ReduceOp::from_name(name).is_some()
+        || PRIMITIVES.split(", ").any(|p| p == name)
 }
 
 fn binop(op: &syn::BinOp) -> Option<BinOp> {
