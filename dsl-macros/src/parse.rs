@@ -253,12 +253,8 @@ pub fn text_of(tokens: TokenStream) -> String {
     let mut leaves: Vec<(String, LineColumn, LineColumn)> = vec![];
     flatten(tokens.clone(), &mut leaves);
     // Tokens parsed from a string (the tile standard library) all share one location.
-    if leaves.len() > 1
-        && leaves
-            .iter()
-            .all(|l| (l.1, l.2) == (leaves[0].1, leaves[0].2))
-    {
-        return tokens.to_string();
+    if one_location(tokens.clone()) {
+        return layout(tokens);
     }
     let key = |l: LineColumn| (l.line, l.column);
     let mut out = String::new();
@@ -277,6 +273,65 @@ pub fn text_of(tokens: TokenStream) -> String {
         out.push_str(text);
         prev = Some((*start, *end));
     }
+    out
+}
+
+/// Whether every token (delimiters aside) has one and the same location: more than one.
+fn one_location(tokens: TokenStream) -> bool {
+    fn spans(tokens: TokenStream, out: &mut Vec<(LineColumn, LineColumn)>) {
+        for t in tokens {
+            match t {
+                TokenTree::Group(g) => spans(g.stream(), out),
+                t => out.push((t.span().start(), t.span().end())),
+            }
+        }
+    }
+    let mut v = vec![];
+    spans(tokens, &mut v);
+    v.len() > 1 && v.iter().all(|s| *s == v[0])
+}
+
+/// Source text for tokens without locations, spaced as rustfmt would for the DSL's
+/// expressions: `cdiv(len, SPLITS)`, `x.to(f32)`, `sum(x, 0) / n as f32 + eps`.
+fn layout(tokens: TokenStream) -> String {
+    fn go(tokens: TokenStream, out: &mut String, glue: &mut bool) {
+        for t in tokens {
+            let tight = match &t {
+                TokenTree::Punct(p) => matches!(p.as_char(), ',' | '.' | ';'),
+                // A call's or an index's opening delimiter follows its name.
+                TokenTree::Group(g) => {
+                    matches!(g.delimiter(), Delimiter::Parenthesis | Delimiter::Bracket)
+                        && out.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                }
+                _ => false,
+            };
+            if !out.is_empty() && !*glue && !tight && !out.ends_with(['(', '[', '.']) {
+                out.push(' ');
+            }
+            *glue = false;
+            match &t {
+                TokenTree::Group(g) => {
+                    let (open, close) = match g.delimiter() {
+                        Delimiter::Parenthesis => ("(", ")"),
+                        Delimiter::Bracket => ("[", "]"),
+                        Delimiter::Brace => ("{ ", " }"),
+                        Delimiter::None => ("", ""),
+                    };
+                    out.push_str(open);
+                    go(g.stream(), out, &mut true);
+                    out.push_str(close);
+                }
+                TokenTree::Punct(p) => {
+                    out.push(p.as_char());
+                    // `..`, `<=`: a joint punct glues to the next.
+                    *glue = p.spacing() == proc_macro2::Spacing::Joint || p.as_char() == '.';
+                }
+                t => out.push_str(&t.to_string()),
+            }
+        }
+    }
+    let mut out = String::new();
+    go(tokens, &mut out, &mut false);
     out
 }
 
