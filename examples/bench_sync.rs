@@ -51,9 +51,11 @@ fn main() -> Result<(), Error> {
     let x0: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 1e-3).collect();
     let x = dev.upload(&x0)?;
     let y = dev.zeros::<f32>(stages * n)?;
-    let mut opts = MegaOptions::default();
-    opts.ctas = Some(sms);
-    opts.check = false;
+    let opts = MegaOptions {
+        ctas: Some(sms),
+        check: false,
+        ..MegaOptions::default()
+    };
     let s = steps as i32;
     let free = time(&dev, 2, 10, || {
         chain_free::launch(&dev, &opts, &x, &y, s, n, BLOCK)
@@ -84,8 +86,10 @@ fn main() -> Result<(), Error> {
     // The toy: a realistic mix of narrow and wide stages.
     let (layers, d, f) = (28usize, 1024usize, 3072usize);
     let toy = ToyBuffers::random(&dev, &mut Rng::new(1), layers, d, f)?;
-    let mut topts = MegaOptions::default();
-    topts.check = false;
+    let topts = MegaOptions {
+        check: false,
+        ..MegaOptions::default()
+    };
     let toy_mega = time(&dev, 2, 10, || {
         toy.megakernel(&dev, &topts, layers, d, f, 1e-6)
     })?;

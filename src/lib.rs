@@ -22,7 +22,7 @@ pub mod serve;
 pub mod toy;
 
 pub use dsl_ir as ir;
-pub use dsl_macros::{kernel, megakernel};
+pub use dsl_macros::{kernel, megakernel, tile_fn};
 pub use dsl_runtime as runtime;
 pub use model;
 

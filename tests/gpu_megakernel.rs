@@ -58,8 +58,10 @@ fn gpu_chains_equal_the_interpreter() {
                     d.upload(&x0).unwrap(),
                     d.zeros::<f32>(2 * steps * n).unwrap(),
                 );
-                let mut o = MegaOptions::default();
-                o.ctas = ctas;
+                let o = MegaOptions {
+                    ctas,
+                    ..MegaOptions::default()
+                };
                 let s = steps as i32;
                 match which {
                     "counter" => chain_counter::launch(d, &o, &x, &y, s, n, block),
@@ -84,9 +86,11 @@ fn gpu_watchdog_names_the_broken_sync_and_stage() {
     let mut rng = Rng::new(5);
     let b = ToyBuffers::random(&dev, &mut rng, 3, 256, 512).unwrap();
     // A counter wait that can never complete.
-    let mut opts = MegaOptions::default();
-    opts.timeout_ms = 300;
-    opts.break_sync = Some(3);
+    let opts = MegaOptions {
+        timeout_ms: 300,
+        break_sync: Some(3),
+        ..MegaOptions::default()
+    };
     let t = std::time::Instant::now();
     let e = b
         .megakernel(&dev, &opts, 3, 256, 512, 1e-6)
@@ -108,9 +112,11 @@ fn gpu_watchdog_names_the_broken_sync_and_stage() {
         dev.zeros::<f32>(4096).unwrap(),
         dev.zeros::<f32>(4096).unwrap(),
     );
-    let mut o = MegaOptions::default();
-    o.timeout_ms = 300;
-    o.break_sync = Some(1);
+    let o = MegaOptions {
+        timeout_ms: 300,
+        break_sync: Some(1),
+        ..MegaOptions::default()
+    };
     let e = chain_barrier::launch(&dev, &o, &x, &y, 3, 4096, 128)
         .unwrap_err()
         .to_string();
@@ -144,8 +150,10 @@ fn gpu_a_grid_that_cannot_be_co_resident_is_refused_before_launch() {
         dev.zeros::<f32>(4096).unwrap(),
         dev.zeros::<f32>(4096).unwrap(),
     );
-    let mut o = MegaOptions::default();
-    o.ctas = Some(1_000_000);
+    let o = MegaOptions {
+        ctas: Some(1_000_000),
+        ..MegaOptions::default()
+    };
     let e = chain_counter::launch(&dev, &o, &x, &y, 1, 4096, 128)
         .unwrap_err()
         .to_string();

@@ -155,8 +155,10 @@ fn every_sync_removed_is_caught_by_the_adversarial_interpreter() {
             caught.unwrap()
         );
         // The sequential mode runs stages in order: it cannot notice.
-        let mut opts = MegaOptions::default();
-        opts.drop_syncs = vec![sync.id];
+        let opts = MegaOptions {
+            drop_syncs: vec![sync.id],
+            ..MegaOptions::default()
+        };
         let (got, want) = run_both(&opts, 7, 3, 32, 64);
         assert_eq!(got.unwrap(), want);
     }
@@ -216,8 +218,10 @@ fn megakernel_misuse_is_a_clear_error() {
     .to_string();
     assert!(e.contains("`x` and `res` overlap"), "{e}");
     // A sync that does not exist.
-    let mut opts = MegaOptions::default();
-    opts.drop_syncs = vec![99];
+    let opts = MegaOptions {
+        drop_syncs: vec![99],
+        ..MegaOptions::default()
+    };
     assert!(b
         .megakernel(&dev, &opts, 1, 32, 64, EPS)
         .unwrap_err()

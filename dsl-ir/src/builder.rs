@@ -1,17 +1,17 @@
 //! Builds a kernel's IR one operation at a time, applying the DSL's typing rules.
 //!
 //! The `#[kernel]` macro drives this at compile time, so every error here becomes a compile
-//! error at the offending token. The rules, in brief (Triton's, where Triton has one):
+//! error at the offending token: a [`BuildError`](crate::BuildError) names the operand at
+//! fault, and the macro points at the token written for it. The rules, in brief (Triton's, where Triton has one):
 //! - shapes broadcast numpy-style (right-aligned; a dimension of 1 or a scalar stretches);
 //! - literals are *weak*: `x * 2.0` keeps x's dtype, `i + 0.5` with i32 `i` gives f32;
 //! - two different float dtypes meet at f32; an int meets a float at the float's dtype;
 //! - a store, an assignment to a `let mut` variable and an atomic never convert a float
 //!   silently: the user writes `.to(bf16)`;
 //! - tiles have rank 1 or 2; scalars (rank 0) are uniform over the program.
+use crate::error::{BResult, BuildError as E, Operand};
 use crate::ir::*;
 use crate::types::*;
-
-pub type BResult<T> = Result<T, String>;
 
 pub struct Builder {
     kernel: Kernel,
@@ -66,11 +66,13 @@ impl Builder {
     /// Declares a parameter; returns its index.
     pub fn param(&mut self, name: &str, kind: ParamKind) -> BResult<usize> {
         if self.kernel.params.iter().any(|p| p.name == name) {
-            return Err(format!("parameter `{name}` is declared twice"));
+            return Err(E::DuplicateParam {
+                name: name.to_string(),
+            });
         }
         if let ParamKind::Scalar(d) = kind {
             if !matches!(d, DType::I32 | DType::F32) {
-                return Err(format!("scalar parameters are i32 or f32, not {d}"));
+                return Err(E::ScalarParam { dtype: d });
             }
         }
         self.kernel.params.push(Param {
@@ -86,7 +88,7 @@ impl Builder {
             .kernel
             .params
             .get(index)
-            .ok_or("no such parameter")?
+            .ok_or(E::NoSuchParam { index })?
             .clone();
         Ok(match p.kind {
             ParamKind::Ptr(d) => {
@@ -117,7 +119,9 @@ impl Builder {
 
     pub fn finish(mut self) -> BResult<Kernel> {
         if !self.open.is_empty() {
-            return Err("unclosed control flow".into());
+            return Err(E::Nesting {
+                what: "unclosed control flow",
+            });
         }
         self.kernel.body = self.blocks.pop().unwrap_or_default();
         Ok(self.kernel)
@@ -162,7 +166,7 @@ impl Builder {
 
     pub fn lit_int(&mut self, v: i64, src: Src) -> BResult<ValueId> {
         if i32::try_from(v).is_err() {
-            return Err(format!("integer literal {v} does not fit in i32"));
+            return Err(E::IntLiteral { value: v });
         }
         Ok(self.push(
             Op::Lit(Lit::Int(v)),
@@ -197,9 +201,7 @@ impl Builder {
         let len = ConstExpr::bin(ConstOp::Sub, end.clone(), start.clone());
         if let Some(n) = len.as_lit() {
             if n <= 0 {
-                return Err(format!(
-                    "arange({start}, {end}) is empty: end must exceed start"
-                ));
+                return Err(E::EmptyArange { start, end });
             }
         }
         let ty = Type::num(DType::I32, vec![len]);
@@ -216,10 +218,9 @@ impl Builder {
     ) -> BResult<ValueId> {
         check_rank(&shape)?;
         if !self.ty(value).is_scalar() {
-            return Err(format!(
-                "full() takes a scalar fill value, got {}",
-                self.ty(value)
-            ));
+            return Err(E::FillNotScalar {
+                ty: self.ty(value).clone(),
+            });
         }
         let v = self.convert(value, dtype, src.clone())?;
         let ty = Type::num(dtype, shape);
@@ -231,22 +232,14 @@ impl Builder {
 
     pub fn unary(&mut self, op: UnaryOp, x: ValueId, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
-        let d = t
-            .elem
-            .num()
-            .ok_or_else(|| format!("`{}` cannot take a pointer", op.name()))?;
+        let d = t.elem.num().ok_or(E::UnaryPointer { op })?;
         let ok = match op {
             UnaryOp::Not => matches!(d, DType::Bool | DType::I32),
             UnaryOp::Neg | UnaryOp::Abs => d != DType::Bool,
             _ => d.is_float(),
         };
         if !ok {
-            let hint = if op.float_only() && d == DType::I32 {
-                ": cast first with `.to(f32)`"
-            } else {
-                ""
-            };
-            return Err(format!("`{}` does not take {d} values{hint}", op.name()));
+            return Err(E::UnaryDType { op, dtype: d });
         }
         let weak = self.is_weak(x);
         Ok(self.push(Op::Unary(op, x), t, weak, src))
@@ -254,8 +247,11 @@ impl Builder {
 
     pub fn binary(&mut self, op: BinOp, a: ValueId, b: ValueId, src: Src) -> BResult<ValueId> {
         let (ta, tb) = (self.ty(a).clone(), self.ty(b).clone());
-        let shape = broadcast_shapes(&ta.shape, &tb.shape)
-            .ok_or_else(|| format!("shape mismatch in `{}`: {} vs {}", op.symbol(), ta, tb))?;
+        let shape = broadcast_shapes(&ta.shape, &tb.shape).ok_or_else(|| E::ShapeMismatch {
+            op,
+            a: ta.clone(),
+            b: tb.clone(),
+        })?;
         // Pointer arithmetic.
         if let Some(pd) = ta.elem.pointee().or(tb.elem.pointee()) {
             let (p, off) = if ta.elem.pointee().is_some() {
@@ -266,12 +262,11 @@ impl Builder {
             let ok_op = op == BinOp::Add || (op == BinOp::Sub && p == a);
             let off_ty = self.ty(off).elem;
             if !ok_op || off_ty != Elem::Num(DType::I32) {
-                return Err(format!(
-                    "pointer arithmetic is `ptr + i32 offsets` or `ptr - i32 offsets`; got `{} {} {}`",
-                    ta.elem,
-                    op.symbol(),
-                    tb.elem
-                ));
+                return Err(E::PointerArith {
+                    op,
+                    a: ta.elem,
+                    b: tb.elem,
+                });
             }
             let p = self.broadcast_to(p, &shape, src.clone())?;
             let off = self.broadcast_to(off, &shape, src.clone())?;
@@ -289,24 +284,18 @@ impl Builder {
         let (da, db) = (ta.elem.num().unwrap(), tb.elem.num().unwrap());
         let d = if op.is_bitwise() {
             if da != db && !(self.is_weak(a) || self.is_weak(b)) {
-                return Err(format!(
-                    "`{}` needs both sides of one type, got {da} and {db}",
-                    op.symbol()
-                ));
+                return Err(E::BitwiseMixed { op, a: da, b: db });
             }
             let d = if self.is_weak(a) { db } else { da };
             let allowed = matches!(op, BinOp::And | BinOp::Or | BinOp::Xor) && d == DType::Bool;
             if !(d == DType::I32 || allowed) {
-                return Err(format!(
-                    "`{}` takes i32 or bool values, not {d}",
-                    op.symbol()
-                ));
+                return Err(E::BitwiseDType { op, dtype: d });
             }
             d
         } else {
             let d = promote(da, self.is_weak(a), db, self.is_weak(b))?;
             if d == DType::Bool && !matches!(op, BinOp::Eq | BinOp::Ne) {
-                return Err(format!("`{}` does not take bool values", op.symbol()));
+                return Err(E::BoolArith { op });
             }
             d
         };
@@ -322,17 +311,32 @@ impl Builder {
     /// `where_(cond, a, b)`.
     pub fn select(&mut self, c: ValueId, a: ValueId, b: ValueId, src: Src) -> BResult<ValueId> {
         if self.ty(c).elem != Elem::Num(DType::Bool) {
-            return Err(format!("where_ needs a bool condition, got {}", self.ty(c)));
+            return Err(E::WhereCond {
+                ty: self.ty(c).clone(),
+            });
         }
         let (ta, tb) = (self.ty(a).clone(), self.ty(b).clone());
         let (da, db) = match (ta.elem.num(), tb.elem.num()) {
             (Some(x), Some(y)) => (x, y),
-            _ => return Err("where_ selects between numbers, not pointers".into()),
+            (None, _) => {
+                return Err(E::WherePointer {
+                    operand: Operand::A,
+                })
+            }
+            _ => {
+                return Err(E::WherePointer {
+                    operand: Operand::B,
+                })
+            }
         };
         let d = promote(da, self.is_weak(a), db, self.is_weak(b))?;
         let s = broadcast_shapes(&ta.shape, &tb.shape)
             .and_then(|s| broadcast_shapes(&s, &self.ty(c).shape))
-            .ok_or_else(|| format!("shape mismatch in where_: {} / {} / {}", self.ty(c), ta, tb))?;
+            .ok_or_else(|| E::WhereShape {
+                cond: self.ty(c).clone(),
+                a: ta.clone(),
+                b: tb.clone(),
+            })?;
         let a = self.convert(a, d, src.clone())?;
         let b = self.convert(b, d, src.clone())?;
         let (c, a, b) = (
@@ -346,7 +350,10 @@ impl Builder {
     /// An explicit conversion (`x.to(bf16)`, `n as f32`).
     pub fn cast(&mut self, x: ValueId, to: DType, src: Src) -> BResult<ValueId> {
         if self.ty(x).elem.pointee().is_some() {
-            return Err(format!("cannot cast a pointer ({}) to {to}", self.ty(x)));
+            return Err(E::CastPointer {
+                ty: self.ty(x).clone(),
+                to,
+            });
         }
         let v = self.convert(x, to, src)?;
         self.weak[v.0 as usize] = false;
@@ -356,12 +363,10 @@ impl Builder {
     pub fn expand_dims(&mut self, x: ValueId, axis: i64, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
         if t.rank() >= 2 {
-            return Err(format!(
-                "expand_dims on {t}: tiles have at most 2 dimensions"
-            ));
+            return Err(E::ExpandRank { ty: t });
         }
         if axis < 0 || axis as usize > t.rank() {
-            return Err(format!("expand_dims axis {axis} is out of range for {t}"));
+            return Err(E::ExpandAxis { axis, ty: t });
         }
         let mut shape = t.shape.clone();
         shape.insert(axis as usize, ConstExpr::Lit(1));
@@ -386,7 +391,12 @@ impl Builder {
         check_rank(shape)?;
         match broadcast_shapes(&t.shape, shape) {
             Some(s) if s == shape => {}
-            _ => return Err(format!("cannot broadcast {t} to {}", shape_str(shape))),
+            _ => {
+                return Err(E::Broadcast {
+                    ty: t,
+                    shape: shape.to_vec(),
+                })
+            }
         }
         let mut x = x;
         // Same rank first (leading ones), so backends only stretch dimensions of size 1.
@@ -415,22 +425,21 @@ impl Builder {
         src: Src,
     ) -> BResult<ValueId> {
         let pt = self.ty(ptr).clone();
-        let d = pt.elem.pointee().ok_or_else(|| {
-            format!("load() needs pointers (a Ptr parameter plus offsets), got {pt}")
-        })?;
+        let d = pt
+            .elem
+            .pointee()
+            .ok_or_else(|| E::LoadPtr { ty: pt.clone() })?;
         let mask = self.mask_for(mask, &pt, "load", &src)?;
         let other = match other {
             None => None,
             Some(o) => {
                 if self.ty(o).elem.pointee().is_some() {
-                    return Err("load()'s `other` is a number, not a pointer".into());
+                    return Err(E::LoadOtherPointer);
                 }
                 let o = self.convert(o, d, src.clone())?;
                 let ot = self.ty(o).clone();
                 if broadcast_shapes(&ot.shape, &pt.shape).as_deref() != Some(&pt.shape[..]) {
-                    return Err(format!(
-                        "load()'s `other` of shape {ot} does not fit pointers {pt}"
-                    ));
+                    return Err(E::LoadOtherShape { other: ot, ptr: pt });
                 }
                 Some(self.broadcast_to(o, &pt.shape, src.clone())?)
             }
@@ -475,7 +484,10 @@ impl Builder {
         };
         if let Some(d) = self.ty(ptr).elem.pointee() {
             if !matches!(d, DType::F32 | DType::I32) || (d == DType::F32 && op == AtomicOp::Min) {
-                return Err(format!("{name} works on Ptr<i32> or Ptr<f32> (max too, not min, for f32), not Ptr<{d}>"));
+                return Err(E::AtomicDType {
+                    what: name,
+                    dtype: d,
+                });
             }
         }
         let (ptr, value, mask) = self.write_operands(ptr, value, mask, name, &src)?;
@@ -494,34 +506,33 @@ impl Builder {
         ptr: ValueId,
         value: ValueId,
         mask: Option<ValueId>,
-        what: &str,
+        what: &'static str,
         src: &Src,
     ) -> BResult<(ValueId, ValueId, Option<ValueId>)> {
         let pt = self.ty(ptr).clone();
-        let d = pt
-            .elem
-            .pointee()
-            .ok_or_else(|| format!("{what}() needs pointers, got {pt}"))?;
+        let d = pt.elem.pointee().ok_or_else(|| E::WritePtr {
+            what,
+            ty: pt.clone(),
+        })?;
         let vt = self.ty(value).clone();
-        let vd = vt
-            .elem
-            .num()
-            .ok_or_else(|| format!("{what}() of a pointer value is not supported"))?;
+        let vd = vt.elem.num().ok_or(E::WritePointerValue { what })?;
         let value = if vd == d {
             value
         } else if self.is_weak(value) {
             self.convert(value, d, src.clone())?
         } else {
-            return Err(format!(
-                "{what} of {vd} values through Ptr<{d}>: convert explicitly with `.to({d})`"
-            ));
+            return Err(E::WriteNeedsCast {
+                what,
+                from: vd,
+                to: d,
+            });
         };
         if broadcast_shapes(&vt.shape, &pt.shape).as_deref() != Some(&pt.shape[..]) {
-            return Err(format!(
-                "{what}() of shape {} does not fit pointers of shape {}",
-                shape_str(&vt.shape),
-                shape_str(&pt.shape)
-            ));
+            return Err(E::WriteShape {
+                what,
+                value: vt.shape,
+                ptr: pt.shape,
+            });
         }
         let value = self.broadcast_to(value, &pt.shape, src.clone())?;
         let mask = self.mask_for(mask, &pt, what, src)?;
@@ -532,46 +543,35 @@ impl Builder {
         &mut self,
         mask: Option<ValueId>,
         pt: &Type,
-        what: &str,
+        what: &'static str,
         src: &Src,
     ) -> BResult<Option<ValueId>> {
         let Some(m) = mask else { return Ok(None) };
         let mt = self.ty(m).clone();
         if mt.elem != Elem::Num(DType::Bool) {
-            return Err(format!(
-                "{what}() mask must be bool (a comparison), got {mt}"
-            ));
+            return Err(E::MaskDType { what, ty: mt });
         }
         if broadcast_shapes(&mt.shape, &pt.shape).as_deref() != Some(&pt.shape[..]) {
-            return Err(format!(
-                "{what}() mask of shape {} does not fit pointers of shape {}",
-                shape_str(&mt.shape),
-                shape_str(&pt.shape)
-            ));
+            return Err(E::MaskShape {
+                what,
+                mask: mt.shape,
+                ptr: pt.shape.clone(),
+            });
         }
         Ok(Some(self.broadcast_to(m, &pt.shape, src.clone())?))
     }
 
     pub fn reduce(&mut self, op: ReduceOp, x: ValueId, axis: i64, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
-        let d = t
-            .elem
-            .num()
-            .ok_or_else(|| format!("{}() of pointers", op.name()))?;
+        let d = t.elem.num().ok_or(E::ReducePointer { op })?;
         if t.is_scalar() {
-            return Err(format!("{}() needs a tile, got the scalar {t}", op.name()));
+            return Err(E::ReduceScalar { op, ty: t });
         }
         if d == DType::Bool {
-            return Err(format!(
-                "{}() of bool values: cast with `.to(i32)` first",
-                op.name()
-            ));
+            return Err(E::ReduceBool { op });
         }
         if axis < 0 || axis as usize >= t.rank() {
-            return Err(format!(
-                "{}() axis {axis} is out of range for {t}",
-                op.name()
-            ));
+            return Err(E::ReduceAxis { op, axis, ty: t });
         }
         let mut shape = t.shape.clone();
         shape.remove(axis as usize);
@@ -591,57 +591,42 @@ impl Builder {
         ))
     }
 
-    /// `dot(a, b)` / `dot(a, b, acc)`. An error names the argument it is about (0: `a`,
-    /// 1: `b`, 2: `acc`), so the macro can point at it.
+    /// `dot(a, b)` / `dot(a, b, acc)`.
     pub fn dot(
         &mut self,
         a: ValueId,
         b: ValueId,
         acc: Option<ValueId>,
         src: Src,
-    ) -> Result<ValueId, (usize, String)> {
+    ) -> BResult<ValueId> {
         let (ta, tb) = (self.ty(a).clone(), self.ty(b).clone());
-        for (i, t, name) in [(0, &ta, "first"), (1, &tb, "second")] {
+        for (operand, t) in [(Operand::A, &ta), (Operand::B, &tb)] {
             let d = t.elem.num();
             if t.rank() != 2 {
-                return Err((
-                    i,
-                    format!("dot's {name} operand must be a 2-D tile, got {t}"),
-                ));
+                return Err(E::DotRank {
+                    operand,
+                    ty: t.clone(),
+                });
             }
             if !matches!(d, Some(DType::BF16 | DType::F16 | DType::F32)) {
-                return Err((
-                    i,
-                    format!("dot takes bf16, f16 or f32 tiles; its {name} operand is {t}"),
-                ));
+                return Err(E::DotDType {
+                    operand,
+                    ty: t.clone(),
+                });
             }
         }
         if ta.elem != tb.elem {
-            return Err((
-                1,
-                format!(
-                    "dot's operands must have one dtype: {ta} · {tb} (convert one with `.to({})`)",
-                    ta.elem
-                ),
-            ));
+            return Err(E::DotMixed { a: ta, b: tb });
         }
         if ta.shape[1] != tb.shape[0] {
-            return Err((
-                1,
-                format!(
-                    "dot's inner dimensions differ: {ta} · {tb} (a is [M, K], b is [K, N]; `trans(x)` swaps a tile's dimensions)"
-                ),
-            ));
+            return Err(E::DotInner { a: ta, b: tb });
         }
         let shape = vec![ta.shape[0].clone(), tb.shape[1].clone()];
         let out = Type::num(DType::F32, shape.clone());
         if let Some(c) = acc {
             let tc = self.ty(c).clone();
             if tc != out {
-                return Err((
-                    2,
-                    format!("dot's accumulator must be {out} (f32, [M, N] of a · b), got {tc}"),
-                ));
+                return Err(E::DotAcc { want: out, got: tc });
             }
         }
         Ok(self.push(Op::Dot { a, b, acc }, out, false, src))
@@ -651,10 +636,10 @@ impl Builder {
     pub fn trans(&mut self, x: ValueId, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
         if t.rank() != 2 {
-            return Err(format!("trans takes a 2-D tile, got {t}"));
+            return Err(E::TransRank { ty: t });
         }
         if t.elem.num().is_none() {
-            return Err(format!("trans takes a tile of numbers, got {t}"));
+            return Err(E::TransNotNumbers { ty: t });
         }
         let shape = vec![t.shape[1].clone(), t.shape[0].clone()];
         let weak = self.is_weak(x);
@@ -699,17 +684,18 @@ impl Builder {
         } else if self.is_weak(value) && ty.elem.num().is_some() {
             self.convert(value, ty.elem.num().unwrap(), src.clone())?
         } else {
-            return Err(format!(
-                "cannot assign {} to `{name}` ({ty}): convert explicitly with `.to(..)`",
-                vt.elem
-            ));
+            return Err(E::AssignType {
+                name,
+                from: vt.elem,
+                ty,
+            });
         };
         if broadcast_shapes(&vt.shape, &ty.shape).as_deref() != Some(&ty.shape[..]) {
-            return Err(format!(
-                "cannot assign a value of shape {} to `{name}` of shape {}",
-                shape_str(&vt.shape),
-                shape_str(&ty.shape)
-            ));
+            return Err(E::AssignShape {
+                name,
+                from: vt.shape,
+                to: ty.shape,
+            });
         }
         let value = self.broadcast_to(value, &ty.shape, src.clone())?;
         self.emit(Stmt::Assign { var, value, src });
@@ -724,14 +710,16 @@ impl Builder {
         step: ValueId,
         src: Src,
     ) -> BResult<ValueId> {
-        let mut ids = [start, end, step];
-        for v in &mut ids {
-            let t = self.ty(*v).clone();
+        for (v, operand) in [
+            (start, Operand::Start),
+            (end, Operand::End),
+            (step, Operand::Step),
+        ] {
+            let t = self.ty(v).clone();
             if !t.is_scalar() || t.elem != Elem::Num(DType::I32) {
-                return Err(format!("loop bounds are i32 scalars, got {t}"));
+                return Err(E::LoopBound { operand, ty: t });
             }
         }
-        let [start, end, step] = ids;
         let id = ValueId(self.kernel.values.len() as u32);
         self.kernel.values.push(Type::scalar(Elem::Num(DType::I32)));
         self.weak.push(false);
@@ -747,7 +735,9 @@ impl Builder {
     }
 
     pub fn end_for(&mut self) -> BResult<()> {
-        let body = self.blocks.pop().ok_or("no open block")?;
+        let body = self.blocks.pop().ok_or(E::Nesting {
+            what: "no open block",
+        })?;
         match self.open.pop() {
             Some(Open::For {
                 iv,
@@ -766,14 +756,16 @@ impl Builder {
                 });
                 Ok(())
             }
-            _ => Err("end_for without begin_for".into()),
+            _ => Err(E::Nesting {
+                what: "end_for without begin_for",
+            }),
         }
     }
 
     pub fn begin_if(&mut self, cond: ValueId, src: Src) -> BResult<()> {
         let t = self.ty(cond).clone();
         if !t.is_scalar() || t.elem != Elem::Num(DType::Bool) {
-            return Err(format!("`if` needs a bool scalar (uniform over the program), got {t}; use where_ for tiles"));
+            return Err(E::IfCond { ty: t });
         }
         self.open.push(Open::If {
             cond,
@@ -785,17 +777,25 @@ impl Builder {
     }
 
     pub fn begin_else(&mut self) -> BResult<()> {
-        let then = self.blocks.pop().ok_or("no open block")?;
+        let then = self.blocks.pop().ok_or(E::Nesting {
+            what: "no open block",
+        })?;
         match self.open.last_mut() {
             Some(Open::If { then: t @ None, .. }) => *t = Some(then),
-            _ => return Err("else without if".into()),
+            _ => {
+                return Err(E::Nesting {
+                    what: "else without if",
+                })
+            }
         }
         self.blocks.push(vec![]);
         Ok(())
     }
 
     pub fn end_if(&mut self) -> BResult<()> {
-        let last = self.blocks.pop().ok_or("no open block")?;
+        let last = self.blocks.pop().ok_or(E::Nesting {
+            what: "no open block",
+        })?;
         match self.open.pop() {
             Some(Open::If { cond, then, src }) => {
                 let (then, els) = match then {
@@ -810,7 +810,9 @@ impl Builder {
                 });
                 Ok(())
             }
-            _ => Err("end_if without begin_if".into()),
+            _ => Err(E::Nesting {
+                what: "end_if without begin_if",
+            }),
         }
     }
 
@@ -819,10 +821,10 @@ impl Builder {
     /// Converts to `d`: a weak literal is re-typed in place of a cast.
     fn convert(&mut self, x: ValueId, d: DType, src: Src) -> BResult<ValueId> {
         let t = self.ty(x).clone();
-        let from = t
-            .elem
-            .num()
-            .ok_or_else(|| format!("cannot convert a pointer ({t}) to {d}"))?;
+        let from = t.elem.num().ok_or_else(|| E::ConvertPointer {
+            ty: t.clone(),
+            to: d,
+        })?;
         if from == d {
             return Ok(x);
         }
@@ -831,20 +833,19 @@ impl Builder {
     }
 }
 
-fn check_axis3(axis: i64, what: &str) -> BResult<u8> {
+fn check_axis3(axis: i64, what: &'static str) -> BResult<u8> {
     if (0..3).contains(&axis) {
         Ok(axis as u8)
     } else {
-        Err(format!("{what} axis must be 0, 1 or 2, got {axis}"))
+        Err(E::Axis { what, axis })
     }
 }
 
 fn check_rank(shape: &[Dim]) -> BResult<()> {
     if shape.len() > 2 {
-        return Err(format!(
-            "tiles have at most 2 dimensions, got {}",
-            shape_str(shape)
-        ));
+        return Err(E::Rank {
+            shape: shape.to_vec(),
+        });
     }
     Ok(())
 }
@@ -882,9 +883,7 @@ pub fn promote(a: DType, a_weak: bool, b: DType, b_weak: bool) -> BResult<DType>
         return Ok(a);
     }
     if (a == DType::Bool) != (b == DType::Bool) {
-        return Err(format!(
-            "cannot combine {a} and {b}: cast the bool with `.to(..)`"
-        ));
+        return Err(E::BoolMix { a, b });
     }
     Ok(match (a_weak, b_weak) {
         // A weak literal takes the other side's type, unless it is a float meeting ints.

@@ -6,6 +6,7 @@
 //! emitting CUDA C. Data flows one way: builder → kernel → specialised kernel → backends.
 pub mod analysis;
 pub mod builder;
+pub mod error;
 pub mod ir;
 pub mod print;
 pub mod spec;
@@ -13,5 +14,6 @@ pub mod types;
 
 pub use analysis::Effects;
 pub use builder::{broadcast_shapes, promote, Builder};
+pub use error::{BResult, BuildError, Operand};
 pub use ir::*;
 pub use types::*;

@@ -55,7 +55,9 @@ fn rmsnorm() -> Kernel {
     let yp = b.binary(BinOp::Add, yp, off, s("y+off")).unwrap();
     let yp = b.binary(BinOp::Add, yp, cols, s("+cols")).unwrap();
     let err = b.store(yp, o, Some(mask), s("store f32")).unwrap_err();
-    assert!(err.contains("`.to(bf16)`"), "{err}");
+    assert!(err.to_string().contains("`.to(bf16)`"), "{err}");
+    // The error is about the value stored, so the macro points at it.
+    assert_eq!(err.operand(), Operand::Value);
     b.store(yp, ob, Some(mask), s("store")).unwrap();
     b.finish().unwrap()
 }
@@ -94,7 +96,8 @@ fn shapes_broadcast_or_fail() {
         .arange(ConstExpr::Lit(0), b.constexpr_int("N").unwrap(), src("n"))
         .unwrap();
     let err = b.binary(BinOp::Add, m, n, src("m+n")).unwrap_err();
-    assert!(err.contains("shape mismatch"), "{err}");
+    assert!(err.to_string().contains("shape mismatch"), "{err}");
+    assert_eq!(err.operand(), Operand::Op);
     let mc = b.expand_dims(m, 1, src("m col")).unwrap();
     let nr = b.expand_dims(n, 0, src("n row")).unwrap();
     let grid = b.binary(BinOp::Add, mc, nr, src("grid")).unwrap();
@@ -105,7 +108,8 @@ fn shapes_broadcast_or_fail() {
     let r = b.reduce(ReduceOp::Sum, g2, 1, src("sum")).unwrap();
     assert_eq!(b.ty(r).to_string(), "i32[M]");
     let err = b.reduce(ReduceOp::Sum, g2, 2, src("sum")).unwrap_err();
-    assert!(err.contains("out of range"), "{err}");
+    assert!(err.to_string().contains("out of range"), "{err}");
+    assert_eq!(err.operand(), Operand::Axis);
 }
 
 #[test]
@@ -125,7 +129,7 @@ fn weak_literals_adopt_the_tile_dtype() {
     let mixed = b.binary(BinOp::Add, x, f32v, src("bf16+f32")).unwrap();
     assert_eq!(b.ty(mixed).to_string(), "f32");
     let err = b.unary(UnaryOp::Exp, i, src("exp(3)")).unwrap_err();
-    assert!(err.contains("`.to(f32)`"), "{err}");
+    assert!(err.to_string().contains("`.to(f32)`"), "{err}");
 }
 
 #[test]
@@ -148,6 +152,7 @@ fn loops_and_vars() {
     assert!(b
         .assign(acc, bad, src("acc = true"))
         .unwrap_err()
+        .to_string()
         .contains("cannot assign"));
     let k = b.finish().unwrap();
     assert!(k.to_text().contains("for %"));
@@ -170,4 +175,69 @@ fn non_finite_literals_survive_json() {
         } => assert!(v.is_nan()),
         other => panic!("{other:?}"),
     }
+}
+
+/// Each error names the operand at fault, so the macro can point at its token.
+#[test]
+fn errors_name_the_operand_at_fault() {
+    let mut b = Builder::new("k", "t.rs");
+    let p = b.param("x", ParamKind::Ptr(DType::F32)).unwrap();
+    let q = b.param("y", ParamKind::Ptr(DType::BF16)).unwrap();
+    let x = b.param_value(p, src("x")).unwrap();
+    let y = b.param_value(q, src("y")).unwrap();
+    let n = b
+        .arange(ConstExpr::Lit(0), ConstExpr::Lit(8), src("n"))
+        .unwrap();
+    let m = b
+        .arange(ConstExpr::Lit(0), ConstExpr::Lit(4), src("m"))
+        .unwrap();
+    let xs = b.binary(BinOp::Add, x, n, src("x+n")).unwrap();
+    let ys = b.binary(BinOp::Add, y, n, src("y+n")).unwrap();
+    let v = b.load(xs, None, None, src("load")).unwrap();
+    let zero = b.lit_int(0, src("0")).unwrap();
+    let small = b.binary(BinOp::Lt, m, zero, src("m<0")).unwrap();
+    let operand = |e: BuildError| e.operand();
+    // load: the pointers, the mask, `other`.
+    assert_eq!(
+        operand(b.load(v, None, None, src("")).unwrap_err()),
+        Operand::Ptr
+    );
+    assert_eq!(
+        operand(b.load(xs, Some(small), None, src("")).unwrap_err()),
+        Operand::Mask
+    );
+    assert_eq!(
+        operand(b.load(xs, None, Some(m), src("")).unwrap_err()),
+        Operand::Other
+    );
+    // store: the value that needs a cast, the mask; an atomic on bf16: the pointers.
+    assert_eq!(
+        operand(b.store(ys, v, None, src("")).unwrap_err()),
+        Operand::Value
+    );
+    assert_eq!(
+        operand(b.store(xs, v, Some(small), src("")).unwrap_err()),
+        Operand::Mask
+    );
+    let e = b.atomic(AtomicOp::Add, ys, v, None, src("")).unwrap_err();
+    assert_eq!(operand(e), Operand::Ptr);
+    // where_: the condition, then whichever side is a pointer.
+    assert_eq!(
+        operand(b.select(v, v, v, src("")).unwrap_err()),
+        Operand::Cond
+    );
+    let c = b.binary(BinOp::Lt, n, zero, src("c")).unwrap();
+    assert_eq!(
+        operand(b.select(c, v, xs, src("")).unwrap_err()),
+        Operand::B
+    );
+    assert_eq!(
+        operand(b.select(c, xs, v, src("")).unwrap_err()),
+        Operand::A
+    );
+    // dot: a 1-D first operand; the accumulator.
+    assert_eq!(operand(b.dot(v, v, None, src("")).unwrap_err()), Operand::A);
+    // A loop whose end is a tile.
+    let e = b.begin_for(zero, n, zero, src("")).unwrap_err();
+    assert_eq!(operand(e), Operand::End);
 }

@@ -17,10 +17,13 @@
 //!   atomic_max atomic_min where_ maximum minimum exp exp2 log log2 sqrt rsqrt sigmoid silu
 //!   abs sin cos tanh sum max min argmax argmin expand_dims broadcast_to cdiv.
 //!   `where` is a Rust keyword (syn cannot parse `where(..)` as a call), hence `where_`.
+//! - tile functions: `#[tile_fn]` helpers listed in `#[kernel(helpers(..))]`, and the tile
+//!   library (`stdlib.rs`), inlined by `lower` at each call.
 mod emit;
 mod lower;
 mod mega;
 mod parse;
+mod stdlib;
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
@@ -67,17 +70,157 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         .into()
 }
 
-fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
+/// A tile function: called from kernels (and other tile functions) like a primitive,
+/// type-checked against its signature at each call, and inlined when the kernel is lowered,
+/// so the IR, the interpreter and the CUDA emitter never see a call. A kernel lists the
+/// ones it calls, directly or through another: `#[kernel(helpers(rms, path::to::other))]`.
+/// The tile standard library's (`rms_inv`, `split_chunk`, `gemv_rows`) need no listing.
+///
+/// ```ignore
+/// #[tile_fn]
+/// fn scaled_sum(x: Tile<f32, N>, s: f32) -> f32 {
+///     sum(x, 0) * s
+/// }
+/// ```
+///
+/// Parameters are `Ptr<T>`, `i32`, `f32`, `bool`, `Tile<dtype, N>` / `Tile<dtype, M, N>`
+/// (a name in a shape that is not a `#[constexpr]` parameter is inferred from the first
+/// argument it appears in), or `#[constexpr]` integers and bools. It expands to a
+/// `macro_rules!` of the same name that hands its source to the kernels that list it
+/// (visible where a `macro_rules!` is: this module and below, or by path through the
+/// `pub(crate) use` it makes).
+#[proc_macro_attribute]
+pub fn tile_fn(attr: TokenStream, item: TokenStream) -> TokenStream {
+    tile_fn_expand(attr.into(), item.into())
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
+}
+
+fn tile_fn_expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     if !attr.is_empty() {
         return Err(syn::Error::new_spanned(
             attr,
-            "#[kernel] takes no arguments",
+            "#[tile_fn] takes no arguments",
         ));
     }
     let f: syn::ItemFn = syn::parse2(item)?;
+    let sig = parse::helper_signature(&f)?;
+    let name = &sig.name;
+    if lower::is_primitive(&name.to_string()) {
+        return Err(syn::Error::new_spanned(
+            name,
+            format!("`{name}` is a primitive: a tile function needs another name"),
+        ));
+    }
+    let rt = runtime_path().map_err(|m| syn::Error::new_spanned(name, m))?;
+    let vis = &f.vis;
+    // The source travels without the fn's visibility and outer attributes.
+    let (sig_tokens, block) = (&f.sig, &f.block);
+    let me = quote!({ #sig_tokens #block });
+    let vis_use = match vis {
+        syn::Visibility::Inherited => quote!(),
+        _ => quote!(#[allow(unused_imports)] pub(crate) use #name;),
+    };
+    Ok(quote! {
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #name {
+            (@tessera_helpers [$next:path $(, $rest:path)*] [$($done:tt)*] $($kernel:tt)*) => {
+                $next! { @tessera_helpers [$($rest),*] [$($done)* #me] $($kernel)* }
+            };
+            (@tessera_helpers [] [$($done:tt)*] $($kernel:tt)*) => {
+                #rt::__kernel_with_helpers! { [$($done)* #me] $($kernel)* }
+            };
+        }
+        #vis_use
+    })
+}
+
+/// The end of a `#[kernel(helpers(..))]` expansion: every listed helper's source, then the
+/// kernel. Not for direct use.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __kernel_with_helpers(input: TokenStream) -> TokenStream {
+    let parsed = syn::parse::Parser::parse(
+        |input: syn::parse::ParseStream| {
+            let list;
+            syn::bracketed!(list in input);
+            let mut helpers = vec![];
+            while !list.is_empty() {
+                let body;
+                syn::braced!(body in list);
+                let sig: syn::Signature = body.parse()?;
+                let block: syn::Block = body.parse()?;
+                helpers.push((sig, block));
+            }
+            let f: syn::ItemFn = input.parse()?;
+            Ok((helpers, f))
+        },
+        input,
+    );
+    parsed
+        .and_then(|(helpers, f)| {
+            let helpers = helpers
+                .into_iter()
+                .map(|(sig, block)| {
+                    let f = syn::ItemFn {
+                        attrs: vec![],
+                        vis: syn::Visibility::Inherited,
+                        sig,
+                        block: Box::new(block),
+                    };
+                    Ok(lower::Helper {
+                        sig: parse::helper_signature(&f)?,
+                        body: *f.block,
+                    })
+                })
+                .collect::<syn::Result<Vec<_>>>()?;
+            expand_kernel(f, helpers)
+        })
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
+}
+
+fn expand(attr: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
+    let listed = helpers_arg(attr)?;
+    let f: syn::ItemFn = syn::parse2(item)?;
+    let Some((first, rest)) = listed.split_first() else {
+        return expand_kernel(f, vec![]);
+    };
+    // Each listed helper's macro adds its source and hands on to the next; the last one
+    // calls `__kernel_with_helpers`.
+    Ok(quote! {
+        #first! { @tessera_helpers [#(#rest),*] [] #f }
+    })
+}
+
+/// `#[kernel]` or `#[kernel(helpers(a, path::b))]`.
+fn helpers_arg(attr: TokenStream2) -> syn::Result<Vec<syn::Path>> {
+    if attr.is_empty() {
+        return Ok(vec![]);
+    }
+    let help = "#[kernel] takes no arguments but `helpers(..)`: the `#[tile_fn]`s it calls";
+    let meta: syn::Meta =
+        syn::parse2(attr.clone()).map_err(|_| syn::Error::new_spanned(&attr, help))?;
+    match meta {
+        syn::Meta::List(l) if l.path.is_ident("helpers") => {
+            let paths = l.parse_args_with(
+                syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated,
+            )?;
+            Ok(paths.into_iter().collect())
+        }
+        _ => Err(syn::Error::new_spanned(attr, help)),
+    }
+}
+
+fn expand_kernel(f: syn::ItemFn, helpers: Vec<lower::Helper>) -> syn::Result<TokenStream2> {
     let sig = parse::signature(&f)?;
-    let file = proc_macro2::Span::call_site().file();
-    let kernel = lower::lower(&sig, &f.block, &file)?;
+    // The file of the kernel's own tokens (a kernel with helpers is expanded from inside
+    // the last helper's macro).
+    let file = f.sig.ident.span().file();
+    let mut all = stdlib::helpers()?;
+    all.extend(helpers);
+    let kernel = lower::lower(&sig, &f.block, &file, all)?;
     let rt = runtime_path().map_err(|m| syn::Error::new_spanned(&f.sig.ident, m))?;
     Ok(emit::module(&sig, &kernel.to_json(), &rt))
 }

@@ -1,12 +1,14 @@
 //! Walks the kernel body (syn) and drives `dsl_ir::Builder`, which applies every typing
-//! rule. Each Builder error becomes a compile error at the node being built.
+//! rule. Each Builder error becomes a compile error at the token of the operand it names
+//! (`BuildError::operand`, mapped by [`blame`]), or at the whole node being built.
 //!
 //! Scoping follows Rust: a block's `let`s die with it; only `let mut` variables declared
 //! outside a block carry values out of it (through `Builder::assign`).
-use crate::parse::{dtype_of_type, src_of, src_text, KernelSig, PTy};
+use crate::parse::{dtype_of_type, src_of, src_text, HTy, HelperSig, KernelSig, PTy};
 use dsl_ir::*;
 use quote::ToTokens;
 use std::collections::HashMap;
+use std::rc::Rc;
 use syn::{Block, Expr, ExprLit, Ident, Lit as SynLit, Pat, Stmt as SynStmt, UnOp};
 
 /// Every primitive, for the "unknown primitive" message.
@@ -41,6 +43,9 @@ enum Bind {
     /// A `let mut`: every read goes through `read_var`, so loops see the current value.
     Var(VarId),
     Param(usize, PTy),
+    /// Inside an inlined `#[tile_fn]`: a constexpr parameter or shape variable, bound to the
+    /// caller's constexpr expression.
+    Const(ConstExpr),
     /// A binding whose initializer failed to build (its error is already reported).
     Poisoned,
 }
@@ -52,15 +57,36 @@ pub struct Lower {
     /// so `let y = x;` does not rename `x`).
     names: HashMap<ValueId, String>,
     errors: Vec<syn::Error>,
+    /// The `#[tile_fn]`s a call may inline, by name: the tile standard library's, then the
+    /// kernel's `helpers(..)` (which shadow them).
+    helpers: HashMap<String, Rc<Helper>>,
+    /// The helpers being inlined, outermost first (a call to one of them is recursion).
+    inlining: Vec<String>,
+}
+
+/// A `#[tile_fn]`: its checked signature and its body, inlined at each call.
+pub struct Helper {
+    pub sig: HelperSig,
+    pub body: Block,
 }
 
 /// Lowers the kernel; returns its IR or every error found.
-pub fn lower(sig: &KernelSig, body: &Block, file: &str) -> Result<Kernel, syn::Error> {
+pub fn lower(
+    sig: &KernelSig,
+    body: &Block,
+    file: &str,
+    helpers: Vec<Helper>,
+) -> Result<Kernel, syn::Error> {
     let mut l = Lower {
         b: Builder::new(&sig.name.to_string(), file),
         scopes: vec![HashMap::new()],
         names: HashMap::new(),
         errors: vec![],
+        helpers: helpers
+            .into_iter()
+            .map(|h| (h.sig.name.to_string(), Rc::new(h)))
+            .collect(),
+        inlining: vec![],
     };
     for p in &sig.params {
         let name = p.ident.to_string();
@@ -202,7 +228,7 @@ impl Lower {
             let var = self
                 .b
                 .decl_var(&name, v, src)
-                .map_err(|m| syn::Error::new_spanned(local, m))?;
+                .map_err(|m| blame(m, local, &[]))?;
             self.bind(name, Bind::Var(var));
         } else {
             self.bind(name, Bind::Val(v));
@@ -217,7 +243,7 @@ impl Lower {
                 let v = self.expr(&a.right)?;
                 self.b
                     .assign(var, v, src_of(e, ""))
-                    .map_err(|m| syn::Error::new_spanned(e, m))?;
+                    .map_err(|m| blame(m, e, &[(Operand::Value, &a.right)]))?;
                 Ok(())
             }
             Expr::Binary(bin) if compound_op(&bin.op).is_some() => {
@@ -226,15 +252,16 @@ impl Lower {
                 let cur = self
                     .b
                     .read_var(var, src_of(&bin.left, ""))
-                    .map_err(|m| syn::Error::new_spanned(&bin.left, m))?;
+                    .map_err(|m| blame(m, &bin.left, &[]))?;
                 let rhs = self.expr(&bin.right)?;
                 let v = self
                     .b
                     .binary(op, cur, rhs, src_of(e, ""))
-                    .map_err(|m| syn::Error::new_spanned(e, m))?;
+                    .map_err(|m| blame(m, e, &[]))?;
+                // `acc += x` assigns `acc + x`: a dtype or shape it cannot take comes from x.
                 self.b
                     .assign(var, v, src_of(e, ""))
-                    .map_err(|m| syn::Error::new_spanned(e, m))?;
+                    .map_err(|m| blame(m, e, &[(Operand::Value, &bin.right)]))?;
                 Ok(())
             }
             Expr::ForLoop(f) => self.for_loop(f),
@@ -266,7 +293,7 @@ impl Lower {
         match self.lookup(&id.to_string()) {
             Some(Bind::Var(v)) => Ok(*v),
             Some(Bind::Poisoned) => Err(Fail(None)),
-            Some(Bind::Param(..)) => err(
+            Some(Bind::Param(..) | Bind::Const(_)) => err(
                 lhs,
                 format!("cannot assign to parameter `{id}`: bind a copy with `let mut`"),
             ),
@@ -322,7 +349,7 @@ impl Lower {
             None => self
                 .b
                 .lit_int(1, src_of(r, ""))
-                .map_err(|m| syn::Error::new_spanned(r, m))?,
+                .map_err(|m| blame(m, r, &[]))?,
         };
         let pat = f.pat.to_token_stream();
         let header = format!(
@@ -333,16 +360,28 @@ impl Lower {
         let iv = self
             .b
             .begin_for(s, e, st, src_text(f.for_token.span, header))
-            .map_err(|m| syn::Error::new_spanned(&f.expr, m))?;
+            .map_err(|m| {
+                let step: &dyn ToTokens = match step {
+                    Some(st) => st,
+                    None => r,
+                };
+                blame(
+                    m,
+                    &f.expr,
+                    &[
+                        (Operand::Start, start),
+                        (Operand::End, end),
+                        (Operand::Step, step),
+                    ],
+                )
+            })?;
         self.scopes.push(HashMap::new());
         if let Some(n) = iv_name {
             self.bind(n, Bind::Val(iv));
         }
         self.block_stmts(&f.body.stmts);
         self.scopes.pop();
-        self.b
-            .end_for()
-            .map_err(|m| syn::Error::new_spanned(f.for_token, m))?;
+        self.b.end_for().map_err(|m| blame(m, &f.for_token, &[]))?;
         Ok(())
     }
 
@@ -354,12 +393,10 @@ impl Lower {
         let header = format!("if {}", crate::parse::text_of(i.cond.to_token_stream()));
         self.b
             .begin_if(c, src_text(i.if_token.span, header))
-            .map_err(|m| syn::Error::new_spanned(&i.cond, m))?;
+            .map_err(|m| blame(m, &i.cond, &[(Operand::Cond, &i.cond)]))?;
         self.scoped(&i.then_branch.stmts);
         if let Some((else_tok, els)) = &i.else_branch {
-            self.b
-                .begin_else()
-                .map_err(|m| syn::Error::new(else_tok.span, m))?;
+            self.b.begin_else().map_err(|m| blame(m, else_tok, &[]))?;
             self.scopes.push(HashMap::new());
             // `else if` is an `if` statement inside the else block.
             match &**els {
@@ -377,9 +414,7 @@ impl Lower {
             }
             self.scopes.pop();
         }
-        self.b
-            .end_if()
-            .map_err(|m| syn::Error::new(i.if_token.span, m))?;
+        self.b.end_if().map_err(|m| blame(m, &i.if_token, &[]))?;
         Ok(())
     }
 
@@ -387,7 +422,7 @@ impl Lower {
 
     fn expr(&mut self, e: &Expr) -> LResult<ValueId> {
         let src = || src_of(e, "");
-        let at = |m: String| Fail::from(syn::Error::new_spanned(e, m));
+        let at = |m: BuildError| blame(m, e, &[]);
         match e {
             Expr::Lit(l) => self.literal(l, false),
             Expr::Unary(u) => match u.op {
@@ -479,17 +514,20 @@ impl Lower {
             src_of(l, "")
         };
         let at = |m: String| Fail::from(syn::Error::new_spanned(l, m));
+        let built = |m: BuildError| blame(m, l, &[]);
         match &l.lit {
             SynLit::Int(i) => match i.suffix() {
                 "" | "i32" => {
                     let v: i64 = i
                         .base10_parse()
                         .map_err(|_| at("integer literal does not fit in i32".into()))?;
-                    self.b.lit_int(if neg { -v } else { v }, src).map_err(at)
+                    self.b.lit_int(if neg { -v } else { v }, src).map_err(built)
                 }
                 "f32" => {
                     let v: f64 = i.base10_parse().map_err(|x| at(x.to_string()))?;
-                    self.b.lit_float(if neg { -v } else { v }, src).map_err(at)
+                    self.b
+                        .lit_float(if neg { -v } else { v }, src)
+                        .map_err(built)
                 }
                 s => err(
                     l,
@@ -499,25 +537,28 @@ impl Lower {
             SynLit::Float(f) => match f.suffix() {
                 "" | "f32" => {
                     let v: f64 = f.base10_parse().map_err(|x| at(x.to_string()))?;
-                    self.b.lit_float(if neg { -v } else { v }, src).map_err(at)
+                    self.b
+                        .lit_float(if neg { -v } else { v }, src)
+                        .map_err(built)
                 }
                 s => err(
                     l,
                     format!("unsupported literal suffix `{s}`: kernel literals are i32 or f32"),
                 ),
             },
-            SynLit::Bool(b) if !neg => self.b.lit_bool(b.value, src).map_err(at),
+            SynLit::Bool(b) if !neg => self.b.lit_bool(b.value, src).map_err(built),
             _ => err(l, "kernel literals are integers, floats and booleans"),
         }
     }
 
     fn name_value(&mut self, id: &Ident, e: &Expr) -> LResult<ValueId> {
         let name = id.to_string();
-        let at = |m: String| Fail::from(syn::Error::new_spanned(e, m));
+        let at = |m: BuildError| blame(m, e, &[]);
         match self.lookup(&name).cloned() {
             Some(Bind::Val(v)) => Ok(v),
             Some(Bind::Var(var)) => self.b.read_var(var, src_of(e, "")).map_err(at),
             Some(Bind::Param(i, _)) => self.b.param_value(i, src_of(e, "")).map_err(at),
+            Some(Bind::Const(c)) => self.b.const_expr(c, src_of(e, "")).map_err(at),
             Some(Bind::Poisoned) => Err(Fail(None)),
             None if DType::from_name(&name).is_some() => err(
                 e,
@@ -557,7 +598,7 @@ impl Lower {
                         .b
                         .cast(v, d, src_of(e, ""))
                         .map(Some)
-                        .map_err(|x| syn::Error::new_spanned(e, x).into());
+                        .map_err(|x| blame(x, e, &[]));
                 }
                 let mut args = vec![&*m.receiver];
                 args.extend(m.args.iter());
@@ -571,7 +612,14 @@ impl Lower {
     fn primitive(&mut self, fname: &Ident, args: &[&Expr], e: &Expr) -> LResult<Option<ValueId>> {
         let name = fname.to_string();
         let src = || src_of(e, "");
-        let at = |m: String| Fail::from(syn::Error::new_spanned(e, m));
+        let at = |m: BuildError| blame(m, e, &[]);
+        // The operands of a builder call, each at the argument the user wrote for it.
+        let roles = |ops: &[Operand]| -> Vec<(Operand, &dyn ToTokens)> {
+            ops.iter()
+                .zip(args)
+                .map(|(o, a)| (*o, *a as &dyn ToTokens))
+                .collect()
+        };
         let arity = |ok: &[usize], sig: &str| -> LResult<()> {
             if ok.contains(&args.len()) {
                 Ok(())
@@ -595,7 +643,7 @@ impl Lower {
                 } else {
                     self.b.num_programs(axis, src())
                 }
-                .map_err(|m| syn::Error::new_spanned(args[0], m))?
+                .map_err(|m| blame(m, e, &roles(&[Operand::Axis])))?
             }
             "arange" => {
                 arity(&[2], "(start, end)")?;
@@ -613,7 +661,9 @@ impl Lower {
                     _ => self.b.lit_float(0.0, src()),
                 }
                 .map_err(at)?;
-                self.b.full(shape, zero, d, src()).map_err(at)?
+                self.b
+                    .full(shape, zero, d, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::Shape])))?
             }
             "full" => {
                 arity(&[3], "([dims], value, dtype)")?;
@@ -622,25 +672,25 @@ impl Lower {
                 let d = self.dtype_arg(args[2])?;
                 self.b
                     .full(shape, v, d, src())
-                    .map_err(|m| syn::Error::new_spanned(args[1], m))?
+                    .map_err(|m| blame(m, e, &roles(&[Operand::Shape, Operand::Value])))?
             }
             "load" => {
                 arity(&[1, 2, 3], "(ptr), (ptr, mask) or (ptr, mask, other)")?;
                 let p = self.expr(args[0])?;
                 let m = args.get(1).map(|a| self.expr(a)).transpose()?;
                 let o = args.get(2).map(|a| self.expr(a)).transpose()?;
-                self.b
-                    .load(p, m, o, src())
-                    .map_err(|m| blame(&m, args, e, false))?
+                self.b.load(p, m, o, src()).map_err(|m| {
+                    blame(m, e, &roles(&[Operand::Ptr, Operand::Mask, Operand::Other]))
+                })?
             }
             "store" => {
                 arity(&[2, 3], "(ptr, value) or (ptr, value, mask)")?;
                 let p = self.expr(args[0])?;
                 let v = self.expr(args[1])?;
                 let m = args.get(2).map(|a| self.expr(a)).transpose()?;
-                self.b
-                    .store(p, v, m, src())
-                    .map_err(|m| blame(&m, args, e, true))?;
+                self.b.store(p, v, m, src()).map_err(|m| {
+                    blame(m, e, &roles(&[Operand::Ptr, Operand::Value, Operand::Mask]))
+                })?;
                 return Ok(None);
             }
             "atomic_add" | "atomic_max" | "atomic_min" => {
@@ -653,9 +703,9 @@ impl Lower {
                 let p = self.expr(args[0])?;
                 let v = self.expr(args[1])?;
                 let m = args.get(2).map(|a| self.expr(a)).transpose()?;
-                self.b
-                    .atomic(op, p, v, m, src())
-                    .map_err(|m| blame(&m, args, e, true))?;
+                self.b.atomic(op, p, v, m, src()).map_err(|m| {
+                    blame(m, e, &roles(&[Operand::Ptr, Operand::Value, Operand::Mask]))
+                })?;
                 return Ok(None);
             }
             // `where` is a Rust keyword, so the primitive is `where_` (as `r#where` would
@@ -665,13 +715,9 @@ impl Lower {
                 let c = self.expr(args[0])?;
                 let a = self.expr(args[1])?;
                 let b = self.expr(args[2])?;
-                self.b.select(c, a, b, src()).map_err(|m| {
-                    if m.contains("condition") {
-                        syn::Error::new_spanned(args[0], m)
-                    } else {
-                        syn::Error::new_spanned(e, m)
-                    }
-                })?
+                self.b
+                    .select(c, a, b, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::Cond, Operand::A, Operand::B])))?
             }
             "maximum" | "minimum" => {
                 arity(&[2], "(a, b)")?;
@@ -688,13 +734,17 @@ impl Lower {
                 arity(&[2], "(x, axis)")?;
                 let x = self.expr(args[0])?;
                 let axis = self.axis_arg(args[1])?;
-                self.b.expand_dims(x, axis, src()).map_err(at)?
+                self.b
+                    .expand_dims(x, axis, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Axis])))?
             }
             "broadcast_to" => {
                 arity(&[2], "(x, [dims])")?;
                 let x = self.expr(args[0])?;
                 let shape = self.shape_arg(args[1])?;
-                self.b.broadcast_to(x, &shape, src()).map_err(at)?
+                self.b
+                    .broadcast_to(x, &shape, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Shape])))?
             }
             "cdiv" => {
                 arity(&[2], "(a, b)")?;
@@ -718,14 +768,14 @@ impl Lower {
                 let acc = args.get(2).map(|x| self.expr(x)).transpose()?;
                 self.b
                     .dot(a, b, acc, src())
-                    .map_err(|(i, m)| syn::Error::new_spanned(args[i], m))?
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::B, Operand::Acc])))?
             }
             "trans" => {
                 arity(&[1], "(x)")?;
                 let x = self.expr(args[0])?;
                 self.b
                     .trans(x, src())
-                    .map_err(|m| syn::Error::new_spanned(args[0], m))?
+                    .map_err(|m| blame(m, e, &roles(&[Operand::A])))?
             }
             "where" | "r#where" => {
                 return err(
@@ -742,11 +792,15 @@ impl Lower {
                     arity(&[2], "(x, axis)")?;
                     let x = self.expr(args[0])?;
                     let axis = self.axis_arg(args[1])?;
-                    self.b.reduce(op, x, axis, src()).map_err(at)?
+                    self.b
+                        .reduce(op, x, axis, src())
+                        .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Axis])))?
+                } else if let Some(h) = self.helpers.get(&name).cloned() {
+                    return self.inline(&h, fname, args, e);
                 } else {
                     return err(
                         fname,
-                        format!("unknown primitive `{name}`; the primitives are: {PRIMITIVES}"),
+                        format!("unknown primitive `{name}`; the primitives are: {PRIMITIVES}; the tile library's functions are: {}; a `#[tile_fn]` is called once listed in `#[kernel(helpers(..))]`", crate::stdlib::NAMES),
                     );
                 }
             }
@@ -770,6 +824,7 @@ impl Lower {
                 };
                 match self.lookup(&id.to_string()) {
                     Some(Bind::Param(_, PTy::ConstInt(_))) => Ok(ConstExpr::Param(id.to_string())),
+                    Some(Bind::Const(c)) => Ok(c.clone()),
                     Some(Bind::Poisoned) => Err(Fail(None)),
                     None => err(e, format!("cannot find `{id}` in this kernel")),
                     Some(_) => err(
@@ -822,30 +877,215 @@ impl Lower {
     }
 }
 
-/// Points a load/store/atomic error at the argument it is about. The builder reports one
-/// message for the whole call, so the argument is recognised from the message's wording.
-fn blame(msg: &str, args: &[&Expr], whole: &Expr, write: bool) -> Fail {
-    let (value_i, mask_i) = if write { (Some(1), 2) } else { (None, 1) };
-    let pick = if msg.contains("mask") {
-        Some(mask_i)
-    } else if msg.contains("`other`") {
-        Some(2)
-    } else if msg.contains("needs pointers") {
-        Some(0)
-    } else if write
-        && (msg.contains(" values through ")
-            || msg.contains("() of shape")
-            || msg.contains("pointer value"))
-    {
-        value_i
-    } else {
-        None
-    };
-    let node: &dyn ToTokens = match pick.and_then(|i| args.get(i)) {
-        Some(a) => *a,
-        None => whole,
-    };
-    syn::Error::new_spanned(node, msg).into()
+// ---- tile functions ------------------------------------------------------------------------
+
+impl Lower {
+    /// Inlines a call of a `#[tile_fn]`: checks the arguments against its signature (at
+    /// the argument's token), lowers its body in a scope that sees only its parameters
+    /// (every `Src` on the call's line), and checks what it returns.
+    fn inline(
+        &mut self,
+        h: &Rc<Helper>,
+        fname: &Ident,
+        args: &[&Expr],
+        e: &Expr,
+    ) -> LResult<Option<ValueId>> {
+        let name = fname.to_string();
+        if self.inlining.contains(&name) {
+            let chain: Vec<&str> = self.inlining.iter().map(|s| s.as_str()).collect();
+            return err(
+                fname,
+                format!(
+                    "`{name}` calls itself ({} → {name}): tile functions are inlined, so they cannot recurse",
+                    chain.join(" → ")
+                ),
+            );
+        }
+        let sig = &h.sig;
+        if args.len() != sig.params.len() {
+            let list: Vec<String> = sig.params.iter().map(|p| p.ident.to_string()).collect();
+            return err(
+                e,
+                format!(
+                    "`{name}` takes {} argument{} ({}); got {}",
+                    list.len(),
+                    if list.len() == 1 { "" } else { "s" },
+                    list.join(", "),
+                    args.len()
+                ),
+            );
+        }
+        // The arguments, in the caller's scope: constexprs as expressions, values built.
+        let mut scope: HashMap<String, Bind> = HashMap::new();
+        let mut values = vec![];
+        for (p, a) in sig.params.iter().zip(args) {
+            match p.ty {
+                HTy::ConstInt => {
+                    let c = self.const_expr(a)?;
+                    scope.insert(p.ident.to_string(), Bind::Const(c));
+                }
+                _ => values.push((p, *a, self.expr(a)?)),
+            }
+        }
+        let line = src_of(e, "").line;
+        let saved = std::mem::replace(&mut self.scopes, vec![scope]);
+        self.inlining.push(name.clone());
+        let out = crate::parse::inlined_at(line, || {
+            for (p, a, v) in values {
+                let v = self.check_arg(&name, &p.ident, &p.ty, a, v)?;
+                self.bind(p.ident.to_string(), Bind::Val(v));
+            }
+            self.scopes.push(HashMap::new());
+            self.helper_body(h, e)
+        });
+        self.inlining.pop();
+        self.scopes = saved;
+        out
+    }
+
+    /// An argument checked against its parameter's type (in the helper's scope, where a
+    /// shape variable is bound by its first use). A weak literal adopts the dtype.
+    fn check_arg(
+        &mut self,
+        fname: &str,
+        param: &Ident,
+        ty: &HTy,
+        arg: &Expr,
+        v: ValueId,
+    ) -> LResult<ValueId> {
+        let got = self.b.ty(v).clone();
+        if let HTy::Tile(d, dims) = ty {
+            if got.rank() != dims.len() {
+                let dims: Vec<String> = dims
+                    .iter()
+                    .map(|e| crate::parse::text_of(e.to_token_stream()))
+                    .collect();
+                return err(
+                    arg,
+                    format!(
+                        "`{fname}`'s parameter `{param}` is a {}-D tile {d}[{}]; this argument is {got}",
+                        dims.len(),
+                        dims.join(", ")
+                    ),
+                );
+            }
+        }
+        let want = self.expect_type(ty, Some(&got))?;
+        let mismatch = |want: &Type| {
+            err(
+                arg,
+                format!("`{fname}`'s parameter `{param}` is {want}; this argument is {got}"),
+            )
+        };
+        if got.shape != want.shape {
+            return mismatch(&want);
+        }
+        if got.elem == want.elem {
+            return Ok(v);
+        }
+        match (want.elem.num(), got.elem.num()) {
+            (Some(d), Some(_)) if self.b.is_weak(v) => self
+                .b
+                .cast(v, d, src_of(arg, ""))
+                .map_err(|m| blame(m, arg, &[])),
+            _ => mismatch(&want),
+        }
+    }
+
+    /// A parameter's or result's type, its shape evaluated in the helper's scope. With
+    /// `got`, a shape variable not bound yet takes `got`'s dimension.
+    fn expect_type(&mut self, ty: &HTy, got: Option<&Type>) -> LResult<Type> {
+        Ok(match ty {
+            HTy::Ptr(d) => Type::scalar(Elem::Ptr(*d)),
+            HTy::Scalar(d) => Type::scalar(Elem::Num(*d)),
+            HTy::ConstBool => Type::scalar(Elem::Num(DType::Bool)),
+            HTy::ConstInt => Type::scalar(Elem::Num(DType::I32)),
+            HTy::Tile(d, dims) => {
+                let mut shape = vec![];
+                for (i, dim) in dims.iter().enumerate() {
+                    if let Some(id) = plain_ident(dim) {
+                        if self.lookup(&id.to_string()).is_none() {
+                            // A shape variable: bound by the first argument it appears in.
+                            let Some(g) = got.filter(|g| g.rank() == dims.len()) else {
+                                return err(
+                                    dim,
+                                    format!("`{id}` is not a parameter of this tile function, and no argument before it binds it"),
+                                );
+                            };
+                            self.bind(id.to_string(), Bind::Const(g.shape[i].clone()));
+                        }
+                    }
+                    shape.push(self.const_expr(dim)?);
+                }
+                Type::num(*d, shape)
+            }
+        })
+    }
+
+    /// The body's statements, then its tail expression: the value the call returns.
+    fn helper_body(&mut self, h: &Helper, call: &Expr) -> LResult<Option<ValueId>> {
+        let before = self.errors.len();
+        let stmts = &h.body.stmts;
+        let tail = match (&h.sig.ret, stmts.last()) {
+            (Some(_), Some(SynStmt::Expr(t, None))) => Some(t),
+            (Some(_), _) => {
+                return err(
+                    &h.sig.name,
+                    format!(
+                        "`{}` returns a value: end its body with that expression (no `;`)",
+                        h.sig.name
+                    ),
+                )
+            }
+            (None, _) => None,
+        };
+        let n = stmts.len() - usize::from(tail.is_some());
+        self.block_stmts(&stmts[..n]);
+        let Some(tail) = tail else {
+            return if self.errors.len() > before {
+                Err(Fail(None))
+            } else {
+                Ok(None)
+            };
+        };
+        let v = self.expr(tail)?;
+        if self.errors.len() > before {
+            return Err(Fail(None));
+        }
+        let ret = h.sig.ret.as_ref().expect("a tail only with a return type");
+        let want = self.expect_type(ret, None)?;
+        let got = self.b.ty(v).clone();
+        if got == want {
+            return Ok(Some(v));
+        }
+        err(
+            call,
+            format!(
+                "`{}` returns {got} here, but its signature says {want}",
+                h.sig.name
+            ),
+        )
+    }
+}
+
+/// Points a builder error at the token the user wrote for the operand it is about
+/// (`BuildError::operand`): `roles` pairs the builder call's operands with their tokens;
+/// `Operand::Op`, and an operand the user did not write, point at `whole`.
+fn blame(e: BuildError, whole: &dyn ToTokens, roles: &[(Operand, &dyn ToTokens)]) -> Fail {
+    let node = roles
+        .iter()
+        .find(|(o, _)| *o == e.operand())
+        .map_or(whole, |(_, n)| *n);
+    syn::Error::new_spanned(node, e).into()
+}
+
+/// A name the language reserves for a primitive (a tile function cannot take it).
+pub fn is_primitive(name: &str) -> bool {
+    name == "to"
+        || name == "where"
+        || UnaryOp::from_name(name).is_some()
+        || ReduceOp::from_name(name).is_some()
+        || PRIMITIVES.split(", ").any(|p| p == name)
 }
 
 fn binop(op: &syn::BinOp) -> Option<BinOp> {

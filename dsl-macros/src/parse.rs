@@ -204,6 +204,7 @@ pub fn src_of(node: &dyn ToTokens, name: &str) -> Src {
         .into_iter()
         .next()
         .map_or(0, |t| first_span(&t).start().line as u32);
+    let line = INLINED_AT.with(|l| l.get()).unwrap_or(line);
     Src {
         line,
         text: text_of(tokens),
@@ -214,10 +215,28 @@ pub fn src_of(node: &dyn ToTokens, name: &str) -> Src {
 /// A `Src` for a statement header (`for i in a..b`, `if c`), whose text we assemble.
 pub fn src_text(span: Span, text: String) -> Src {
     Src {
-        line: span.start().line as u32,
+        line: INLINED_AT
+            .with(|l| l.get())
+            .unwrap_or(span.start().line as u32),
         text,
         name: String::new(),
     }
+}
+
+thread_local! {
+    /// While a `#[tile_fn]` body is inlined: the line of the outermost call, which every
+    /// `Src` built meanwhile takes (the generated C and the interpreter's errors name the
+    /// kernel's file, so they quote the line of the call in it).
+    static INLINED_AT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every `Src` on `line` (the outermost call's, if one is already set).
+pub fn inlined_at<T>(line: u32, f: impl FnOnce() -> T) -> T {
+    let outer = INLINED_AT.with(|l| l.get());
+    INLINED_AT.with(|l| l.set(Some(outer.unwrap_or(line))));
+    let out = f();
+    INLINED_AT.with(|l| l.set(outer));
+    out
 }
 
 fn first_span(t: &TokenTree) -> Span {
@@ -233,6 +252,10 @@ fn first_span(t: &TokenTree) -> Span {
 pub fn text_of(tokens: TokenStream) -> String {
     let mut leaves: Vec<(String, LineColumn, LineColumn)> = vec![];
     flatten(tokens.clone(), &mut leaves);
+    // Tokens parsed from a string (the tile standard library) all share one location.
+    if one_location(tokens.clone()) {
+        return layout(tokens);
+    }
     let key = |l: LineColumn| (l.line, l.column);
     let mut out = String::new();
     let mut prev: Option<(LineColumn, LineColumn)> = None;
@@ -250,6 +273,65 @@ pub fn text_of(tokens: TokenStream) -> String {
         out.push_str(text);
         prev = Some((*start, *end));
     }
+    out
+}
+
+/// Whether every token (delimiters aside) has one and the same location: more than one.
+fn one_location(tokens: TokenStream) -> bool {
+    fn spans(tokens: TokenStream, out: &mut Vec<(LineColumn, LineColumn)>) {
+        for t in tokens {
+            match t {
+                TokenTree::Group(g) => spans(g.stream(), out),
+                t => out.push((t.span().start(), t.span().end())),
+            }
+        }
+    }
+    let mut v = vec![];
+    spans(tokens, &mut v);
+    v.len() > 1 && v.iter().all(|s| *s == v[0])
+}
+
+/// Source text for tokens without locations, spaced as rustfmt would for the DSL's
+/// expressions: `cdiv(len, SPLITS)`, `x.to(f32)`, `sum(x, 0) / n as f32 + eps`.
+fn layout(tokens: TokenStream) -> String {
+    fn go(tokens: TokenStream, out: &mut String, glue: &mut bool) {
+        for t in tokens {
+            let tight = match &t {
+                TokenTree::Punct(p) => matches!(p.as_char(), ',' | '.' | ';'),
+                // A call's or an index's opening delimiter follows its name.
+                TokenTree::Group(g) => {
+                    matches!(g.delimiter(), Delimiter::Parenthesis | Delimiter::Bracket)
+                        && out.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                }
+                _ => false,
+            };
+            if !out.is_empty() && !*glue && !tight && !out.ends_with(['(', '[', '.']) {
+                out.push(' ');
+            }
+            *glue = false;
+            match &t {
+                TokenTree::Group(g) => {
+                    let (open, close) = match g.delimiter() {
+                        Delimiter::Parenthesis => ("(", ")"),
+                        Delimiter::Bracket => ("[", "]"),
+                        Delimiter::Brace => ("{ ", " }"),
+                        Delimiter::None => ("", ""),
+                    };
+                    out.push_str(open);
+                    go(g.stream(), out, &mut true);
+                    out.push_str(close);
+                }
+                TokenTree::Punct(p) => {
+                    out.push(p.as_char());
+                    // `..`, `<=`: a joint punct glues to the next.
+                    *glue = p.spacing() == proc_macro2::Spacing::Joint || p.as_char() == '.';
+                }
+                t => out.push_str(&t.to_string()),
+            }
+        }
+    }
+    let mut out = String::new();
+    go(tokens, &mut out, &mut false);
     out
 }
 
@@ -283,5 +365,183 @@ fn flatten(tokens: TokenStream, out: &mut Vec<(String, LineColumn, LineColumn)>)
             }
             t => out.push((t.to_string(), t.span().start(), t.span().end())),
         }
+    }
+}
+
+/// A `#[tile_fn]` helper's signature: what a call must pass, and what it returns.
+pub struct HelperSig {
+    pub name: Ident,
+    pub params: Vec<HParam>,
+    /// `None`: the helper returns nothing (it stores), so a call is a statement.
+    pub ret: Option<HTy>,
+}
+
+pub struct HParam {
+    pub ident: Ident,
+    pub ty: HTy,
+}
+
+/// A helper parameter's (or result's) type. Tile shapes name constexpr expressions over the
+/// helper's `#[constexpr]` parameters, literals, and *shape variables*: a name that is
+/// neither is bound by the first argument whose shape it appears in (`Tile<f32, N>`).
+#[derive(Clone)]
+pub enum HTy {
+    Ptr(DType),
+    Scalar(DType),
+    Tile(DType, Vec<syn::Expr>),
+    ConstInt,
+    ConstBool,
+}
+
+const HELPER_PARAM_HELP: &str = "tile_fn parameters are `Ptr<T>`, `i32`, `f32`, `bool`, \
+     `Tile<dtype, N>` / `Tile<dtype, M, N>`, or `#[constexpr]` `usize` / `i32` / `u32` / `bool`";
+
+pub fn helper_signature(f: &ItemFn) -> syn::Result<HelperSig> {
+    let sig = &f.sig;
+    if let Some(t) = &sig.asyncness {
+        return Err(syn::Error::new(t.span, "tile functions cannot be async"));
+    }
+    if let Some(t) = &sig.unsafety {
+        return Err(syn::Error::new(
+            t.span,
+            "tile functions are not `unsafe` fns",
+        ));
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        return Err(syn::Error::new_spanned(
+            &sig.generics,
+            "tile functions are not generic: shapes in `Tile<dtype, N>` are inferred from the arguments",
+        ));
+    }
+    if let Some(v) = &sig.variadic {
+        return Err(syn::Error::new_spanned(
+            v,
+            "tile functions are not variadic",
+        ));
+    }
+    let mut params: Vec<HParam> = vec![];
+    for arg in &sig.inputs {
+        let FnArg::Typed(pt) = arg else {
+            return Err(syn::Error::new_spanned(
+                arg,
+                "tile functions are free functions, not methods",
+            ));
+        };
+        let ident = match &*pt.pat {
+            Pat::Ident(pi)
+                if pi.by_ref.is_none() && pi.mutability.is_none() && pi.subpat.is_none() =>
+            {
+                pi.ident.clone()
+            }
+            p => {
+                return Err(syn::Error::new_spanned(
+                    p,
+                    "a tile function parameter is a plain name",
+                ))
+            }
+        };
+        if params.iter().any(|p| p.ident == ident) {
+            return Err(syn::Error::new(
+                ident.span(),
+                format!("parameter `{ident}` is declared twice"),
+            ));
+        }
+        let mut constexpr = false;
+        for a in &pt.attrs {
+            if a.path().is_ident("constexpr") && matches!(a.meta, syn::Meta::Path(_)) {
+                constexpr = true;
+            } else {
+                return Err(syn::Error::new_spanned(
+                    a,
+                    "the only parameter attribute is `#[constexpr]`",
+                ));
+            }
+        }
+        let ty = if constexpr {
+            match param_type(&pt.ty, true)? {
+                PTy::ConstBool => HTy::ConstBool,
+                _ => HTy::ConstInt,
+            }
+        } else {
+            helper_type(&pt.ty)?
+        };
+        params.push(HParam { ident, ty });
+    }
+    let ret = match &sig.output {
+        syn::ReturnType::Default => None,
+        syn::ReturnType::Type(_, t) => Some(helper_type(t)?),
+    };
+    Ok(HelperSig {
+        name: sig.ident.clone(),
+        params,
+        ret,
+    })
+}
+
+fn helper_type(ty: &Type) -> syn::Result<HTy> {
+    let err = || syn::Error::new_spanned(ty, HELPER_PARAM_HELP);
+    if let Some(d) = dtype_of_type(ty) {
+        return match d {
+            DType::I32 | DType::F32 | DType::Bool => Ok(HTy::Scalar(d)),
+            _ => Err(syn::Error::new_spanned(
+                ty,
+                "scalars are i32, f32 or bool (bf16 / f16 values are tiles: `Tile<bf16, N>`)",
+            )),
+        };
+    }
+    let Type::Path(tp) = ty else {
+        return Err(err());
+    };
+    if tp.qself.is_some() || tp.path.segments.len() != 1 {
+        return Err(err());
+    }
+    let seg = &tp.path.segments[0];
+    let PathArguments::AngleBracketed(args) = &seg.arguments else {
+        return Err(err());
+    };
+    let args: Vec<&GenericArgument> = args.args.iter().collect();
+    match (seg.ident.to_string().as_str(), &args[..]) {
+        ("Ptr", _) => match param_type(ty, false)? {
+            PTy::Ptr(d) => Ok(HTy::Ptr(d)),
+            _ => Err(err()),
+        },
+        ("Tile", [GenericArgument::Type(t), dims @ ..]) => {
+            let Some(d) = dtype_of_type(t) else {
+                return Err(syn::Error::new_spanned(
+                    t,
+                    "expected a dtype: bf16, f16, f32, i32 or bool",
+                ));
+            };
+            if dims.is_empty() || dims.len() > 2 {
+                return Err(syn::Error::new_spanned(
+                    ty,
+                    "a tile has 1 or 2 dimensions: `Tile<f32, N>` or `Tile<f32, M, N>`",
+                ));
+            }
+            // Each dimension is a name, a literal, or `{ expr }` (Rust's const-generic forms).
+            let dims = dims
+                .iter()
+                .map(|g| match g {
+                    GenericArgument::Type(Type::Path(p)) if p.path.get_ident().is_some() => {
+                        Ok(syn::Expr::Path(syn::ExprPath {
+                            attrs: vec![],
+                            qself: None,
+                            path: p.path.clone(),
+                        }))
+                    }
+                    GenericArgument::Const(syn::Expr::Block(b)) => match b.block.stmts.as_slice() {
+                        [syn::Stmt::Expr(e, None)] => Ok(e.clone()),
+                        _ => Err(syn::Error::new_spanned(g, "a dimension is one expression")),
+                    },
+                    GenericArgument::Const(e) => Ok(e.clone()),
+                    g => Err(syn::Error::new_spanned(
+                        g,
+                        "a dimension is a constexpr name, an integer, or `{ expr }`",
+                    )),
+                })
+                .collect::<syn::Result<Vec<_>>>()?;
+            Ok(HTy::Tile(d, dims))
+        }
+        _ => Err(err()),
     }
 }

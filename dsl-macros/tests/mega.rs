@@ -225,7 +225,7 @@ fn nested_loops_carry_hazards_from_finished_inner_loops() {
         ]
     );
     let dev = Device::interpreter();
-    let x = dev.upload(&vec![1.0f32; 32]).unwrap();
+    let x = dev.upload(&[1.0f32; 32]).unwrap();
     for opts in [
         MegaOptions::default(),
         MegaOptions::default().adversarial(4, Policy::RunAhead),

@@ -24,11 +24,11 @@ pub(crate) fn choose(
     }
     let mut best = (f64::INFINITY, usize::MAX);
     let mut last_err = None;
-    for i in 0..configs.len() {
+    for (i, config) in configs.iter().enumerate() {
         // Compiles and warms caches. A config that cannot be built or launched here (too
         // much shared memory, too many registers) is skipped, as Triton prunes them.
         if let Err(e) = run(i).and_then(|_| dev.synchronize()) {
-            eprintln!("autotune {id}: skipping {}: {e}", configs[i].describe_pub());
+            eprintln!("autotune {id}: skipping {}: {e}", config.describe_pub());
             last_err = Some(e);
             continue;
         }

@@ -31,5 +31,10 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 /// What a file of kernels needs: `use dsl_runtime::prelude::*;`.
 pub mod prelude {
     pub use crate::{bf16, cdiv, f16, Buffer, Config, Device, Launch, Ptr, Tune};
-    pub use dsl_macros::{kernel, megakernel};
+    pub use dsl_macros::{kernel, megakernel, tile_fn};
 }
+
+/// Where a `#[tile_fn]`'s expansion hands a kernel and its helpers' sources (not for direct
+/// use).
+#[doc(hidden)]
+pub use dsl_macros::__kernel_with_helpers;

@@ -380,7 +380,9 @@ fn every_sync_is_needed() {
     let prompt = ids(&expected(name)["prompt_ids"]);
     // A prompt token, then the step's own tokens: those reach the next step on the device
     // (`advance`), with nothing copied in.
-    let run = |opts: &MegakernelOptions| -> Result<Vec<(Vec<f32>, u32, (u32, usize))>, String> {
+    // Per step: the logits, the token, and the inputs it leaves for the next step.
+    type Steps = Vec<(Vec<f32>, u32, (u32, usize))>;
+    let run = |opts: &MegakernelOptions| -> Result<Steps, String> {
         let mut m = mega(name, Output::Token, opts);
         let mut out = vec![];
         let mut t = prompt[0];

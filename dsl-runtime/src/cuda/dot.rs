@@ -101,7 +101,7 @@ fn warp_grid(m: usize, n: usize, threads: usize) -> Option<Frag> {
     let mut wm = w;
     while wm >= 1 {
         let wn = w / wm;
-        if m % (16 * wm) == 0 && n % (16 * wn) == 0 {
+        if m.is_multiple_of(16 * wm) && n.is_multiple_of(16 * wn) {
             let l = Layout::mma(m, n, wm, wn);
             return l.frag;
         }

@@ -92,7 +92,7 @@ impl Layout {
     /// `m` must be a multiple of `16 * wm` and `n` of `8 * wn`.
     pub fn mma(m: usize, n: usize, wm: usize, wn: usize) -> Layout {
         assert!(
-            m % (16 * wm) == 0 && n % (8 * wn) == 0,
+            m.is_multiple_of(16 * wm) && n.is_multiple_of(8 * wn),
             "mma layout of [{m}, {n}]"
         );
         let frag = Frag {

@@ -151,7 +151,7 @@ pub(crate) fn plan(
             else {
                 continue;
             };
-            if !plans.get(id).is_some_and(|p| p.mma.is_some()) {
+            if plans.get(id).is_none_or(|p| p.mma.is_none()) {
                 continue;
             }
             let mut cands = vec![];
@@ -233,7 +233,7 @@ fn eligible(k: &Kernel, f: &Facts, v: ValueId) -> bool {
     let cols = t.dims()[1];
     let a = f.aff[ptr.0 as usize];
     let mask_ok = mask.is_none_or(|m| f.pure[m.0 as usize] && f.cst[m.0 as usize] >= 8);
-    cols % 8 == 0
+    cols.is_multiple_of(8)
         && a.stride == Some(1)
         && a.div % 8 == 0
         && f.pure[ptr.0 as usize]
@@ -331,7 +331,7 @@ impl Emitter<'_> {
             else {
                 continue;
             };
-            if !self.dot_plans.get(id).is_some_and(|p| p.mma.is_some()) {
+            if self.dot_plans.get(id).is_none_or(|p| p.mma.is_none()) {
                 continue;
             }
             let d = self

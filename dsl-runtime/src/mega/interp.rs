@@ -322,9 +322,9 @@ pub fn run(
             let before = (at.clone(), arrivals);
             enabled.clear();
             blocked.clear();
-            for c in 0..ctas as usize {
+            for (c, cta) in at.iter_mut().enumerate() {
                 loop {
-                    let (i, k, arrived) = at[c];
+                    let (i, k, arrived) = *cta;
                     let Some(run) = runs.get(i) else { break };
                     let has = mine(run, c as u64);
                     if k == 0 {
@@ -336,7 +336,7 @@ pub fn run(
                             Some(SyncRun::Barrier { number, broken, .. }) => {
                                 if !arrived {
                                     arrivals += 1;
-                                    at[c].2 = true;
+                                    cta.2 = true;
                                 }
                                 arrivals >= number * g + if *broken { BREAK_OFFSET } else { 0 }
                             }
@@ -350,7 +350,7 @@ pub fn run(
                         enabled.push(c);
                         break;
                     }
-                    at[c] = (i + 1, 0, false);
+                    *cta = (i + 1, 0, false);
                 }
             }
             if !enabled.is_empty() || (at.clone(), arrivals) == before {

@@ -89,11 +89,14 @@ impl MegaOptions {
     }
 }
 
+/// A program resolved for one binding, and its schedule.
+type ResolvedPlan = (Resolved, Schedule);
+
 /// A megakernel: its program (built on first use) and everything derived per binding.
 pub struct MegaDef {
     build: fn() -> Program,
     program: OnceLock<Program>,
-    plans: OnceLock<Mutex<HashMap<PlanKey, Arc<(Resolved, Schedule)>>>>,
+    plans: OnceLock<Mutex<HashMap<PlanKey, Arc<ResolvedPlan>>>>,
     functions: OnceLock<Mutex<HashMap<FnKey, Arc<Compiled>>>>,
     /// Sync words per (stream, length), reused across launches: the kernel leaves them
     /// zeroed when it completes; the host zeroes them only after a launch that did not.
@@ -133,7 +136,7 @@ struct Compiled {
 
 /// A plan as a launch uses it: the cached one, or a copy with syncs left out.
 struct Planned {
-    arc: Arc<(Resolved, Schedule)>,
+    arc: Arc<ResolvedPlan>,
     modified: Option<Schedule>,
     key: PlanKey,
 }

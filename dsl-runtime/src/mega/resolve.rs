@@ -137,7 +137,7 @@ pub fn resolve(program: &Program, constexprs: &[(&str, ConstVal)]) -> Result<Res
     let mut calls = vec![];
     r.body = nodes(&program.body, &mut vec![], &mut calls, &r)?;
     // Bind each call: constexpr arguments are constants, so specialisation happens here.
-    let mut bindings: Vec<(&'static str, Vec<(&'static str, ConstVal)>)> = vec![];
+    let mut bindings: Vec<(&'static str, Binding)> = vec![];
     for (index, (call, loops)) in calls.iter().enumerate() {
         let (stage, b) = stage(&r, index, call, loops)?;
         if !bindings
@@ -217,6 +217,9 @@ fn nodes(
 }
 
 /// Every loop variable an expression names must be in scope.
+/// A call's constexpr arguments, by the callee's parameter names.
+type Binding = Vec<(&'static str, ConstVal)>;
+
 fn check_scope(r: &Resolved, e: &Expr, loops: &[usize], what: &str) -> Result<(), String> {
     let mut vs = vec![];
     e.vars(&mut vs);
@@ -235,7 +238,7 @@ fn stage(
     index: usize,
     call: &Call,
     loops: &[usize],
-) -> Result<(Stage, Vec<(&'static str, ConstVal)>), String> {
+) -> Result<(Stage, Binding), String> {
     let kname = call.kernel.name();
     let at = format!(
         "megakernel `{}`, line {}: `{kname}`",

@@ -38,7 +38,7 @@ pub fn attn_split(
     let split = program_id(1);
     let len = load(pos) + 1; // positions 0..=pos, the new token's included
                              // Chunks are whole tiles, so only the last tile of the last busy split is ragged.
-    let chunk = cdiv(cdiv(len, SPLITS), BLOCK_N) * BLOCK_N;
+    let chunk = split_chunk(len, SPLITS, BLOCK_N);
     let lo = split * chunk;
     let hi = minimum(lo + chunk, len);
     let d = arange(0, D);

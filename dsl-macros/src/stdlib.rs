@@ -1,0 +1,65 @@
+//! The tile standard library: `#[tile_fn]`s every kernel may call without listing them,
+//! written in the DSL itself (as Triton's `standard.py`), inlined like a user's helper.
+//!
+//! Each exists because the decoder's kernels repeat it: write it once here, and a change
+//! to it reaches every kernel that calls it.
+use crate::lower::Helper;
+
+const SOURCE: &str = r#"
+/// 1 / rms: `rsqrt(mean + eps)` of the squares summed per lane in `sumsq` (a tile of
+/// partial sums over `n` elements in all). RMSNorm's scale.
+fn rms_inv(sumsq: Tile<f32, N>, n: i32, eps: f32) -> f32 {
+    rsqrt(sum(sumsq, 0) / n as f32 + eps)
+}
+
+/// The positions each of `SPLITS` programs takes of a sequence of `len` (split-KV
+/// attention): whole `BLOCK_N` tiles, so only the last tile of the last busy split is
+/// ragged. The split phase and whatever merges its partials must agree on it.
+fn split_chunk(len: i32, #[constexpr] SPLITS: usize, #[constexpr] BLOCK_N: usize) -> i32 {
+    cdiv(cdiv(len, SPLITS), BLOCK_N) * BLOCK_N
+}
+
+/// `W[rows, :] · x` for a bf16 W of row length `k` (row-major) and a bf16 x: the GEMV
+/// tile loop. Walks k in `BK`-wide steps with a [BM, BK] f32 tile of per-lane products,
+/// summed over the row once, after the loop. Masked rows and columns contribute 0.
+fn gemv_rows(
+    w: Ptr<bf16>,
+    x: Ptr<bf16>,
+    rows: Tile<i32, BM>,
+    row_mask: Tile<bool, BM>,
+    k: i32,
+    #[constexpr] BK: usize,
+) -> Tile<f32, BM> {
+    let mut acc = zeros([BM, BK], f32);
+    for k0 in (0..k).step_by(BK) {
+        let cols = k0 + arange(0, BK);
+        let col_mask = cols < k;
+        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
+        let wv = load(w + rows.expand_dims(1) * k + cols.expand_dims(0), tile_mask, 0.0).to(f32);
+        acc += wv * xv.expand_dims(0);
+    }
+    sum(acc, 1)
+}
+"#;
+
+/// The library's helpers, parsed and checked.
+pub fn helpers() -> syn::Result<Vec<Helper>> {
+    let file: syn::File = syn::parse_str(SOURCE)?;
+    file.items
+        .into_iter()
+        .map(|item| match item {
+            syn::Item::Fn(f) => Ok(Helper {
+                sig: crate::parse::helper_signature(&f)?,
+                body: *f.block,
+            }),
+            other => Err(syn::Error::new_spanned(
+                other,
+                "the tile library holds fns only",
+            )),
+        })
+        .collect()
+}
+
+/// The names, for documentation and the "unknown primitive" message.
+pub const NAMES: &str = "rms_inv, split_chunk, gemv_rows";
