@@ -524,9 +524,6 @@ pub struct TuneArgs {
     /// Following stages idle CTAs prefetch.
     #[arg(long, value_name = "LIST")]
     pub prefetch_depth: Option<String>,
-    /// Lookahead prefetch of the next program's weights: true, false or both (e.g. true,false).
-    #[arg(long, value_name = "LIST")]
-    pub lookahead: Option<String>,
     /// KiB of the staging ring (weights issued ahead into shared memory): `auto` (as much
     /// as the GPU gives), 0 (none) or a size.
     #[arg(long, value_name = "LIST")]
@@ -604,11 +601,6 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("prefetch-depth", &a.prefetch_depth, d.prefetch_depth)?,
         |k, v| k.prefetch_depth = v,
-    );
-    grid = times(
-        grid,
-        list("lookahead", &a.lookahead, d.lookahead_prefetch)?,
-        |k, v| k.lookahead_prefetch = v,
     );
     grid = times(
         grid,

@@ -28,7 +28,6 @@ pub struct Knobs {
     pub ctas_per_sm: u32,
     pub wait_prefetch_bytes: u64,
     pub prefetch_depth: usize,
-    pub lookahead_prefetch: bool,
     /// KiB of the staging ring (weight loads issued ahead into shared memory, across
     /// syncs): `auto` as large as the GPU allows, 0 none.
     pub stage_ring: RingKib,
@@ -45,7 +44,6 @@ impl Default for Knobs {
             ctas_per_sm: crate::kernels::CTAS_PER_SM,
             wait_prefetch_bytes: m.wait_prefetch_bytes,
             prefetch_depth: m.prefetch_depth,
-            lookahead_prefetch: m.lookahead_prefetch,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
         }
     }
@@ -115,7 +113,6 @@ pub fn run(
             ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
-            lookahead_prefetch: k.lookahead_prefetch,
             stage_ring: k.stage_ring.0.map(|k| k << 10),
             check: false,
             ..MegaOptions::default()
@@ -185,12 +182,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | lookahead | ring KiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -201,7 +198,6 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.ctas_per_sm,
             k.wait_prefetch_bytes >> 20,
             k.prefetch_depth,
-            k.lookahead_prefetch,
             k.stage_ring
         );
     }

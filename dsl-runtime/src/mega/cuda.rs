@@ -75,10 +75,6 @@ pub struct GenOptions {
     pub wait_prefetch_bytes: u64,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
-    /// In a stage with more programs than CTAs, a CTA prefetches into L2 the share of the
-    /// weight windows its next program reads (window / programs, at that program's index:
-    /// exact for a row-blocked GEMV) before it runs the current one.
-    pub lookahead_prefetch: bool,
     /// Bytes of shared memory for the staging ring (0: no staging): each CTA issues its
     /// staged programs' weight tiles (bulk copies) in the order it will run them, as far
     /// ahead as the ring has room, before any wait (`mega/staging.rs`).
@@ -707,16 +703,6 @@ impl Gen<'_> {
         }
         let _ = writeln!(o, "{pad}    unsigned tsr_mine = 0;");
         let _ = writeln!(o, "{pad}    for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {{");
-        let wins = super::schedule::weight_windows(r, s);
-        if self.opts.lookahead_prefetch && !wins.is_empty() && staged == 0 {
-            let _ = writeln!(o, "{pad}      if (tsr_p + gridDim.x < tsr_n) {{  // the next program's share of the weights, into L2");
-            for a in wins {
-                let (name, size, lo, hi) = window_c(r, a);
-                let _ = writeln!(o, "{pad}        {{ const long long b = ({hi} - {lo}) * {size}LL, q = tsr_p + gridDim.x;");
-                let _ = writeln!(o, "{pad}          tsr_prefetch_l2((const char*)({name} + {lo}) + b * q / tsr_n, b / tsr_n, 0, 1); }}");
-            }
-            let _ = writeln!(o, "{pad}      }}");
-        }
         let stage_arg = if staged > 0 {
             // Its loads were issued ahead (mega/staging.rs): wait for its own group only.
             let _ = writeln!(

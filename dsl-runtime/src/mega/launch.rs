@@ -43,9 +43,6 @@ pub struct MegaOptions {
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
-    /// GPU: in a stage with more programs than CTAs, prefetch the next program's share of
-    /// the weights into L2 while the current one runs.
-    pub lookahead_prefetch: bool,
     /// GPU: bytes of shared memory per CTA for the staging ring (`mega/staging.rs`: weight
     /// tiles copied ahead by the bulk copy engine, across syncs). None: as much as the GPU
     /// gives a block, less [`STAGE_RESERVE`]; Some(0), the default: no staging. Off: both
@@ -72,7 +69,6 @@ impl Default for MegaOptions {
             check: true,
             wait_prefetch_bytes: 16 << 20,
             profile: false,
-            lookahead_prefetch: true,
             stage_ring: Some(0),
         }
     }
@@ -122,7 +118,6 @@ type FnKey = (
     Option<usize>,
     usize,
     u64,
-    bool,
     bool,
     usize,
 );
@@ -379,7 +374,6 @@ impl MegaDef {
             Arc::as_ptr(&cuda_dev.ctx) as usize,
             opts.wait_prefetch_bytes,
             opts.profile,
-            opts.lookahead_prefetch,
             opts.stage_ring.unwrap_or(usize::MAX),
         );
         let fmap = self.functions.get_or_init(Default::default);
@@ -606,7 +600,6 @@ fn gen_options(opts: &MegaOptions, stage_ring_bytes: usize) -> GenOptions {
         break_sync: opts.break_sync,
         wait_prefetch_bytes: opts.wait_prefetch_bytes,
         profile: opts.profile,
-        lookahead_prefetch: opts.lookahead_prefetch,
         stage_ring_bytes,
     }
 }
