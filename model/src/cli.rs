@@ -423,23 +423,48 @@ pub struct BenchArgs {
     /// Skip timing the kernels engine (one launch per op) beside the megakernel.
     #[arg(long)]
     pub no_kernels: bool,
+    /// Prompt lengths whose time to first token (prefill) is measured, comma-separated;
+    /// "none" skips the prefill bench.
+    #[arg(long, value_name = "LIST", default_value = "128,512,2048,8192")]
+    pub prompts: String,
+    /// Timed prefills per prompt length (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub prefill_repeats: usize,
+    /// Prefill chunk length in tokens (default: the engine's, 2048 on a GPU).
+    #[arg(long, value_name = "N")]
+    pub prefill_chunk: Option<usize>,
 }
 
 /// `tessera bench`: the megakernel decoder's ms/token at several context positions,
 /// against the bandwidth floor (and transformers with --peers).
 pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
-    let positions = a
-        .positions
-        .split(',')
-        .map(|p| {
-            p.trim().parse::<usize>().map_err(|_| {
-                ModelError::Usage(format!(
-                    "--positions: \"{}\" is not a position (expected e.g. 1,512,2048)",
-                    p.trim()
-                ))
+    let list = |flag: &str, text: &str| {
+        if text.trim() == "none" {
+            return Ok(vec![]);
+        }
+        text.split(',')
+            .map(|p| {
+                p.trim().parse::<usize>().map_err(|_| {
+                    ModelError::Usage(format!(
+                        "--{flag}: \"{}\" is not a number (expected e.g. 1,512,2048)",
+                        p.trim()
+                    ))
+                })
             })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let positions = list("positions", &a.positions)?;
+    let prompts = list("prompts", &a.prompts)?;
+    if a.prefill_repeats == 0 {
+        return Err(ModelError::Usage(
+            "--prefill-repeats must be at least 1".into(),
+        ));
+    }
+    if a.prefill_chunk == Some(0) {
+        return Err(ModelError::Usage(
+            "--prefill-chunk must be at least 1".into(),
+        ));
+    }
     if a.tokens == 0 {
         return Err(ModelError::Usage("--tokens must be at least 1".into()));
     }
@@ -482,6 +507,9 @@ pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
         tokens: a.tokens,
         probe_bytes: a.probe_mib << 20,
         kernels_engine: !a.no_kernels,
+        prompts,
+        prefill_repeats: a.prefill_repeats,
+        prefill_chunk: a.prefill_chunk,
     };
     let report = crate::bench::run(&name, cfg, &weights, dev, &plan, peers)?;
     write_out(&crate::bench::table(&report))?;

@@ -439,6 +439,41 @@ impl MegakernelEngine {
         self.m.assume_cached(n)
     }
 
+    /// What the last step (or prefill) left, as the output mode asks; `next_pos` is the
+    /// position the device's buffers hold for the next step.
+    fn output(&mut self, next_pos: usize) -> Result<StepOutput, ModelError> {
+        match self.output {
+            Output::Token => {
+                let next = self.next_token()?;
+                if next as usize >= self.m.cfg.vocab_size {
+                    // Only a launch that did not finish leaves this: say why.
+                    self.check_errors()?;
+                    return Err(self.m.err(format!(
+                        "the step chose token {next}, beyond the vocabulary"
+                    )));
+                }
+                self.m.on_device = Some((next, next_pos));
+                Ok(StepOutput::Token(next))
+            }
+            Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
+        }
+    }
+
+    /// Prefill tiles and chunk length (see [`crate::prefill::PrefillTiles`]).
+    pub fn set_prefill_tiles(
+        &mut self,
+        tiles: crate::prefill::PrefillTiles,
+    ) -> Result<(), ModelError> {
+        self.m.set_prefill_tiles(tiles)
+    }
+    pub fn prefill_tiles(&self) -> &crate::prefill::PrefillTiles {
+        &self.m.prefill.tiles
+    }
+    /// The KV cache as (K, V), `[layer][kv_head][pos][head_dim]` (for checks).
+    pub fn kv_cache(&self) -> Result<(Vec<bf16>, Vec<bf16>), ModelError> {
+        self.m.kv_cache()
+    }
+
     /// The one launch of a step; the token id and position are already on the device.
     fn launch(&mut self) -> Result<(), dsl_runtime::Error> {
         let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
@@ -525,21 +560,17 @@ impl Engine for MegakernelEngine {
         if self.launches.is_multiple_of(CHECK_EVERY) {
             self.check_errors()?;
         }
-        match self.output {
-            Output::Token => {
-                let next = self.next_token()?;
-                if next as usize >= self.m.cfg.vocab_size {
-                    // Only a launch that did not finish leaves this: say why.
-                    self.check_errors()?;
-                    return Err(self.m.err(format!(
-                        "the step chose token {next}, beyond the vocabulary"
-                    )));
-                }
-                self.m.on_device = Some((next, pos + 1));
-                Ok(StepOutput::Token(next))
-            }
-            Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
+        self.output(pos + 1)
+    }
+    /// A prompt of one token is a decode step; longer ones go through `crate::prefill`
+    /// (ordinary kernel launches, not the megakernel), which leaves the next token and
+    /// position in the device buffers as a step does: decode continues with no copy.
+    fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<StepOutput, ModelError> {
+        if let [t] = tokens {
+            return self.step(*t, start_pos);
         }
+        crate::prefill::run(&mut self.m, tokens, start_pos)?;
+        self.output(start_pos + tokens.len())
     }
     /// Greedy and plain temperature sampling happen in the lm_head (one int read back);
     /// top-k / top-p need the logits on the host.

@@ -24,6 +24,7 @@ pub mod gemv;
 pub mod lm_head;
 pub mod mlp;
 pub mod norm;
+pub mod prefill;
 pub mod rope;
 
 use crate::config::Config;
