@@ -297,7 +297,7 @@ pub fn build_engine(
             let t = std::time::Instant::now();
             m.compile()?;
             eprintln!(
-                "megakernel: decode step ready in {:.0} ms (compile or disk cache, load, one warm-up step); KV cache {} positions",
+                "megakernel: decode step and prefill ready in {:.0} ms (compile or disk cache, load, warm-up); KV cache {} positions",
                 t.elapsed().as_secs_f64() * 1e3,
                 m.max_context()
             );
@@ -372,11 +372,11 @@ pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
             engine.max_context()
         );
     }
-    // The prompt goes through the same one-token step as decoding (no batched prefill),
-    // so prompt tokens/s is the step rate too.
+    // The device engines prefill the prompt; the reference steps through it one token at a
+    // time: the note says which.
     eprintln!(
-        "prompt: {} tokens, {:.1} tokens/s (one step per token) | decode: {} tokens, {:.1} tokens/s | time to first token: {:.1} ms | engine {} on {}",
-        t.prompt_tokens, t.prompt_tokens_per_s, t.decode_tokens, t.decode_tokens_per_s, t.time_to_first_token_ms,
+        "prompt: {} tokens, {:.1} tokens/s ({}) | decode: {} tokens, {:.1} tokens/s | time to first token: {:.1} ms | engine {} on {}",
+        t.prompt_tokens, t.prompt_tokens_per_s, engine.prompt_mode(), t.decode_tokens, t.decode_tokens_per_s, t.time_to_first_token_ms,
         engine.name(), engine.device()
     );
     if a.json {

@@ -331,6 +331,9 @@ impl Engine for KernelEngine {
         self.m.end_step(pos);
         self.output()
     }
+    fn prompt_mode(&self) -> String {
+        crate::prefill::prompt_mode(&self.m)
+    }
     /// A prompt of one token is a decode step; longer ones go through `crate::prefill`.
     fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<StepOutput, ModelError> {
         if let [t] = tokens {

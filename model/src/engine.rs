@@ -39,6 +39,10 @@ pub trait Engine {
         }
         out.ok_or_else(|| ModelError::Prompt("empty prompt (no tokens)".into()))
     }
+    /// How `prefill` feeds a prompt, for reports ("one step per token" by default).
+    fn prompt_mode(&self) -> String {
+        "one step per token".into()
+    }
     /// Asks the engine to choose tokens itself with `params` (greedy, or temperature
     /// sampling on the device) and return `StepOutput::Token`. Returns false when it
     /// cannot: its steps then return logits (or greedy tokens) for the host to sample.

@@ -424,13 +424,24 @@ impl MegakernelEngine {
     }
 
     /// Compiles the megakernel (NVRTC, or the disk cache) and loads it, by running one
-    /// step at position 0; the KV cache counts as empty afterwards. Lets a caller pay the
-    /// compile at startup instead of in the first token. Counts as a launch.
+    /// step at position 0, and on a GPU the prefill kernels, by two short prefills; the KV
+    /// cache counts as empty afterwards. Lets a caller pay the compile at startup instead of
+    /// in the first token. Counts as a launch.
     pub fn compile(&mut self) -> Result<(), ModelError> {
         self.m.begin_step(0, 0)?;
         self.launch().map_err(|e| self.m.err(e))?;
         self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
+        // On a GPU, the prefill kernels too: a prompt of 16 rows and one of 17 (their row
+        // count's divisibility by 16 is part of a compiled kernel's key, as in Triton).
+        if self.m.dev.is_cuda() {
+            let max_seq = self.m.max_seq;
+            for n in [16, 17].into_iter().filter(|&n| n <= max_seq) {
+                crate::prefill::run(&mut self.m, &vec![0; n], 0)?;
+            }
+            self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
+        }
         self.m.cached = 0;
+        self.m.on_device = None;
         Ok(())
     }
 
@@ -561,6 +572,9 @@ impl Engine for MegakernelEngine {
             self.check_errors()?;
         }
         self.output(pos + 1)
+    }
+    fn prompt_mode(&self) -> String {
+        crate::prefill::prompt_mode(&self.m)
     }
     /// A prompt of one token is a decode step; longer ones go through `crate::prefill`
     /// (ordinary kernel launches, not the megakernel), which leaves the next token and

@@ -611,7 +611,7 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 10);
+    assert_eq!(all.len(), 16, "10 decode kernels and 6 of prefill");
     for k in all {
         k.kernel
             .specialize(&k.constexprs)

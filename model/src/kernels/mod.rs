@@ -190,7 +190,8 @@ pub fn qwen3_0_6b() -> Config {
     }
 }
 
-/// Every kernel of the decode step, with its constexprs at Qwen3-0.6B's dims.
+/// Every kernel of the decode step, then of prefill, with its constexprs at Qwen3-0.6B's
+/// dims.
 pub fn shipped() -> Vec<Shipped> {
     let cfg = qwen3_0_6b();
     let t = Tiles::for_config(&cfg);
@@ -203,7 +204,7 @@ pub fn shipped() -> Vec<Shipped> {
         num_warps: t.warps,
         about,
     };
-    vec![
+    let mut v = vec![
         k(
             &embedding::embedding::KERNEL,
             vec![("BLOCK", int(t.embed_block))],
@@ -258,7 +259,64 @@ pub fn shipped() -> Vec<Shipped> {
             vec![("BLOCK", int(t.argmax_block))],
             "argmax over the lm_head blocks: greedy phase 2, one int out",
         ),
-    ]
+    ];
+    // Prefill (`prefill.rs`), at the GPU tiles of `crate::prefill::PrefillTiles::gpu`.
+    let p = crate::prefill::PrefillTiles::gpu();
+    let gemm = vec![
+        ("BM", int(p.gemm_bm)),
+        ("BN", int(p.gemm_bn)),
+        ("BK", int(p.gemm_bk)),
+        ("GROUP_M", int(p.group_m)),
+    ];
+    let pk = |kernel, constexprs, num_warps, about| Shipped {
+        kernel,
+        constexprs,
+        num_warps,
+        about,
+    };
+    v.extend([
+        pk(
+            &prefill::embed_rows::KERNEL,
+            vec![("BLOCK", int(t.embed_block))],
+            p.row_warps,
+            "prefill: x[t] = embed_tokens[tokens[t]] for a chunk's rows",
+        ),
+        pk(
+            &prefill::gemm_nt::KERNEL,
+            gemm.clone(),
+            p.gemm_warps,
+            "prefill: Y = X · Wᵀ (QKV) on tensor cores, W stored [out, in], grouped order",
+        ),
+        pk(
+            &prefill::gemm_nt_residual::KERNEL,
+            gemm.clone(),
+            p.gemm_warps,
+            "prefill: res += X · Wᵀ (o_proj, down), the residual add as epilogue",
+        ),
+        pk(
+            &prefill::gemm_nt_gate_up_silu::KERNEL,
+            gemm,
+            p.gemm_warps,
+            "prefill: act = silu(X · W_gateᵀ) · (X · W_upᵀ), fused [gate; up] weight",
+        ),
+        pk(
+            &prefill::qk_norm_rope_rows::KERNEL,
+            vec![("D", int(hd)), ("BT", int(p.rope_bt))],
+            p.row_warps,
+            "prefill: q/k RMSNorm + RoPE + K/V cache write for BT rows at start_pos + t",
+        ),
+        pk(
+            &prefill::prefill_attention::KERNEL,
+            vec![
+                ("BM", int(p.attn_bm)),
+                ("BN", int(p.attn_bn)),
+                ("D", int(hd)),
+            ],
+            p.attn_warps,
+            "prefill: causal FlashAttention over the KV cache, GQA, dot(q, trans(k))",
+        ),
+    ]);
+    v
 }
 
 /// The largest power of two ≤ n (1 for 0).
