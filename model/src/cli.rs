@@ -433,6 +433,10 @@ pub struct BenchArgs {
     /// Prefill chunk length in tokens (default: the engine's, 2048 on a GPU).
     #[arg(long, value_name = "N")]
     pub prefill_chunk: Option<usize>,
+    /// Also draw decode ms/token against context and time to first token against prompt
+    /// length, beside the floors and transformers, as an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 /// `tessera bench`: the megakernel decoder's ms/token at several context positions,
@@ -517,6 +521,10 @@ pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
         let text =
             serde_json::to_string_pretty(&report).map_err(|e| ModelError::Usage(e.to_string()))?;
         std::fs::write(path, text + "\n").map_err(|e| ModelError::io(path, e))?;
+    }
+    if let Some(path) = &a.plot {
+        let svg = crate::plot::svg(&report)?;
+        std::fs::write(path, svg).map_err(|e| ModelError::io(path, e))?;
     }
     Ok(())
 }

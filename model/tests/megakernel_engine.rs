@@ -483,6 +483,31 @@ fn bench_runs_and_its_probe_sums() {
         table.contains("Time to first token") && table.contains("| 9 |"),
         "{table}"
     );
+    // --plot: both charts, with the floors and transformers' curves where there are values.
+    let svg = model::plot::svg(&r).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("time to first token"),
+        "{svg}"
+    );
+    assert!(!svg.contains("bandwidth floor"), "no floor without a GPU");
+    let mut with_peers = r.clone();
+    for row in &mut with_peers.rows {
+        row.floor_ms = Some(row.ms_per_token / 2.0);
+        row.hf_eager_ms = Some(row.ms_per_token * 3.0);
+    }
+    with_peers.prefill_rows[0].hf_ms = Some(1.0);
+    let svg = model::plot::svg(&with_peers).unwrap();
+    for name in [
+        "bandwidth floor",
+        "transformers eager",
+        "transformers (bf16, sdpa)",
+    ] {
+        assert!(svg.contains(name), "{name} missing from the plot");
+    }
+    assert!(
+        !svg.contains("transformers compiled"),
+        "no compiled peer given"
+    );
 
     let dev = Device::interpreter();
     let n: usize = 5000;

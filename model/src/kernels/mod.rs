@@ -190,8 +190,7 @@ pub fn qwen3_0_6b() -> Config {
     }
 }
 
-/// Every kernel of the decode step, then of prefill, with its constexprs at Qwen3-0.6B's
-/// dims.
+/// Every kernel of the decode step, with its constexprs at Qwen3-0.6B's dims.
 pub fn shipped() -> Vec<Shipped> {
     let cfg = qwen3_0_6b();
     let t = Tiles::for_config(&cfg);
@@ -204,7 +203,7 @@ pub fn shipped() -> Vec<Shipped> {
         num_warps: t.warps,
         about,
     };
-    let mut v = vec![
+    vec![
         k(
             &embedding::embedding::KERNEL,
             vec![("BLOCK", int(t.embed_block))],
@@ -259,8 +258,19 @@ pub fn shipped() -> Vec<Shipped> {
             vec![("BLOCK", int(t.argmax_block))],
             "argmax over the lm_head blocks: greedy phase 2, one int out",
         ),
-    ];
-    // Prefill (`prefill.rs`), at the GPU tiles of `crate::prefill::PrefillTiles::gpu`.
+    ]
+}
+
+/// The prefill kernels (`prefill.rs`) at the GPU tiles of
+/// `crate::prefill::PrefillTiles::gpu` and Qwen3-0.6B's dims, for `tessera explain`. Apart
+/// from [`shipped`]: `tests/kernels_nvrtc.rs` also compiles every shipped kernel with each
+/// tile made odd at one warp, which for a 128 x 128 `dot` is an FMA fallback holding 16K
+/// f32 per thread (about 35 s of NVRTC per kernel and arch). `megakernel_nvrtc.rs`
+/// compiles these at the tiles they run with.
+pub fn prefill_shipped() -> Vec<Shipped> {
+    let t = Tiles::for_config(&qwen3_0_6b());
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let hd = qwen3_0_6b().head_dim;
     let p = crate::prefill::PrefillTiles::gpu();
     let gemm = vec![
         ("BM", int(p.gemm_bm)),
@@ -274,7 +284,7 @@ pub fn shipped() -> Vec<Shipped> {
         num_warps,
         about,
     };
-    v.extend([
+    vec![
         pk(
             &prefill::embed_rows::KERNEL,
             vec![("BLOCK", int(t.embed_block))],
@@ -315,8 +325,7 @@ pub fn shipped() -> Vec<Shipped> {
             p.attn_warps,
             "prefill: causal FlashAttention over the KV cache, GQA, dot(q, trans(k))",
         ),
-    ]);
-    v
+    ]
 }
 
 /// The largest power of two ≤ n (1 for 0).
