@@ -16,7 +16,7 @@
 #              those peers: time to first token and prompt tokens/s at the same lengths, the
 #              GEMM-bound floor, and decode at context 1 (BENCH=0 skips it)
 # Writes under $OUT: prefill.log (the summary), one .log per step, expected-SHAPE.json,
-# peers-SHAPE.json, bench-SHAPE.{json,md}. A failed step is reported and the script goes on.
+# peers-SHAPE.json, bench-SHAPE.{json,md,svg}. A failed step is reported and the script goes on.
 set -uo pipefail
 groups=("$@")
 [[ ${#groups[@]} == 0 || ${groups[0]} == all ]] && groups=(committed 0.6b 4b)
@@ -77,7 +77,8 @@ for g in "${groups[@]}"; do
     [[ -f $peers_json ]] && peers=(--peers "$peers_json")
     step "bench-$g" 300 env TESSERA_CACHE_DIR=$test_cache .gpu/bin/tessera bench \
       --model "$d" "${peers[@]}" --positions 1 --tokens 32 --no-kernels \
-      --prompts 128,512,2048,8192 --prefill-repeats 5 --json "$OUT/bench-$g.json"
+      --prompts 128,512,2048,8192 --prefill-repeats 5 --json "$OUT/bench-$g.json" \
+      --plot "$OUT/bench-$g.svg"
     sed -n '/^tessera bench/,$p' "$OUT/bench-$g.log" > "$OUT/bench-$g.md" 2>/dev/null
     ;;
   *)

@@ -86,7 +86,7 @@ where
         .x_desc(x_desc)
         .y_desc(y_desc)
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.3}"))
+        .y_label_formatter(&|y| short_number(*y))
         .draw()
         .map_err(err)?;
     for c in curves.iter().filter(|c| !c.points.is_empty()) {
@@ -203,6 +203,15 @@ pub fn svg(r: &Report) -> Result<String, ModelError> {
         root.present().map_err(err)?;
     }
     Ok(out)
+}
+
+/// A tick label with as many decimals as its size needs (100, 2.5, 0.125).
+fn short_number(y: f64) -> String {
+    match y.abs() {
+        a if a >= 10.0 => format!("{y:.0}"),
+        a if a >= 1.0 => format!("{y:.1}"),
+        _ => format!("{y:.3}"),
+    }
 }
 
 /// The last path component of a model directory (the title stays short).
