@@ -326,6 +326,22 @@ impl DeviceModel {
         if tiles.chunk == 0 {
             return Err(self.err("the prefill chunk must be at least 1 token"));
         }
+        let t = &tiles;
+        let sizes = [
+            t.gemm_bm, t.gemm_bn, t.gemm_bk, t.group_m, t.attn_bm, t.attn_bn, t.rope_bt,
+        ];
+        let warps = [
+            t.gemm_warps,
+            t.attn_warps,
+            t.row_warps,
+            t.gemm_stages,
+            t.attn_stages,
+        ];
+        if sizes.contains(&0) || warps.contains(&0) {
+            return Err(self.err(format!(
+                "prefill tiles, warps and stages must be at least 1: {tiles:?}"
+            )));
+        }
         if tiles.chunk < self.prefill.tiles.chunk {
             self.prefill.scratch = None;
         }

@@ -273,6 +273,17 @@ fn bad_prefills_fail_cleanly() {
     assert!(msg(k.prefill(&[1, 2], 3)).contains("skips ahead"));
     assert!(msg(k.prefill(&[], 0)).contains("no tokens"));
     assert!(msg(k.prefill(&[1, ck.config.vocab_size as u32], 0)).contains("vocab_size"));
+    let zero = PrefillTiles {
+        gemm_bn: 0,
+        ..*k.prefill_tiles()
+    };
+    let e = k.set_prefill_tiles(zero).unwrap_err().to_string();
+    assert!(e.contains("at least 1"), "{e}");
+    let zero = PrefillTiles {
+        chunk: 0,
+        ..*k.prefill_tiles()
+    };
+    assert!(k.set_prefill_tiles(zero).is_err());
     // The whole cache is fine, and so is a later part of it.
     k.prefill(&[1; 5], 0).unwrap();
     k.prefill(&[2; 3], 5).unwrap();
