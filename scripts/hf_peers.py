@@ -20,11 +20,18 @@ string in the JSON for that context; the script goes on.
 Run (on the GPU machine, after hf_reference.py wrote the checkpoint):
   python3 hf_peers.py --model /tmp/q06 --out /tmp/q06/peers.json [--contexts 1,512,2048,8192]
       [--steps 128] [--repeats 3] [--no-eager] [--no-compile] [--dynamic] [--dtype float32]
+      [--prompts 128,512,2048,8192|none] [--prefill-repeats 5]
 About 5 minutes on an H200 at the 0.6B shape, mostly torch.compile (about 50 s per context;
 --dynamic compiles twice in all instead of once per context).
 CPU smoke test: --device cpu --contexts 1,8 --steps 4 (compile runs there without CUDA graphs).
 
-Writes --out (JSON): torch, transformers, gpu, steps, contexts: [{context, eager_ms,
+Prefill (the peer of `tessera bench`'s time to first token): for each --prompts length, ONE
+forward over the whole prompt (bf16, sdpa, a fresh DynamicCache, logits of the last position
+only), the argmax read back to the host; the median of --prefill-repeats runs after a warm-up.
+Timed before decode, in `prefill: [{prompt_tokens, ms, runs_ms, error}]`. `--no-eager
+--no-compile` times prefill alone.
+
+Writes --out (JSON): torch, transformers, gpu, steps, prefill, contexts: [{context, eager_ms,
 compiled_ms, eager_error, compiled_error, ...}], and at top level hf_eager_ms_per_token and
 hf_compiled_static_ms_per_token (the values at the smallest context: the keys that
 `tessera bench --peers` read before there were contexts). Rewritten after every
@@ -52,6 +59,9 @@ def parse_args():
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per context and peer (median)")
     ap.add_argument("--margin", type=int, default=16, help="extra static-cache positions")
     ap.add_argument("--prefill-chunk", type=int, default=2048, help="prefill in chunks of this many tokens")
+    ap.add_argument("--prompts", default="128,512,2048,8192",
+                    help="prompt lengths whose prefill (time to first token) is timed; 'none' skips it")
+    ap.add_argument("--prefill-repeats", type=int, default=5, help="timed prefills per prompt length (median)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-compile", action="store_true", help="skip the compiled peer")
     ap.add_argument("--dynamic", action="store_true",
@@ -144,6 +154,32 @@ class Runner:
                 kw[self.logits_kw] = 1
             logits = self.model(ids[:, s:e], **kw).logits
         return logits[:, -1:].argmax(-1)
+
+
+def time_prefill(r, n, ids, repeats):
+    """Time to first token of a prompt of n tokens: ONE forward over the whole prompt into a
+    fresh DynamicCache (use_cache=True, logits of the last position only where this version
+    takes logits_to_keep), then the argmax read back to the host. Median of `repeats` runs
+    after one warm-up; returns (median ms, runs)."""
+    model, device = r.model, r.device
+    prompt = ids[:, :n]
+
+    def once():
+        kw = dict(past_key_values=DynamicCache(), use_cache=True)
+        if r.logits_kw:
+            kw[r.logits_kw] = 1
+        sync(device)
+        t = time.perf_counter()
+        with torch.no_grad():
+            logits = model(prompt, **kw).logits
+        tok = int(logits[0, -1].argmax().item())  # the first token, on the host
+        ms = (time.perf_counter() - t) * 1e3
+        del logits
+        return ms, tok
+
+    once()
+    runs = [once()[0] for _ in range(repeats)]
+    return statistics.median(runs), runs
 
 
 def timed_loop(device, steps, readback, one_step, tok):
@@ -243,8 +279,9 @@ def main():
     a = parse_args()
     device = torch.device(a.device)
     contexts = sorted({int(c) for c in a.contexts.split(",") if c.strip()})
-    if a.steps < 1 or a.repeats < 1 or a.prefill_chunk < 1 or not contexts:
-        raise SystemExit("--steps, --repeats and --prefill-chunk must be at least 1; --contexts not empty")
+    if a.steps < 1 or a.repeats < 1 or a.prefill_chunk < 1 or a.prefill_repeats < 1 or not contexts:
+        raise SystemExit("--steps, --repeats, --prefill-chunk and --prefill-repeats must be at least 1; "
+                         "--contexts not empty")
     torch.manual_seed(a.seed)
     # One compile per context (static shapes): allow more than the default 8.
     for name in ("recompile_limit", "cache_size_limit"):
@@ -304,6 +341,34 @@ def main():
         write(out, a.out)
 
     top_level()
+
+    # Prefill (time to first token) first: quick, and a run cut short keeps it.
+    prompts = [] if a.prompts.strip() == "none" else sorted({int(p) for p in a.prompts.split(",") if p.strip()})
+    if prompts:
+        out["prefill"] = []
+        out["prefill_note"] = (f"transformers {transformers.__version__}, {out['dtype'].replace('torch.', '')}, "
+                               f"{out['attn_implementation']}: one forward over the prompt into a DynamicCache "
+                               f"(logits of the last position only), argmax read back; median of {a.prefill_repeats}")
+        gp = torch.Generator().manual_seed(a.seed + 2)
+        pids = torch.randint(0, cfg.vocab_size, (1, max(prompts)), generator=gp).to(device)
+    for n in prompts:
+        e = {"prompt_tokens": n, "ms": None, "error": None}
+        out["prefill"].append(e)
+        if max_pos and n > max_pos:
+            e["error"] = f"skipped: the model allows {max_pos} positions"
+        else:
+            try:
+                ms, runs = time_prefill(r, n, pids, a.prefill_repeats)
+                e["ms"] = round(ms, 4)
+                e["runs_ms"] = [round(x, 4) for x in runs]
+                e["prompt_tokens_per_s"] = round(n * 1e3 / ms, 1)
+            except Exception as ex:
+                e["error"] = short_error(ex)
+                traceback.print_exc()
+            free_memory(device)
+        print(f"prefill  {n} tokens: {fmt(e['ms'])} ms {e['error'] or ''}", flush=True)
+        write(out, a.out)
+
     readback = not a.no_readback
     eager_tokens = {}
     # Eager first at every context (no compile needed), then the compiled peer.
@@ -373,6 +438,13 @@ def main():
         for k in ("eager_error", "compiled_error"):
             if e[k]:
                 print(f"context {e['context']} {k.split('_')[0]}: {e[k]}")
+    if out.get("prefill"):
+        print(f"\ntransformers prefill (time to first token), median of {a.prefill_repeats}")
+        print("| prompt tokens | ms | prompt tokens/s |")
+        print("|---:|---:|---:|")
+        for e in out["prefill"]:
+            print(f"| {e['prompt_tokens']} | {fmt(e['ms'])} | {e.get('prompt_tokens_per_s') or '—'} |"
+                  + (f" {e['error']}" if e["error"] else ""))
     print(f"wrote {a.out}")
 
 

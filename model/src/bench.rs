@@ -59,6 +59,12 @@ pub struct BenchPlan {
     pub probe_bytes: usize,
     /// Also time the kernels engine (one launch per op) at the same contexts.
     pub kernels_engine: bool,
+    /// Prompt lengths whose time to first token (prefill) is measured.
+    pub prompts: Vec<usize>,
+    /// Timed prefills per prompt length (the median is reported), after one warm-up.
+    pub prefill_repeats: usize,
+    /// Prefill chunk length; None: the engine's default.
+    pub prefill_chunk: Option<usize>,
 }
 
 impl Default for BenchPlan {
@@ -68,6 +74,9 @@ impl Default for BenchPlan {
             tokens: 128,
             probe_bytes: 1 << 30,
             kernels_engine: true,
+            prompts: vec![128, 512, 2048, 8192],
+            prefill_repeats: 5,
+            prefill_chunk: None,
         }
     }
 }
@@ -93,6 +102,29 @@ pub struct Row {
     pub x_kernels: Option<f64>,
 }
 
+/// Time to first token of one prompt length: prefill of the prompt (every layer over its
+/// rows, then the lm_head and argmax of its last row) until the first token is on the host.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillRow {
+    pub prompt_tokens: usize,
+    /// Median over the timed runs.
+    pub ttft_ms: f64,
+    pub runs_ms: Vec<f64>,
+    pub prompt_tokens_per_s: f64,
+    /// Multiply-adds × 2 of the prompt: every layer's GEMMs over all rows, causal attention
+    /// (q·kᵀ and p·v over the visible keys), the lm_head of the last row.
+    pub flops: f64,
+    pub tflops: f64,
+    /// flops / the prefill GEMM's measured TFLOP/s (`Report::gemm_tflops`).
+    pub floor_ms: Option<f64>,
+    pub x_floor: Option<f64>,
+    /// Transformers' prefill of the same length (from --peers: `prefill` entries of
+    /// scripts/hf_peers.py): one forward over the prompt, bf16, sdpa, median.
+    pub hf_ms: Option<f64>,
+    /// ttft_ms / hf_ms.
+    pub x_hf: Option<f64>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub model: String,
@@ -111,6 +143,11 @@ pub struct Report {
     pub time_to_first_token_ms: f64,
     pub time_to_first_token_note: String,
     pub rows: Vec<Row>,
+    /// The prefill GEMM (`gemm_nt`, the engine's GPU tiles) at 2048 x 4096 x 4096, best of
+    /// 5: the TFLOP/s the prefill floor divides by.
+    pub gemm_tflops: Option<f64>,
+    pub prefill_chunk: usize,
+    pub prefill_rows: Vec<PrefillRow>,
     pub skipped: Vec<String>,
     pub peers: Option<serde_json::Value>,
 }
@@ -204,7 +241,10 @@ pub fn run(
     let gpu = dev.is_cuda();
     let max_pos = plan.positions.iter().copied().max().unwrap_or(1);
     let mut skipped = vec![];
-    let max_seq = (max_pos + plan.tokens + 1).min(cfg.max_position_embeddings);
+    let max_prompt = plan.prompts.iter().copied().max().unwrap_or(1);
+    let max_seq = (max_pos + plan.tokens + 1)
+        .max(max_prompt)
+        .min(cfg.max_position_embeddings);
 
     // Whether the first token can find a compiled megakernel on disk.
     let cache_entries = dsl_runtime::nvrtc::cache_dir()
@@ -277,6 +317,52 @@ pub fn run(
             x_kernels: None,
         });
     }
+    // Time to first token per prompt length, on the same engine.
+    if let Some(chunk) = plan.prefill_chunk {
+        let t = crate::prefill::PrefillTiles {
+            chunk,
+            ..*engine.prefill_tiles()
+        };
+        engine.set_prefill_tiles(t)?;
+    }
+    let prefill_chunk = engine.prefill_tiles().chunk;
+    let gemm_tflops = if gpu {
+        Some(gemm_tflops(&dev, engine.prefill_tiles())?)
+    } else {
+        None
+    };
+    let mut prefill_rows = vec![];
+    for &n in &plan.prompts {
+        if n < 2 || n > engine.max_context() {
+            skipped.push(format!(
+                "prompt of {n} tokens: {}",
+                if n < 2 {
+                    "prefill needs at least 2 tokens".to_string()
+                } else {
+                    format!("the KV cache holds {} positions", engine.max_context())
+                }
+            ));
+            continue;
+        }
+        let runs = time_prefill(&mut engine, &cfg, n, plan.prefill_repeats.max(1))?;
+        let ttft_ms = median(&runs);
+        let flops = prefill_flops(&cfg, n);
+        let floor_ms = gemm_tflops.map(|t| flops / (t * 1e12) * 1e3);
+        let hf_ms = peer_prefill_ms(peers.as_ref(), n);
+        prefill_rows.push(PrefillRow {
+            prompt_tokens: n,
+            ttft_ms,
+            runs_ms: runs,
+            prompt_tokens_per_s: n as f64 * 1e3 / ttft_ms,
+            flops,
+            tflops: flops / (ttft_ms * 1e-3) / 1e12,
+            floor_ms,
+            x_floor: floor_ms.map(|f| ttft_ms / f),
+            hf_ms,
+            x_hf: hf_ms.map(|h| ttft_ms / h),
+        });
+    }
+
     if plan.kernels_engine && !rows.is_empty() {
         drop(engine);
         let opts = KernelOptions {
@@ -318,9 +404,105 @@ pub fn run(
         time_to_first_token_ms: ttft_ms,
         time_to_first_token_note: ttft_note,
         rows,
+        gemm_tflops,
+        prefill_chunk,
+        prefill_rows,
         skipped,
         peers,
     })
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Prompt ids for the prefill bench: a fixed pseudo-random sequence in the vocabulary.
+pub fn bench_prompt(vocab: usize, n: usize) -> Vec<u32> {
+    let mut rng = crate::sampling::SplitMix64::new(0x5EED_0F_7E55);
+    (0..n)
+        .map(|_| (rng.next_f64() * vocab as f64) as u32 % vocab as u32)
+        .collect()
+}
+
+/// ms from the start of a prefill of `n` tokens at position 0 to its first token on the
+/// host, `repeats` times after one warm-up (which compiles what the length needs).
+fn time_prefill(
+    e: &mut MegakernelEngine,
+    cfg: &Config,
+    n: usize,
+    repeats: usize,
+) -> Result<Vec<f64>, ModelError> {
+    let prompt = bench_prompt(cfg.vocab_size, n);
+    token_of(e.prefill(&prompt, 0)?);
+    (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            token_of(e.prefill(&prompt, 0)?);
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect()
+}
+
+/// 2 × the multiply-adds of a prefill of `n` tokens: the layers' GEMMs over every row,
+/// causal attention over the visible keys (q·kᵀ and p·v: n(n+1)/2 pairs per head), and the
+/// lm_head of the last row.
+pub fn prefill_flops(cfg: &Config, n: usize) -> f64 {
+    let (h, inter) = (cfg.hidden_size as f64, cfg.intermediate_size as f64);
+    let (q, kv) = (cfg.q_dim() as f64, cfg.kv_dim() as f64);
+    let n_f = n as f64;
+    let gemm = n_f * (h * (q + 2.0 * kv) + q * h + 3.0 * h * inter);
+    let attn = 2.0 * cfg.num_attention_heads as f64 * cfg.head_dim as f64 * n_f * (n_f + 1.0) / 2.0;
+    2.0 * (cfg.num_hidden_layers as f64 * (gemm + attn) + cfg.vocab_size as f64 * h)
+}
+
+/// TFLOP/s of the prefill GEMM (`gemm_nt` with the engine's tiles) at 2048 x 4096 x 4096,
+/// best of 5 after 2 warm-ups: the rate the prefill floor assumes for all of its FLOPs.
+pub fn gemm_tflops(dev: &Device, t: &crate::prefill::PrefillTiles) -> Result<f64, ModelError> {
+    use crate::kernels::prefill::gemm_nt;
+    let (m, n, k) = (2048usize, 4096usize, 4096usize);
+    let x = dev.zeros::<bf16>(m * k).map_err(err)?;
+    let w = dev.zeros::<bf16>(n * k).map_err(err)?;
+    let y = dev.zeros::<bf16>(m * n).map_err(err)?;
+    let launch = Launch::grid((m.div_ceil(t.gemm_bm) * n.div_ceil(t.gemm_bn)) as u32)
+        .warps(t.gemm_warps)
+        .stages(t.gemm_stages);
+    let run = || {
+        gemm_nt::launch(
+            dev, &launch, &x, &w, &y, m as i32, n as i32, k as i32, t.gemm_bm, t.gemm_bn,
+            t.gemm_bk, t.group_m,
+        )
+    };
+    for _ in 0..2 {
+        run().map_err(err)?;
+    }
+    dev.synchronize().map_err(err)?;
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let s = Instant::now();
+        run().map_err(err)?;
+        dev.synchronize().map_err(err)?;
+        best = best.min(s.elapsed().as_secs_f64());
+    }
+    Ok(2.0 * (m * n * k) as f64 / best / 1e12)
+}
+
+/// Transformers' prefill ms for a prompt of `n` tokens from a peers.json
+/// (`prefill: [{prompt_tokens, ms, ..}]`, scripts/hf_peers.py).
+pub fn peer_prefill_ms(peers: Option<&serde_json::Value>, n: usize) -> Option<f64> {
+    peers?["prefill"]
+        .as_array()?
+        .iter()
+        .find(|e| e["prompt_tokens"].as_u64() == Some(n as u64))?["ms"]
+        .as_f64()
 }
 
 /// Transformers' (eager, compiled) ms/token at `context` from a peers.json. The format of
@@ -434,6 +616,35 @@ pub fn table(r: &Report) -> String {
         );
     }
     s += &peers_note(r.peers.as_ref());
+    if !r.prefill_rows.is_empty() {
+        s += &format!(
+            "\nTime to first token: prefill of a prompt (chunks of {} tokens) until its first token is on the host, median of {} runs.\n",
+            r.prefill_chunk,
+            r.prefill_rows[0].runs_ms.len()
+        );
+        s += &match r.gemm_tflops {
+            Some(t) => format!("floor = prefill FLOPs / {t:.0} TFLOP/s (the prefill GEMM, gemm_nt, at 2048x4096x4096, best of 5)\n"),
+            None => "floor: not measured (no GPU)\n".into(),
+        };
+        s += "\n| prompt tokens | TTFT ms | prompt tokens/s | TFLOP/s | floor ms | × floor | HF prefill ms | × HF |\n";
+        s += "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        for p in &r.prefill_rows {
+            s += &format!(
+                "| {} | {:.2} | {:.0} | {:.1} | {} | {} | {} | {} |\n",
+                p.prompt_tokens,
+                p.ttft_ms,
+                p.prompt_tokens_per_s,
+                p.tflops,
+                opt(p.floor_ms, 2),
+                opt(p.x_floor, 2),
+                opt(p.hf_ms, 2),
+                opt(p.x_hf, 2),
+            );
+        }
+        if let Some(p) = r.peers.as_ref().and_then(|p| p["prefill_note"].as_str()) {
+            s += &format!("HF prefill: {p}\n");
+        }
+    }
     for k in &r.skipped {
         s += &format!("skipped: {k}\n");
     }
@@ -469,6 +680,34 @@ mod tests {
             "{note}"
         );
         assert!(!note.contains("HF eager at"), "{note}");
+    }
+
+    #[test]
+    fn prefill_peers_by_prompt_length() {
+        let p = json!({"prefill": [
+            {"prompt_tokens": 128, "ms": 3.5, "error": null},
+            {"prompt_tokens": 8192, "ms": null, "error": "OutOfMemoryError"},
+        ]});
+        assert_eq!(peer_prefill_ms(Some(&p), 128), Some(3.5));
+        assert_eq!(peer_prefill_ms(Some(&p), 8192), None);
+        assert_eq!(peer_prefill_ms(Some(&p), 512), None);
+        assert_eq!(peer_prefill_ms(Some(&json!({})), 128), None);
+        assert_eq!(peer_prefill_ms(None, 128), None);
+    }
+
+    #[test]
+    fn prefill_flops_count_gemms_attention_and_one_head_row() {
+        let cfg = crate::kernels::qwen3_0_6b();
+        // Qwen3-0.6B: 28 layers of (1024 x 4096 + 2048 x 1024 + 3 x 1024 x 3072) weights.
+        let per_token = 2.0 * 28.0 * (1024.0 * 4096.0 + 2048.0 * 1024.0 + 3.0 * 1024.0 * 3072.0);
+        let attn = |n: f64| 2.0 * 28.0 * 2.0 * 16.0 * 128.0 * n * (n + 1.0) / 2.0;
+        let head = 2.0 * 151_936.0 * 1024.0;
+        for n in [1usize, 128, 2048] {
+            let want = per_token * n as f64 + attn(n as f64) + head;
+            assert!((prefill_flops(&cfg, n) - want).abs() < 1e-6 * want, "{n}");
+        }
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
     }
 
     #[test]

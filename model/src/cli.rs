@@ -297,7 +297,7 @@ pub fn build_engine(
             let t = std::time::Instant::now();
             m.compile()?;
             eprintln!(
-                "megakernel: decode step ready in {:.0} ms (compile or disk cache, load, one warm-up step); KV cache {} positions",
+                "megakernel: decode step and prefill ready in {:.0} ms (compile or disk cache, load, warm-up); KV cache {} positions",
                 t.elapsed().as_secs_f64() * 1e3,
                 m.max_context()
             );
@@ -372,11 +372,11 @@ pub fn run_generate(a: GenerateArgs) -> Result<(), ModelError> {
             engine.max_context()
         );
     }
-    // The prompt goes through the same one-token step as decoding (no batched prefill),
-    // so prompt tokens/s is the step rate too.
+    // The device engines prefill the prompt; the reference steps through it one token at a
+    // time: the note says which.
     eprintln!(
-        "prompt: {} tokens, {:.1} tokens/s (one step per token) | decode: {} tokens, {:.1} tokens/s | time to first token: {:.1} ms | engine {} on {}",
-        t.prompt_tokens, t.prompt_tokens_per_s, t.decode_tokens, t.decode_tokens_per_s, t.time_to_first_token_ms,
+        "prompt: {} tokens, {:.1} tokens/s ({}) | decode: {} tokens, {:.1} tokens/s | time to first token: {:.1} ms | engine {} on {}",
+        t.prompt_tokens, t.prompt_tokens_per_s, engine.prompt_mode(), t.decode_tokens, t.decode_tokens_per_s, t.time_to_first_token_ms,
         engine.name(), engine.device()
     );
     if a.json {
@@ -423,23 +423,52 @@ pub struct BenchArgs {
     /// Skip timing the kernels engine (one launch per op) beside the megakernel.
     #[arg(long)]
     pub no_kernels: bool,
+    /// Prompt lengths whose time to first token (prefill) is measured, comma-separated;
+    /// "none" skips the prefill bench.
+    #[arg(long, value_name = "LIST", default_value = "128,512,2048,8192")]
+    pub prompts: String,
+    /// Timed prefills per prompt length (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub prefill_repeats: usize,
+    /// Prefill chunk length in tokens (default: the engine's, 2048 on a GPU).
+    #[arg(long, value_name = "N")]
+    pub prefill_chunk: Option<usize>,
+    /// Also draw decode ms/token against context and time to first token against prompt
+    /// length, beside the floors and transformers, as an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 /// `tessera bench`: the megakernel decoder's ms/token at several context positions,
 /// against the bandwidth floor (and transformers with --peers).
 pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
-    let positions = a
-        .positions
-        .split(',')
-        .map(|p| {
-            p.trim().parse::<usize>().map_err(|_| {
-                ModelError::Usage(format!(
-                    "--positions: \"{}\" is not a position (expected e.g. 1,512,2048)",
-                    p.trim()
-                ))
+    let list = |flag: &str, text: &str| {
+        if text.trim() == "none" {
+            return Ok(vec![]);
+        }
+        text.split(',')
+            .map(|p| {
+                p.trim().parse::<usize>().map_err(|_| {
+                    ModelError::Usage(format!(
+                        "--{flag}: \"{}\" is not a number (expected e.g. 1,512,2048)",
+                        p.trim()
+                    ))
+                })
             })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let positions = list("positions", &a.positions)?;
+    let prompts = list("prompts", &a.prompts)?;
+    if a.prefill_repeats == 0 {
+        return Err(ModelError::Usage(
+            "--prefill-repeats must be at least 1".into(),
+        ));
+    }
+    if a.prefill_chunk == Some(0) {
+        return Err(ModelError::Usage(
+            "--prefill-chunk must be at least 1".into(),
+        ));
+    }
     if a.tokens == 0 {
         return Err(ModelError::Usage("--tokens must be at least 1".into()));
     }
@@ -482,6 +511,9 @@ pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
         tokens: a.tokens,
         probe_bytes: a.probe_mib << 20,
         kernels_engine: !a.no_kernels,
+        prompts,
+        prefill_repeats: a.prefill_repeats,
+        prefill_chunk: a.prefill_chunk,
     };
     let report = crate::bench::run(&name, cfg, &weights, dev, &plan, peers)?;
     write_out(&crate::bench::table(&report))?;
@@ -489,6 +521,10 @@ pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
         let text =
             serde_json::to_string_pretty(&report).map_err(|e| ModelError::Usage(e.to_string()))?;
         std::fs::write(path, text + "\n").map_err(|e| ModelError::io(path, e))?;
+    }
+    if let Some(path) = &a.plot {
+        let svg = crate::plot::svg(&report)?;
+        std::fs::write(path, svg).map_err(|e| ModelError::io(path, e))?;
     }
     Ok(())
 }

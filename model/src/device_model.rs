@@ -79,6 +79,8 @@ pub struct DeviceModel {
     pub on_device: Option<(u32, usize)>,
     /// Steps that copied their token and position in (the others found them on the device).
     pub steps_copied_in: u64,
+    /// Prefill's tiles, chunk length and scratch (`crate::prefill`).
+    pub prefill: crate::prefill::Prefill,
 }
 
 pub fn engine_err(engine: &str, msg: impl std::fmt::Display) -> ModelError {
@@ -235,6 +237,7 @@ impl DeviceModel {
             down: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
         };
         let a = activations(engine, &cfg, &tiles, &dev)?;
+        let prefill = crate::prefill::Prefill::new(&dev);
         let cache_len = l * cfg.num_key_value_heads * max_seq * hd;
         Ok(DeviceModel {
             engine,
@@ -249,6 +252,7 @@ impl DeviceModel {
             cached: 0,
             on_device: None,
             steps_copied_in: 0,
+            prefill,
         })
     }
 
@@ -313,6 +317,38 @@ impl DeviceModel {
         Ok(())
     }
 
+    /// Prefill tiles and chunk length from now on (the scratch is reallocated at the next
+    /// prefill when the chunk grows).
+    pub fn set_prefill_tiles(
+        &mut self,
+        tiles: crate::prefill::PrefillTiles,
+    ) -> Result<(), ModelError> {
+        if tiles.chunk == 0 {
+            return Err(self.err("the prefill chunk must be at least 1 token"));
+        }
+        let t = &tiles;
+        let sizes = [
+            t.gemm_bm, t.gemm_bn, t.gemm_bk, t.group_m, t.attn_bm, t.attn_bn, t.rope_bt,
+        ];
+        let warps = [
+            t.gemm_warps,
+            t.attn_warps,
+            t.row_warps,
+            t.gemm_stages,
+            t.attn_stages,
+        ];
+        if sizes.contains(&0) || warps.contains(&0) {
+            return Err(self.err(format!(
+                "prefill tiles, warps and stages must be at least 1: {tiles:?}"
+            )));
+        }
+        if tiles.chunk < self.prefill.tiles.chunk {
+            self.prefill.scratch = None;
+        }
+        self.prefill.tiles = tiles;
+        Ok(())
+    }
+
     /// Marks position `pos` as cached once its step has run.
     pub fn end_step(&mut self, pos: usize) {
         self.cached = pos + 1;
@@ -344,6 +380,15 @@ impl DeviceModel {
     /// The token the fused argmax chose at the last step: a 4-byte read.
     pub fn next_token(&self) -> Result<u32, ModelError> {
         Ok(self.a.next.to_vec().map_err(|e| self.err(e))?[0] as u32)
+    }
+
+    /// The KV cache as (K, V), `[layer][kv_head][pos][head_dim]` (for checks).
+    pub fn kv_cache(&self) -> Result<(Vec<bf16>, Vec<bf16>), ModelError> {
+        let e = |x| self.err(x);
+        Ok((
+            self.k_cache.to_vec().map_err(e)?,
+            self.v_cache.to_vec().map_err(e)?,
+        ))
     }
 
     /// The residual stream after the last step's last layer (for checks).

@@ -123,6 +123,29 @@ impl KernelEngine {
         self.m.hidden()
     }
 
+    /// What the last step (or prefill) left, as the output mode asks.
+    fn output(&self) -> Result<StepOutput, ModelError> {
+        match self.output {
+            Output::Token => Ok(StepOutput::Token(self.next_token()?)),
+            Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
+        }
+    }
+
+    /// Prefill tiles and chunk length (see [`crate::prefill::PrefillTiles`]).
+    pub fn set_prefill_tiles(
+        &mut self,
+        tiles: crate::prefill::PrefillTiles,
+    ) -> Result<(), ModelError> {
+        self.m.set_prefill_tiles(tiles)
+    }
+    pub fn prefill_tiles(&self) -> &crate::prefill::PrefillTiles {
+        &self.m.prefill.tiles
+    }
+    /// The KV cache as (K, V), `[layer][kv_head][pos][head_dim]` (for checks).
+    pub fn kv_cache(&self) -> Result<(Vec<dsl_runtime::bf16>, Vec<dsl_runtime::bf16>), ModelError> {
+        self.m.kv_cache()
+    }
+
     /// Launches every op of one step; the token id and position are already on the device.
     fn launch_step(&self) -> Result<(), dsl_runtime::Error> {
         let m = &self.m;
@@ -306,9 +329,17 @@ impl Engine for KernelEngine {
         self.m.begin_step(token, pos)?;
         self.launch_step().map_err(|e| self.m.err(e))?;
         self.m.end_step(pos);
-        match self.output {
-            Output::Token => Ok(StepOutput::Token(self.next_token()?)),
-            Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
+        self.output()
+    }
+    fn prompt_mode(&self) -> String {
+        crate::prefill::prompt_mode(&self.m)
+    }
+    /// A prompt of one token is a decode step; longer ones go through `crate::prefill`.
+    fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<StepOutput, ModelError> {
+        if let [t] = tokens {
+            return self.step(*t, start_pos);
         }
+        crate::prefill::run(&mut self.m, tokens, start_pos)?;
+        self.output()
     }
 }

@@ -27,6 +27,22 @@ pub trait Engine {
     /// Positions must be fed in order from 0; `pos` smaller than the cached length
     /// rewinds the cache to `pos` first.
     fn step(&mut self, token: u32, pos: usize) -> Result<StepOutput, ModelError>;
+    /// Feeds `tokens` at positions `start_pos..start_pos + tokens.len()` (a prompt, or a
+    /// later part of one) and returns what comes after the last, as `step` would there.
+    /// The cache then holds every position up to the last, so `step` continues at
+    /// `start_pos + tokens.len()`. The default runs `step` once per token; the device
+    /// engines run the prompt's rows through the `dot` kernels at once (`crate::prefill`).
+    fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<StepOutput, ModelError> {
+        let mut out = None;
+        for (i, &t) in tokens.iter().enumerate() {
+            out = Some(self.step(t, start_pos + i)?);
+        }
+        out.ok_or_else(|| ModelError::Prompt("empty prompt (no tokens)".into()))
+    }
+    /// How `prefill` feeds a prompt, for reports ("one step per token" by default).
+    fn prompt_mode(&self) -> String {
+        "one step per token".into()
+    }
     /// Asks the engine to choose tokens itself with `params` (greedy, or temperature
     /// sampling on the device) and return `StepOutput::Token`. Returns false when it
     /// cannot: its steps then return logits (or greedy tokens) for the host to sample.

@@ -1,5 +1,6 @@
-//! The engine-agnostic generation loop: feed the prompt one token at a time through
-//! `Engine::step`, then sample, stream and stop (EOS, token budget, context limit).
+//! The engine-agnostic generation loop: feed the prompt through `Engine::prefill` (all of
+//! it at once on the device engines), then sample, stream and stop (EOS, token budget,
+//! context limit), one `Engine::step` per generated token.
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::sampling::Sampler;
@@ -88,12 +89,10 @@ pub fn generate(
     };
 
     let start = Instant::now();
-    let mut last = None;
-    for (pos, &id) in prompt.iter().enumerate() {
-        last = Some(engine.step(id, pos)?);
-    }
+    // The whole prompt at once (the device engines' prefill; one step per token for the
+    // reference).
+    let mut out = engine.prefill(prompt, 0)?;
     let prompt_ms = start.elapsed().as_secs_f64() * 1e3;
-    let mut out = last.expect("prompt checked non-empty");
 
     let mut generated = Vec::new();
     let mut pos = prompt.len();

@@ -18,6 +18,8 @@ pub mod error;
 pub mod generate;
 pub mod kernels;
 pub mod mega_engine;
+pub mod plot;
+pub mod prefill;
 pub mod reference;
 pub mod sampling;
 pub mod tokenizer;

@@ -424,19 +424,65 @@ impl MegakernelEngine {
     }
 
     /// Compiles the megakernel (NVRTC, or the disk cache) and loads it, by running one
-    /// step at position 0; the KV cache counts as empty afterwards. Lets a caller pay the
-    /// compile at startup instead of in the first token. Counts as a launch.
+    /// step at position 0, and on a GPU the prefill kernels, by two short prefills; the KV
+    /// cache counts as empty afterwards. Lets a caller pay the compile at startup instead of
+    /// in the first token. Counts as a launch.
     pub fn compile(&mut self) -> Result<(), ModelError> {
         self.m.begin_step(0, 0)?;
         self.launch().map_err(|e| self.m.err(e))?;
         self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
+        // On a GPU, the prefill kernels too: a prompt of 16 rows and one of 17 (their row
+        // count's divisibility by 16 is part of a compiled kernel's key, as in Triton).
+        if self.m.dev.is_cuda() {
+            let max_seq = self.m.max_seq;
+            for n in [16, 17].into_iter().filter(|&n| n <= max_seq) {
+                crate::prefill::run(&mut self.m, &vec![0; n], 0)?;
+            }
+            self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
+        }
         self.m.cached = 0;
+        self.m.on_device = None;
         Ok(())
     }
 
     /// Benchmarks only: see [`DeviceModel::assume_cached`].
     pub fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
         self.m.assume_cached(n)
+    }
+
+    /// What the last step (or prefill) left, as the output mode asks; `next_pos` is the
+    /// position the device's buffers hold for the next step.
+    fn output(&mut self, next_pos: usize) -> Result<StepOutput, ModelError> {
+        match self.output {
+            Output::Token => {
+                let next = self.next_token()?;
+                if next as usize >= self.m.cfg.vocab_size {
+                    // Only a launch that did not finish leaves this: say why.
+                    self.check_errors()?;
+                    return Err(self.m.err(format!(
+                        "the step chose token {next}, beyond the vocabulary"
+                    )));
+                }
+                self.m.on_device = Some((next, next_pos));
+                Ok(StepOutput::Token(next))
+            }
+            Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
+        }
+    }
+
+    /// Prefill tiles and chunk length (see [`crate::prefill::PrefillTiles`]).
+    pub fn set_prefill_tiles(
+        &mut self,
+        tiles: crate::prefill::PrefillTiles,
+    ) -> Result<(), ModelError> {
+        self.m.set_prefill_tiles(tiles)
+    }
+    pub fn prefill_tiles(&self) -> &crate::prefill::PrefillTiles {
+        &self.m.prefill.tiles
+    }
+    /// The KV cache as (K, V), `[layer][kv_head][pos][head_dim]` (for checks).
+    pub fn kv_cache(&self) -> Result<(Vec<bf16>, Vec<bf16>), ModelError> {
+        self.m.kv_cache()
     }
 
     /// The one launch of a step; the token id and position are already on the device.
@@ -525,21 +571,20 @@ impl Engine for MegakernelEngine {
         if self.launches.is_multiple_of(CHECK_EVERY) {
             self.check_errors()?;
         }
-        match self.output {
-            Output::Token => {
-                let next = self.next_token()?;
-                if next as usize >= self.m.cfg.vocab_size {
-                    // Only a launch that did not finish leaves this: say why.
-                    self.check_errors()?;
-                    return Err(self.m.err(format!(
-                        "the step chose token {next}, beyond the vocabulary"
-                    )));
-                }
-                self.m.on_device = Some((next, pos + 1));
-                Ok(StepOutput::Token(next))
-            }
-            Output::Logits => Ok(StepOutput::Logits(self.logits()?)),
+        self.output(pos + 1)
+    }
+    fn prompt_mode(&self) -> String {
+        crate::prefill::prompt_mode(&self.m)
+    }
+    /// A prompt of one token is a decode step; longer ones go through `crate::prefill`
+    /// (ordinary kernel launches, not the megakernel), which leaves the next token and
+    /// position in the device buffers as a step does: decode continues with no copy.
+    fn prefill(&mut self, tokens: &[u32], start_pos: usize) -> Result<StepOutput, ModelError> {
+        if let [t] = tokens {
+            return self.step(*t, start_pos);
         }
+        crate::prefill::run(&mut self.m, tokens, start_pos)?;
+        self.output(start_pos + tokens.len())
     }
     /// Greedy and plain temperature sampling happen in the lm_head (one int read back);
     /// top-k / top-p need the logits on the host.

@@ -612,7 +612,9 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
     assert_eq!(all.len(), 10);
-    for k in all {
+    let prefill = model::kernels::prefill_shipped();
+    assert_eq!(prefill.len(), 6);
+    for k in all.into_iter().chain(prefill) {
         k.kernel
             .specialize(&k.constexprs)
             .unwrap_or_else(|e| panic!("{}: {e}", k.kernel.name()));

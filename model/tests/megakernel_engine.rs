@@ -6,7 +6,7 @@
 //!   bytes), and are within the kernels engine's tolerance of the reference decoder and of
 //!   transformers (see `kernels_engine.rs` for why 3e-2).
 //! - Greedy tokens equal transformers' on the decisive prefix (top-1 margin > 0.05).
-//! - Exactly one launch per step.
+//! - Exactly one launch per step (the prompt goes through prefill: `prefill_engine.rs`).
 //! - Temperature sampling on the device (Gumbel-max) picks what the host mirror of its
 //!   hash picks, and the hash's draws follow softmax(z / T).
 mod common;
@@ -113,18 +113,19 @@ fn greedy_matches_transformers_while_decisive_one_launch_per_token() {
                 want[..decisive],
                 "{name} ({mode}): greedy ids differ"
             );
-            // One step per prompt token, then one per generated token but the last.
-            let steps = prompt.len() + decisive - 1;
+            // The prompt goes through prefill (its own kernels, no megakernel launch), then
+            // one step per generated token but the last.
+            let steps = decisive - 1;
             assert_eq!(
                 m.launches(),
                 steps as u64,
                 "{name} ({mode}): launches per step"
             );
-            // Token ids go in for the prompt only: a generated token reaches the next step
-            // on the device (argmax_merge hands it over, with the position).
+            // No token id goes in: prefill leaves the first generated token and its position
+            // on the device, and each step hands its own to the next (argmax_merge).
             assert_eq!(
                 m.steps_copied_in(),
-                prompt.len() as u64,
+                0,
                 "{name} ({mode}): steps that copied a token in"
             );
             eprintln!(
@@ -453,9 +454,19 @@ fn bench_runs_and_its_probe_sums() {
         tokens: 2,
         probe_bytes: 1 << 20,
         kernels_engine: true,
+        prompts: vec![9, 100_000],
+        prefill_repeats: 2,
+        prefill_chunk: Some(4),
     };
     let r = model::bench::run("embedded", cfg, &w, Device::interpreter(), &plan, None).unwrap();
     assert_eq!(r.rows.iter().map(|r| r.context).collect::<Vec<_>>(), [1, 7]);
+    // Time to first token at the prompt lengths that fit, in chunks of 4.
+    assert_eq!(r.prefill_chunk, 4);
+    assert_eq!(r.prefill_rows.len(), 1);
+    let p = &r.prefill_rows[0];
+    assert_eq!((p.prompt_tokens, p.runs_ms.len()), (9, 2));
+    assert!(p.ttft_ms > 0.0 && p.prompt_tokens_per_s > 0.0 && p.flops > 0.0);
+    assert!(p.floor_ms.is_none() && p.hf_ms.is_none());
     // The kernels engine timed at every measured context, beside the megakernel.
     assert!(r
         .rows
@@ -463,12 +474,42 @@ fn bench_runs_and_its_probe_sums() {
         .all(|r| r.kernels_ms_per_token.is_some_and(|ms| ms > 0.0) && r.x_kernels.is_some()));
     assert_eq!(
         r.skipped.len(),
-        1,
-        "100000 is past the embedded model's context"
+        2,
+        "100000 is past the embedded model's context, as a position and as a prompt: {:?}",
+        r.skipped
     );
     assert!(r.rows.iter().all(|r| r.floor_ms.is_none()));
     let table = model::bench::table(&r);
     assert!(table.contains("| 7 |"), "{table}");
+    assert!(
+        table.contains("Time to first token") && table.contains("| 9 |"),
+        "{table}"
+    );
+    // --plot: both charts, with the floors and transformers' curves where there are values.
+    let svg = model::plot::svg(&r).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("time to first token"),
+        "{svg}"
+    );
+    assert!(!svg.contains("bandwidth floor"), "no floor without a GPU");
+    let mut with_peers = r.clone();
+    for row in &mut with_peers.rows {
+        row.floor_ms = Some(row.ms_per_token / 2.0);
+        row.hf_eager_ms = Some(row.ms_per_token * 3.0);
+    }
+    with_peers.prefill_rows[0].hf_ms = Some(1.0);
+    let svg = model::plot::svg(&with_peers).unwrap();
+    for name in [
+        "bandwidth floor",
+        "transformers eager",
+        "transformers (bf16, sdpa)",
+    ] {
+        assert!(svg.contains(name), "{name} missing from the plot");
+    }
+    assert!(
+        !svg.contains("transformers compiled"),
+        "no compiled peer given"
+    );
 
     let dev = Device::interpreter();
     let n: usize = 5000;

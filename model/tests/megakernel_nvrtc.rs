@@ -63,3 +63,76 @@ fn bandwidth_probe_compiles_with_nvrtc() {
         .unwrap();
     nvrtc::compile(&src.code, "sm_90", false).unwrap();
 }
+
+/// The prefill kernels compile with NVRTC at the GPU's tiles and pipelining depths, at
+/// Qwen3's head_dim 128 and the committed checkpoints' (16, 24, 32), and their `dot`s take
+/// the tensor-core path with cp.async-pipelined loads where the shapes allow (every GEMM;
+/// attention at head_dim 128 and 32), as the generated code says.
+#[test]
+fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
+    use model::kernels::prefill::{
+        embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
+        qk_norm_rope_rows,
+    };
+    need_nvrtc();
+    let p = model::prefill::PrefillTiles::gpu();
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let compile = |what: &str, code: &str| {
+        for arch in ["sm_80", "sm_90"] {
+            if let Err(e) = nvrtc::compile(code, arch, false) {
+                panic!("{what} {arch}:\n{e}");
+            }
+        }
+    };
+    let gemm = [
+        ("BM", int(p.gemm_bm)),
+        ("BN", int(p.gemm_bn)),
+        ("BK", int(p.gemm_bk)),
+        ("GROUP_M", int(p.group_m)),
+    ];
+    for k in [
+        &gemm_nt::KERNEL,
+        &gemm_nt_residual::KERNEL,
+        &gemm_nt_gate_up_silu::KERNEL,
+    ] {
+        let src = k
+            .cuda_source_staged(&gemm, p.gemm_warps, p.gemm_stages)
+            .unwrap();
+        let dots = src.code.matches("dot: tensor cores").count();
+        assert!(dots >= 1, "{}: no tensor-core dot:\n{}", k.name(), src.code);
+        assert!(
+            src.code.contains("cp.async"),
+            "{}: loads not pipelined",
+            k.name()
+        );
+        compile(k.name(), &src.code);
+    }
+    for d in [128usize, 32, 24, 16] {
+        let cx = [
+            ("BM", int(p.attn_bm)),
+            ("BN", int(p.attn_bn)),
+            ("D", int(d)),
+        ];
+        let src = prefill_attention::KERNEL
+            .cuda_source_staged(&cx, p.attn_warps, p.attn_stages)
+            .unwrap();
+        // 8 warps tile [64, D] in 16 x 16 pieces when D is a multiple of 32 (at 16 the
+        // FMA fallback takes it, and says so).
+        if d % 32 == 0 {
+            assert_eq!(
+                src.code.matches("dot: tensor cores").count(),
+                2,
+                "attention D={d}: both dots on tensor cores"
+            );
+        }
+        compile(&format!("prefill_attention D={d}"), &src.code);
+        let src = qk_norm_rope_rows::KERNEL
+            .cuda_source(&[("D", int(d)), ("BT", int(p.rope_bt))], p.row_warps)
+            .unwrap();
+        compile(&format!("qk_norm_rope_rows D={d}"), &src.code);
+    }
+    let src = embed_rows::KERNEL
+        .cuda_source(&[("BLOCK", int(1024))], p.row_warps)
+        .unwrap();
+    compile("embed_rows", &src.code);
+}

@@ -28,8 +28,8 @@ pub struct ExplainArgs {
 const DECODE_STEP: &str = "qwen3::decode_step";
 
 pub fn run(args: ExplainArgs) -> Result<(), String> {
-    // The library's kernels, then the Qwen3 decoder's as `qwen3::NAME` (constexprs at
-    // Qwen3-0.6B's dims).
+    // The library's kernels, then the Qwen3 decoder's (decode, then prefill) as
+    // `qwen3::NAME` (constexprs at Qwen3-0.6B's dims).
     let named = |prefix: &str, v: Vec<Shipped>| {
         v.into_iter()
             .map(|k| (format!("{prefix}{}", k.kernel.name()), k))
@@ -37,6 +37,7 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
     };
     let mut all = named("", crate::kernels::shipped());
     all.extend(named("qwen3::", model::kernels::shipped()));
+    all.extend(named("qwen3::", model::kernels::prefill_shipped()));
     if args.list || args.kernel.is_none() {
         println!(
             "{DECODE_STEP:<28} the whole Qwen3 decode step as one #[megakernel] (schedule; --cuda for its CUDA C)"

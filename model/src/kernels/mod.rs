@@ -24,6 +24,7 @@ pub mod gemv;
 pub mod lm_head;
 pub mod mlp;
 pub mod norm;
+pub mod prefill;
 pub mod rope;
 
 use crate::config::Config;
@@ -256,6 +257,73 @@ pub fn shipped() -> Vec<Shipped> {
             &lm_head::argmax_merge::KERNEL,
             vec![("BLOCK", int(t.argmax_block))],
             "argmax over the lm_head blocks: greedy phase 2, one int out",
+        ),
+    ]
+}
+
+/// The prefill kernels (`prefill.rs`) at the GPU tiles of
+/// `crate::prefill::PrefillTiles::gpu` and Qwen3-0.6B's dims, for `tessera explain`. Apart
+/// from [`shipped`]: `tests/kernels_nvrtc.rs` also compiles every shipped kernel with each
+/// tile made odd at one warp, which for a 128 x 128 `dot` is an FMA fallback holding 16K
+/// f32 per thread (about 35 s of NVRTC per kernel and arch). `megakernel_nvrtc.rs`
+/// compiles these at the tiles they run with.
+pub fn prefill_shipped() -> Vec<Shipped> {
+    let t = Tiles::for_config(&qwen3_0_6b());
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let hd = qwen3_0_6b().head_dim;
+    let p = crate::prefill::PrefillTiles::gpu();
+    let gemm = vec![
+        ("BM", int(p.gemm_bm)),
+        ("BN", int(p.gemm_bn)),
+        ("BK", int(p.gemm_bk)),
+        ("GROUP_M", int(p.group_m)),
+    ];
+    let pk = |kernel, constexprs, num_warps, about| Shipped {
+        kernel,
+        constexprs,
+        num_warps,
+        about,
+    };
+    vec![
+        pk(
+            &prefill::embed_rows::KERNEL,
+            vec![("BLOCK", int(t.embed_block))],
+            p.row_warps,
+            "prefill: x[t] = embed_tokens[tokens[t]] for a chunk's rows",
+        ),
+        pk(
+            &prefill::gemm_nt::KERNEL,
+            gemm.clone(),
+            p.gemm_warps,
+            "prefill: Y = X · Wᵀ (QKV) on tensor cores, W stored [out, in], grouped order",
+        ),
+        pk(
+            &prefill::gemm_nt_residual::KERNEL,
+            gemm.clone(),
+            p.gemm_warps,
+            "prefill: res += X · Wᵀ (o_proj, down), the residual add as epilogue",
+        ),
+        pk(
+            &prefill::gemm_nt_gate_up_silu::KERNEL,
+            gemm,
+            p.gemm_warps,
+            "prefill: act = silu(X · W_gateᵀ) · (X · W_upᵀ), fused [gate; up] weight",
+        ),
+        pk(
+            &prefill::qk_norm_rope_rows::KERNEL,
+            vec![("D", int(hd)), ("BT", int(p.rope_bt))],
+            p.row_warps,
+            "prefill: q/k RMSNorm + RoPE + K/V cache write for BT rows at start_pos + t",
+        ),
+        pk(
+            &prefill::prefill_attention::KERNEL,
+            vec![
+                ("BM", int(p.attn_bm)),
+                ("BN", int(p.attn_bn)),
+                ("D", int(hd)),
+            ],
+            p.attn_warps,
+            "prefill: causal FlashAttention over the KV cache, GQA, dot(q, trans(k))",
         ),
     ]
 }

@@ -1,0 +1,426 @@
+//! Prefill: a prompt through the decoder in chunks of T rows, with the `dot` kernels of
+//! `kernels/prefill.rs`, for both device engines (they share [`DeviceModel`]).
+//!
+//! A prompt of N tokens at `start_pos` is cut into chunks of at most `PrefillTiles::chunk`
+//! rows; each chunk runs every layer over its rows and writes its K/V into the KV cache at
+//! positions start_pos + i, the layout decode reads, so the next decode step continues
+//! from the cache with no copy. Later chunks attend to the earlier ones through the cache.
+//! Scratch (the rows' residual stream, normed rows, qkv, q, attention output, MLP
+//! activation) is sized by the chunk, allocated at the first prefill and kept, so memory
+//! stays bounded whatever the prompt's length.
+//!
+//! After the last chunk, the final norm, the lm_head and the argmax run on the last row
+//! only, with the decode kernels (`lm_head_argmax`, `argmax_merge`): the logits, the fused
+//! argmax (or Gumbel-max sample) and the device's token / position buffers end exactly as a
+//! decode step at the prompt's last position leaves them.
+use crate::device_model::DeviceModel;
+use crate::error::ModelError;
+use crate::kernels::prefill::{
+    embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
+    qk_norm_rope_rows,
+};
+use crate::kernels::{lm_head, norm};
+use dsl_runtime::{bf16, cdiv, Buffer, BufferView, Device, Element, Launch};
+
+/// Tile sizes and launch options of the prefill kernels, and the chunk length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrefillTiles {
+    /// Prompt rows per chunk (scratch is sized by it).
+    pub chunk: usize,
+    /// The GEMMs: [BM, BN] output tiles, BK-wide k steps, GROUP_M row blocks per group.
+    pub gemm_bm: usize,
+    pub gemm_bn: usize,
+    pub gemm_bk: usize,
+    pub group_m: usize,
+    pub gemm_warps: u32,
+    pub gemm_stages: u32,
+    /// Attention: BM query rows per program, BN keys per step.
+    pub attn_bm: usize,
+    pub attn_bn: usize,
+    pub attn_warps: u32,
+    pub attn_stages: u32,
+    /// Rows per program of the q/k norm + rope + cache write.
+    pub rope_bt: usize,
+    /// Warps of the row-wise kernels (embedding, RMSNorm, rope).
+    pub row_warps: u32,
+}
+
+/// Default chunk on a GPU: long enough that the GEMMs run at full width, short enough that
+/// the scratch of Qwen3-8B stays near 140 MB.
+pub const GPU_CHUNK: usize = 2048;
+/// Default chunk on the interpreter.
+pub const INTERPRETER_CHUNK: usize = 512;
+
+impl PrefillTiles {
+    /// On a GPU: Triton's mma.sync matmul tiles (128 x 128 x 32, 4 stages, GROUP_M 8) and
+    /// FlashAttention-2's 64 x 64 blocks, with 8 warps: at 4 warps ptxas (sm_90) puts the
+    /// gate/up GEMM's two [128, 128] f32 accumulators and the attention's state at 255
+    /// registers and spills (1.2 KB and 212 B per thread); at 8 warps nothing spills (gemm
+    /// 159 registers, gate/up 244, attention 216). On the interpreter: small tiles, so
+    /// tiny test models do not pay for padding (the GPU tiles are tested there too).
+    pub fn for_device(dev: &Device) -> PrefillTiles {
+        if dev.is_cuda() {
+            PrefillTiles::gpu()
+        } else {
+            PrefillTiles {
+                chunk: INTERPRETER_CHUNK,
+                gemm_bm: 16,
+                gemm_bn: 32,
+                gemm_bk: 32,
+                group_m: 4,
+                gemm_warps: 4,
+                gemm_stages: 2,
+                attn_bm: 16,
+                attn_bn: 16,
+                attn_warps: 4,
+                attn_stages: 2,
+                rope_bt: 4,
+                row_warps: 4,
+            }
+        }
+    }
+
+    /// The GPU tiles (whatever the device).
+    pub fn gpu() -> PrefillTiles {
+        PrefillTiles {
+            chunk: GPU_CHUNK,
+            gemm_bm: 128,
+            gemm_bn: 128,
+            gemm_bk: 32,
+            group_m: 8,
+            gemm_warps: 8,
+            gemm_stages: 4,
+            attn_bm: 64,
+            attn_bn: 64,
+            attn_warps: 8,
+            attn_stages: 3,
+            rope_bt: 16,
+            row_warps: 4,
+        }
+    }
+}
+
+/// Per-chunk scratch, `rows` rows of each.
+pub struct Scratch {
+    pub rows: usize,
+    pub tokens: Buffer<i32>,
+    /// The rows' residual stream.
+    pub x: Buffer<bf16>,
+    /// RMSNorm'd rows (input and post-attention norms).
+    pub xn: Buffer<bf16>,
+    pub qkv: Buffer<bf16>,
+    /// Roped queries, `[rows, heads · head_dim]`.
+    pub q: Buffer<bf16>,
+    pub attn: Buffer<bf16>,
+    pub act: Buffer<bf16>,
+}
+
+/// Prefill state kept by a [`DeviceModel`]: the tiles and the scratch once allocated.
+pub struct Prefill {
+    pub tiles: PrefillTiles,
+    pub scratch: Option<Scratch>,
+}
+
+impl Prefill {
+    pub fn new(dev: &Device) -> Prefill {
+        Prefill {
+            tiles: PrefillTiles::for_device(dev),
+            scratch: None,
+        }
+    }
+}
+
+/// How a device engine feeds a prompt, for reports.
+pub fn prompt_mode(m: &DeviceModel) -> String {
+    format!(
+        "prefill, chunks of up to {} tokens",
+        m.prefill.tiles.chunk.min(m.max_seq)
+    )
+}
+
+fn layer_view<T: Element>(b: &Buffer<T>, l: usize, n: usize) -> BufferView<'_, T> {
+    b.slice(l * n..(l + 1) * n)
+}
+
+/// Checks a prefill's tokens and positions against the model and its cache.
+fn check(m: &DeviceModel, tokens: &[u32], start_pos: usize) -> Result<(), ModelError> {
+    if tokens.is_empty() {
+        return Err(m.err("prefill of no tokens"));
+    }
+    let vocab = m.cfg.vocab_size;
+    if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab) {
+        return Err(m.err(format!("token id {bad} ≥ vocab_size {vocab}")));
+    }
+    if start_pos > m.cached {
+        return Err(m.err(format!(
+            "position {start_pos} skips ahead of the {} cached positions",
+            m.cached
+        )));
+    }
+    let end = start_pos + tokens.len();
+    if end > m.max_seq {
+        return Err(m.err(format!(
+            "a prompt of {} tokens at position {start_pos} needs {end} positions, beyond the KV cache's {} positions (--max-context)",
+            tokens.len(),
+            m.max_seq
+        )));
+    }
+    Ok(())
+}
+
+/// Allocates the chunk scratch if it is missing (or was sized for a smaller chunk).
+fn ensure_scratch(m: &mut DeviceModel) -> Result<(), ModelError> {
+    let rows = m.prefill.tiles.chunk.clamp(1, m.max_seq);
+    if m.prefill.scratch.as_ref().is_some_and(|s| s.rows >= rows) {
+        return Ok(());
+    }
+    m.prefill.scratch = None; // free the old one first
+    let cfg = &m.cfg;
+    let engine = m.engine;
+    let e = |x: dsl_runtime::Error| crate::device_model::engine_err(engine, x);
+    let z16 = |n: usize| m.dev.zeros::<bf16>(n).map_err(e);
+    let (h, q_dim) = (cfg.hidden_size, cfg.q_dim());
+    let s = Scratch {
+        rows,
+        tokens: m.dev.zeros::<i32>(rows).map_err(e)?,
+        x: z16(rows * h)?,
+        xn: z16(rows * h)?,
+        qkv: z16(rows * (q_dim + 2 * cfg.kv_dim()))?,
+        q: z16(rows * q_dim)?,
+        attn: z16(rows * q_dim)?,
+        act: z16(rows * cfg.intermediate_size)?,
+    };
+    m.prefill.scratch = Some(s);
+    Ok(())
+}
+
+/// Runs `tokens` at positions start_pos.. through every layer, writing their K/V into the
+/// cache, then the lm_head on the last position: afterwards the logits, the next token and
+/// the device's token / position buffers are what a decode step at the last position
+/// leaves. `m.cached` becomes start_pos + tokens.len().
+pub fn run(m: &mut DeviceModel, tokens: &[u32], start_pos: usize) -> Result<(), ModelError> {
+    check(m, tokens, start_pos)?;
+    ensure_scratch(m)?;
+    let rows = m.prefill.scratch.as_ref().map_or(1, |s| s.rows);
+    // Positions before start_pos stay; rewinding needs nothing more (attention reads
+    // positions 0 ..= its own only).
+    m.cached = start_pos;
+    m.on_device = None;
+    let mut pos = start_pos;
+    for chunk in tokens.chunks(rows) {
+        let mut padded: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
+        padded.resize(rows, 0);
+        let engine = m.engine;
+        let scratch = m.prefill.scratch.as_mut().expect("allocated above");
+        scratch
+            .tokens
+            .copy_from(&padded)
+            .map_err(|e| crate::device_model::engine_err(engine, e))?;
+        launch_chunk(m, chunk.len(), pos).map_err(|e| m.err(e))?;
+        pos += chunk.len();
+        m.cached = pos;
+    }
+    // The prompt's last row, in the last chunk's scratch.
+    let last = (tokens.len() - 1) % rows;
+    // The lm_head reads the position for its Gumbel noise, and argmax_merge advances it.
+    m.a.pos
+        .copy_from(&[(pos - 1) as i32])
+        .map_err(|e| crate::device_model::engine_err(m.engine, e))?;
+    launch_head(m, last).map_err(|e| m.err(e))?;
+    Ok(())
+}
+
+/// Every layer over the `t` rows of the scratch at positions pos.. .
+fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime::Error> {
+    let (cfg, w, dev) = (&m.cfg, &m.w, &m.dev);
+    let p = &m.prefill.tiles;
+    let s = m.prefill.scratch.as_ref().expect("allocated by run");
+    let (h, hd, inter) = (cfg.hidden_size, cfg.head_dim, cfg.intermediate_size);
+    let (heads, kv_heads) = (cfg.num_attention_heads, cfg.num_key_value_heads);
+    let (q_dim, qkv_rows) = (cfg.q_dim(), cfg.q_dim() + 2 * cfg.kv_dim());
+    let eps = cfg.rms_norm_eps as f32;
+    let block = m.tiles.embed_block;
+    let rows_launch = |n: usize| Launch::grid(n as u32).warps(p.row_warps);
+    let gemm = |n: usize| {
+        Launch::grid((t.div_ceil(p.gemm_bm) * n.div_ceil(p.gemm_bn)) as u32)
+            .warps(p.gemm_warps)
+            .stages(p.gemm_stages)
+    };
+    let (ti, hi) = (t as i32, h as i32);
+
+    embed_rows::launch(
+        dev,
+        &Launch::grid((cdiv(h as i64, block as i64) as u32, t as u32)).warps(p.row_warps),
+        &w.embed,
+        &s.tokens,
+        &s.x,
+        hi,
+        block,
+    )?;
+    let cache_per_layer = kv_heads * m.max_seq * hd;
+    for l in 0..cfg.num_hidden_layers {
+        let (k_cache, v_cache) = (
+            layer_view(&m.k_cache, l, cache_per_layer),
+            layer_view(&m.v_cache, l, cache_per_layer),
+        );
+        // Attention block.
+        norm::rmsnorm::launch(
+            dev,
+            &rows_launch(t),
+            &s.x,
+            &layer_view(&w.attn_norm, l, h),
+            &s.xn,
+            hi,
+            eps,
+            block,
+        )?;
+        gemm_nt::launch(
+            dev,
+            &gemm(qkv_rows),
+            &s.xn,
+            &layer_view(&w.qkv, l, qkv_rows * h),
+            &s.qkv,
+            ti,
+            qkv_rows as i32,
+            hi,
+            p.gemm_bm,
+            p.gemm_bn,
+            p.gemm_bk,
+            p.group_m,
+        )?;
+        qk_norm_rope_rows::launch(
+            dev,
+            &Launch::grid(((heads + kv_heads) as u32, t.div_ceil(p.rope_bt) as u32))
+                .warps(p.row_warps),
+            &s.qkv,
+            &layer_view(&w.q_norm, l, hd),
+            &layer_view(&w.k_norm, l, hd),
+            &w.inv_freq,
+            &s.q,
+            &k_cache,
+            &v_cache,
+            ti,
+            pos as i32,
+            heads as i32,
+            kv_heads as i32,
+            m.max_seq as i32,
+            eps,
+            hd,
+            p.rope_bt,
+        )?;
+        prefill_attention::launch(
+            dev,
+            &Launch::grid((t.div_ceil(p.attn_bm) as u32, heads as u32))
+                .warps(p.attn_warps)
+                .stages(p.attn_stages),
+            &s.q,
+            &k_cache,
+            &v_cache,
+            &s.attn,
+            ti,
+            pos as i32,
+            heads as i32,
+            cfg.gqa_group() as i32,
+            m.max_seq as i32,
+            1.0 / (hd as f32).sqrt(),
+            p.attn_bm,
+            p.attn_bn,
+            hd,
+        )?;
+        gemm_nt_residual::launch(
+            dev,
+            &gemm(h),
+            &s.attn,
+            &layer_view(&w.o_proj, l, h * q_dim),
+            &s.x,
+            ti,
+            hi,
+            q_dim as i32,
+            p.gemm_bm,
+            p.gemm_bn,
+            p.gemm_bk,
+            p.group_m,
+        )?;
+
+        // MLP block.
+        norm::rmsnorm::launch(
+            dev,
+            &rows_launch(t),
+            &s.x,
+            &layer_view(&w.mlp_norm, l, h),
+            &s.xn,
+            hi,
+            eps,
+            block,
+        )?;
+        gemm_nt_gate_up_silu::launch(
+            dev,
+            &gemm(inter),
+            &s.xn,
+            &layer_view(&w.gate_up, l, 2 * inter * h),
+            &s.act,
+            ti,
+            inter as i32,
+            hi,
+            p.gemm_bm,
+            p.gemm_bn,
+            p.gemm_bk,
+            p.group_m,
+        )?;
+        gemm_nt_residual::launch(
+            dev,
+            &gemm(h),
+            &s.act,
+            &layer_view(&w.down, l, h * inter),
+            &s.x,
+            ti,
+            hi,
+            inter as i32,
+            p.gemm_bm,
+            p.gemm_bn,
+            p.gemm_bk,
+            p.group_m,
+        )?;
+    }
+    Ok(())
+}
+
+/// Final norm + lm_head + argmax on scratch row `row` (the prompt's last), with the decode
+/// kernels; `a.pos` holds that row's position.
+fn launch_head(m: &DeviceModel, row: usize) -> Result<(), dsl_runtime::Error> {
+    let (cfg, t, w, a, dev) = (&m.cfg, &m.tiles, &m.w, &m.a, &m.dev);
+    let s = m.prefill.scratch.as_ref().expect("allocated by run");
+    let h = cfg.hidden_size;
+    let grid = |n: usize| Launch::grid(n as u32).warps(t.warps);
+    let g = t.lm_head;
+    let blocks = g.programs(cfg.vocab_size);
+    lm_head::lm_head_argmax::launch(
+        dev,
+        &grid(blocks),
+        &s.x.slice(row * h..(row + 1) * h),
+        &w.final_norm,
+        w.head(),
+        &a.logits,
+        &a.part_max,
+        &a.part_idx,
+        &a.pos,
+        &a.seed,
+        &a.inv_temp,
+        cfg.vocab_size as i32,
+        h as i32,
+        cfg.rms_norm_eps as f32,
+        g.bm,
+        g.bk,
+    )?;
+    lm_head::argmax_merge::launch(
+        dev,
+        &grid(1),
+        &a.part_max,
+        &a.part_idx,
+        &a.next,
+        &a.token,
+        &a.pos,
+        blocks as i32,
+        t.argmax_block,
+    )
+}

@@ -1,0 +1,174 @@
+//! The prefill kernels' generated CUDA C at the GPU's tiles, warps and pipelining depths,
+//! run on the CPU by the g++ emulation (dsl-runtime/tests/host_emu: one OS thread per CUDA
+//! thread, functional models of ldmatrix, mma.sync and cp.async): bit for bit what the
+//! interpreter computes, at masked sizes (rows, columns and keys past the tiles' edges, a
+//! chunk at start_pos > 0). This checks the tensor-core path, `trans` of the weight tile,
+//! the cp.async rings and the fused epilogues without a GPU. Skipped without g++.
+#[path = "../../dsl-runtime/tests/host_emu/kernel.rs"]
+mod emu;
+use dsl_ir::{DType, Kernel};
+use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
+use dsl_runtime::ConstVal;
+use emu::{emulate, have_gxx, Scalar};
+use model::kernels::prefill::{gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
+use model::prefill::PrefillTiles;
+use model::sampling::SplitMix64;
+
+fn rand(rng: &mut SplitMix64, n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| (rng.next_f64() as f32 * 2.0 - 1.0) * scale)
+        .collect()
+}
+
+fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[Scalar]) {
+    let mut args: Vec<InterpArg> = (0..bufs.len()).map(|i| InterpArg::whole(i, bufs)).collect();
+    args.extend(scalars.iter().map(|s| match *s {
+        Scalar::I32(v) => InterpArg::I32(v),
+        Scalar::F32(v) => InterpArg::F32(v),
+    }));
+    interp::run(k, grid, &args, bufs, &InterpOptions::default()).unwrap();
+}
+
+/// Runs `k` through the interpreter and the emulation; buffer `out` must be equal bit for
+/// bit (and must have been written: it starts as NaN).
+fn same_as_interpreter(
+    what: &str,
+    k: &Kernel,
+    warps: u32,
+    stages: u32,
+    grid: [u32; 3],
+    bufs: Vec<HostMem>,
+    scalars: &[Scalar],
+    out: usize,
+) {
+    let mut mem = bufs.clone();
+    interpret(k, grid, &mut mem, scalars);
+    let want = mem[out].to_f32s();
+    assert!(
+        want.iter().all(|x| x.is_finite()),
+        "{what}: interpreter left NaN"
+    );
+    let got = emulate(k, warps, stages, grid, &bufs, scalars)[out].to_f32s();
+    let diff = got
+        .iter()
+        .zip(&want)
+        .position(|(a, b)| a.to_bits() != b.to_bits());
+    assert!(
+        diff.is_none(),
+        "{what}: emulated C != interpreter at element {diff:?}"
+    );
+    eprintln!("{what}: emulated C = interpreter, bit for bit");
+}
+
+fn gemm_constexprs(p: &PrefillTiles) -> Vec<(&'static str, ConstVal)> {
+    let int = |v: usize| ConstVal::Int(v as i64);
+    vec![
+        ("BM", int(p.gemm_bm)),
+        ("BN", int(p.gemm_bn)),
+        ("BK", int(p.gemm_bk)),
+        ("GROUP_M", int(p.group_m)),
+    ]
+}
+
+#[test]
+fn gemms_emulated_equal_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let p = PrefillTiles::gpu();
+    let mut rng = SplitMix64::new(11);
+    // QKV-like: 37 rows (not a multiple of 128), 40 outputs, k 64.
+    let (m, n, k) = (37usize, 40usize, 64usize);
+    let kern = gemm_nt::KERNEL.specialize(&gemm_constexprs(&p)).unwrap();
+    let bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * k, 1.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, n * k, 1.0)),
+        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m * n]),
+    ];
+    let grid = [(m.div_ceil(p.gemm_bm) * n.div_ceil(p.gemm_bn)) as u32, 1, 1];
+    let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
+    same_as_interpreter(
+        "gemm_nt 37x40x64",
+        &kern,
+        p.gemm_warps,
+        p.gemm_stages,
+        grid,
+        bufs,
+        &sc,
+        2,
+    );
+
+    // gate/up: two accumulators over the fused weight, SiLU·mul epilogue; k 48.
+    let (m, inter, k) = (37usize, 24usize, 48usize);
+    let kern = gemm_nt_gate_up_silu::KERNEL
+        .specialize(&gemm_constexprs(&p))
+        .unwrap();
+    let bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * k, 1.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, 2 * inter * k, 0.5)),
+        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m * inter]),
+    ];
+    let grid = [
+        (m.div_ceil(p.gemm_bm) * inter.div_ceil(p.gemm_bn)) as u32,
+        1,
+        1,
+    ];
+    let sc = [m as i32, inter as i32, k as i32].map(Scalar::I32);
+    same_as_interpreter(
+        "gemm_nt_gate_up_silu 37x24x48",
+        &kern,
+        p.gemm_warps,
+        p.gemm_stages,
+        grid,
+        bufs,
+        &sc,
+        2,
+    );
+}
+
+#[test]
+fn attention_emulated_equals_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let p = PrefillTiles::gpu();
+    let mut rng = SplitMix64::new(12);
+    // A later chunk: 20 query rows at positions 17.., keys 0..37 from the cache, GQA 2:1,
+    // head_dim 32 (tensor cores), one 64-row query block, keys in a ragged last block.
+    let (t_len, start, heads, kv, d, max_seq) = (20usize, 17usize, 2usize, 1usize, 32usize, 48);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let kern = prefill_attention::KERNEL
+        .specialize(&[
+            ("BM", int(p.attn_bm)),
+            ("BN", int(p.attn_bn)),
+            ("D", int(d)),
+        ])
+        .unwrap();
+    let bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, t_len * heads * d, 2.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
+        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; t_len * heads * d]),
+    ];
+    let grid = [t_len.div_ceil(p.attn_bm) as u32, heads as u32, 1];
+    let sc = [
+        Scalar::I32(t_len as i32),
+        Scalar::I32(start as i32),
+        Scalar::I32(heads as i32),
+        Scalar::I32((heads / kv) as i32),
+        Scalar::I32(max_seq as i32),
+        Scalar::F32(1.0 / (d as f32).sqrt()),
+    ];
+    same_as_interpreter(
+        "prefill_attention T=20 start=17 D=32",
+        &kern,
+        p.attn_warps,
+        p.attn_stages,
+        grid,
+        bufs,
+        &sc,
+        3,
+    );
+}
