@@ -427,7 +427,7 @@ fn median(v: &[f64]) -> f64 {
 
 /// Prompt ids for the prefill bench: a fixed pseudo-random sequence in the vocabulary.
 pub fn bench_prompt(vocab: usize, n: usize) -> Vec<u32> {
-    let mut rng = crate::sampling::SplitMix64::new(0x5EED_0F_7E55);
+    let mut rng = crate::sampling::SplitMix64::new(0x5EED_7E55);
     (0..n)
         .map(|_| (rng.next_f64() * vocab as f64) as u32 % vocab as u32)
         .collect()

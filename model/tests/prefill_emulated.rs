@@ -31,6 +31,7 @@ fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[Scalar
 
 /// Runs `k` through the interpreter and the emulation; buffer `out` must be equal bit for
 /// bit (and must have been written: it starts as NaN).
+#[allow(clippy::too_many_arguments)]
 fn same_as_interpreter(
     what: &str,
     k: &Kernel,
