@@ -13,7 +13,6 @@ use model::{Checkpoint, Reference};
 use std::sync::Arc;
 
 const LOGIT_TOL: f32 = 1e-4;
-const DECISIVE: f64 = 0.05;
 
 fn engine(name: &str) -> (Reference, Checkpoint) {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();

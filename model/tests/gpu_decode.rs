@@ -11,47 +11,10 @@
 //! margin > 0.05).
 mod common;
 use common::*;
-use dsl_runtime::Device;
 use model::dsl_engine::{KernelEngine, KernelOptions, Output};
 use model::mega_engine::{MegakernelEngine, MegakernelOptions};
 use model::sampling::{argmax, gumbel_max, gumbel_uniform, Sampler, SamplingParams};
 use model::{Checkpoint, Engine, StepOutput};
-
-const DECISIVE: f64 = 0.05;
-
-fn gpu() -> Device {
-    Device::cuda(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
-}
-
-fn rel_err(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len(), "logit count");
-    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-    got.iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
-        / max_ref
-}
-
-fn logits(out: StepOutput) -> Vec<f32> {
-    match out {
-        StepOutput::Logits(l) => l,
-        StepOutput::Token(_) => panic!("asked for logits"),
-    }
-}
-
-fn margins(exp: &serde_json::Value) -> Vec<f64> {
-    exp["margins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_f64().unwrap())
-        .collect()
-}
-
-fn decisive_prefix(exp: &serde_json::Value) -> usize {
-    let m = margins(exp);
-    m.iter().position(|&x| x <= DECISIVE).unwrap_or(m.len())
-}
 
 fn mega_opts(output: Output, max_seq: Option<usize>) -> MegakernelOptions {
     MegakernelOptions {

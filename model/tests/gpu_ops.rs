@@ -14,10 +14,6 @@ use model::{Checkpoint, Config, Engine, StepOutput};
 
 const TOL: f32 = 1e-2;
 
-fn gpu() -> Device {
-    Device::cuda(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
-}
-
 fn rel_err(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len(), "lengths");
     let max_ref = want

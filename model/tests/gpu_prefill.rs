@@ -17,41 +17,10 @@ use model::dsl_engine::{KernelEngine, KernelOptions, Output};
 use model::mega_engine::{MegakernelEngine, MegakernelOptions};
 use model::prefill::PrefillTiles;
 use model::sampling::{argmax, Sampler};
-use model::{Checkpoint, Engine, StepOutput};
+use model::{Checkpoint, Engine};
 use std::time::Instant;
 
 const TOL: f32 = 3e-2;
-const DECISIVE: f64 = 0.05;
-
-fn gpu() -> Device {
-    Device::cuda(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
-}
-
-fn rel_err(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len(), "logit count");
-    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-    got.iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
-        / max_ref
-}
-
-fn logits(out: StepOutput) -> Vec<f32> {
-    match out {
-        StepOutput::Logits(l) => l,
-        StepOutput::Token(_) => panic!("asked for logits"),
-    }
-}
-
-fn decisive_prefix(exp: &serde_json::Value) -> usize {
-    let m: Vec<f64> = exp["margins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_f64().unwrap())
-        .collect();
-    m.iter().position(|&x| x <= DECISIVE).unwrap_or(m.len())
-}
 
 fn kernels(ck: &Checkpoint, dev: Device, max_seq: usize) -> KernelEngine {
     let opts = KernelOptions {

@@ -17,7 +17,6 @@ use model::{Checkpoint, Engine, Reference, StepOutput};
 use std::sync::Arc;
 
 const ENGINE_LOGIT_TOL: f32 = 3e-2;
-const DECISIVE: f64 = 0.05;
 
 fn kernels(name: &str, output: Output) -> KernelEngine {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
@@ -31,22 +30,6 @@ fn kernels(name: &str, output: Output) -> KernelEngine {
 fn reference(name: &str) -> Reference {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
     Reference::new(ck.config, Arc::new(ck.weights))
-}
-
-fn rel_err(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len(), "logit count");
-    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-    got.iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
-        / max_ref
-}
-
-fn logits(out: StepOutput) -> Vec<f32> {
-    match out {
-        StepOutput::Logits(l) => l,
-        StepOutput::Token(_) => panic!("asked for logits"),
-    }
 }
 
 #[test]

@@ -20,7 +20,6 @@ use model::{Checkpoint, Engine, Reference, StepOutput};
 use std::sync::Arc;
 
 const ENGINE_LOGIT_TOL: f32 = 3e-2;
-const DECISIVE: f64 = 0.05;
 
 /// Stage by stage, and two adversarial interleavings.
 fn modes() -> Vec<(&'static str, MegakernelOptions)> {
@@ -58,35 +57,6 @@ fn kernels(name: &str) -> KernelEngine {
 fn reference(name: &str) -> Reference {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
     Reference::new(ck.config, Arc::new(ck.weights))
-}
-
-fn rel_err(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len(), "logit count");
-    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-    got.iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
-        / max_ref
-}
-
-fn logits(out: StepOutput) -> Vec<f32> {
-    match out {
-        StepOutput::Logits(l) => l,
-        StepOutput::Token(_) => panic!("asked for logits"),
-    }
-}
-
-fn decisive_prefix(exp: &serde_json::Value) -> usize {
-    let margins: Vec<f64> = exp["margins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_f64().unwrap())
-        .collect();
-    margins
-        .iter()
-        .position(|&m| m <= DECISIVE)
-        .unwrap_or(margins.len())
 }
 
 #[test]

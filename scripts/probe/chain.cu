@@ -669,16 +669,6 @@ __global__ void __launch_bounds__((W + 2) * 32, 1) chain_ws(Params p) {
 
 
 // ---- the reference: one naive launch per op (a block per output row) ----
-__device__ float block_sum(float v) {
-  __shared__ float red[32];
-  v = warp_sum(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
-  t = warp_sum(t);
-  __syncthreads();
-  return t;
-}
 // mode 0: y[r] = (W[r] . x*g) * inv(x); 1: x[r] += W[r] . a; 2: act = silu(gate)*up; 3: logits
 __global__ void ref_gemv(int mode, const bf16* w, int K, const bf16* in, const bf16* g, bf16* out, float* outf,
                          int up_off) {
@@ -705,10 +695,6 @@ __global__ void ref_gemv(int mode, const bf16* w, int K, const bf16* in, const b
     out[r] = __float2bfloat16(gt / (1.f + __expf(-gt)) * up);
   }
   if (mode == 3) outf[r] = acc * inv;
-}
-__global__ void ref_attn(const bf16* qkv, bf16* attn) {
-  const int h = blockIdx.x, g = h / (HEADS / KVH), d = threadIdx.x;
-  attn[h * HD + d] = qkv[QDIM + KVH * HD + g * HD + d];
 }
 
 int main(int argc, char** argv) {
@@ -775,24 +761,7 @@ int main(int argc, char** argv) {
   const double bytes = (double)n_w * 2;
   printf("%s, %d SMs, %.0f MB of weights (Qwen3-0.6B decode shapes), %d reps\n", prop.name, sms, bytes / 1e6, reps);
 
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  auto timed = [&](auto launch) {
-    for (int w = 0; w < 3; ++w) launch();
-    std::vector<float> ms;
-    for (int r = 0; r < reps; ++r) {
-      cudaEventRecord(a);
-      launch();
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float t;
-      cudaEventElapsedTime(&t, a, b);
-      ms.push_back(t);
-    }
-    CHECK(cudaGetLastError());
-    return median(ms);
-  };
+  auto timed = [&](auto launch) { return median_ms(launch, reps); };
 
   // The floor.
   const float floor_ms = timed([&] { stream_read<<<sms * 4, 512>>>((const uint4*)arena, n_w * 2 / 16, sink); });

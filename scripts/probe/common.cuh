@@ -122,3 +122,43 @@ static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// A launch's median time in ms over `reps` runs, after 3 warm-up runs.
+template <typename F>
+float median_ms(F&& launch, int reps) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int w = 0; w < 3; ++w) launch();
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(a);
+    launch();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float t;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  CHECK(cudaGetLastError());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(ms);
+}
+
+// ---- what both references use: a block-wide sum, and the attention stand-in at context 1
+// (softmax over one position is 1: out = v of the head's KV group) ----
+__device__ float block_sum(float v) {
+  __shared__ float red[32];
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
+  t = warp_sum(t);
+  __syncthreads();
+  return t;
+}
+__global__ void ref_attn(const bf16* qkv, bf16* attn) {
+  const int h = blockIdx.x, g = h / (HEADS / KVH), d = threadIdx.x;
+  attn[h * HD + d] = qkv[QDIM + KVH * HD + g * HD + d];
+}

@@ -546,16 +546,6 @@ __global__ void __launch_bounds__((W + 1 + ST) * 32, 1) hops(Params p) {
 }
 
 // ---- the reference: one naive launch per op (a block per output row), same layouts ----
-__device__ float block_sum(float v) {
-  __shared__ float red[32];
-  v = warp_sum(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
-  t = warp_sum(t);
-  __syncthreads();
-  return t;
-}
 // y[r] = (W[r] . x*g) / rms(x): mode 0 to bf16 (QKV), 1 to f32 (logits)
 __global__ void ref_norm_gemv(int mode, const bf16* w, const float* x, const bf16* g, bf16* yb, float* yf) {
   const int r = blockIdx.x;
@@ -570,10 +560,6 @@ __global__ void ref_norm_gemv(int mode, const bf16* w, const float* x, const bf1
   const float v = acc * rsqrtf(sq / HIDDEN + EPS);
   if (mode == 0) yb[r] = __float2bfloat16(v);
   else yf[r] = v;
-}
-__global__ void ref_attn(const bf16* qkv, bf16* attn) {
-  const int h = blockIdx.x, g = h / (HEADS / KVH), d = threadIdx.x;
-  attn[h * HD + d] = qkv[QDIM + KVH * HD + g * HD + d];
 }
 // x[r] += sum over heads of wo[h][r] . attn[h]
 __global__ void ref_oproj(const bf16* wo, const bf16* attn, float* x) {
@@ -682,24 +668,7 @@ int main(int argc, char** argv) {
   printf("%s, %d SMs, %.0f MB of weights (Qwen3-0.6B decode shapes), %d reps\n", prop.name, sms, bytes / 1e6, reps);
   if (sms < TASKS) printf("warning: fewer SMs (%d) than tasks per stage (%d)\n", sms, TASKS);
 
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  auto timed = [&](auto launch) {
-    for (int w = 0; w < 3; ++w) launch();
-    std::vector<float> ms;
-    for (int r = 0; r < reps; ++r) {
-      cudaEventRecord(a);
-      launch();
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float t;
-      cudaEventElapsedTime(&t, a, b);
-      ms.push_back(t);
-    }
-    CHECK(cudaGetLastError());
-    return median(ms);
-  };
+  auto timed = [&](auto launch) { return median_ms(launch, reps); };
   const float floor_ms = timed([&] { stream_read<<<sms * 4, 512>>>((const uint4*)arena, n_w * 2 / 16, sink); });
   printf("floor: plain read of the weights %.3f ms = %.0f GB/s\n", floor_ms, bytes / floor_ms / 1e6);
 

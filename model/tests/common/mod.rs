@@ -114,3 +114,45 @@ pub fn bf16_bytes_to_f32(bytes: &[u8]) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A greedy step counts as decisive when transformers' top-2 logit margin exceeds this.
+pub const DECISIVE: f64 = 0.05;
+
+/// The top-2 logit margins of transformers' greedy steps (expected.json).
+pub fn margins(exp: &Value) -> Vec<f64> {
+    exp["margins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_f64().unwrap())
+        .collect()
+}
+
+/// How many greedy steps lead before the first one that is not decisive.
+pub fn decisive_prefix(exp: &Value) -> usize {
+    let m = margins(exp);
+    m.iter().position(|&x| x <= DECISIVE).unwrap_or(m.len())
+}
+
+/// max |got - want| over max |want|.
+pub fn rel_err(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "logit count");
+    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+    got.iter()
+        .zip(want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
+        / max_ref
+}
+
+/// The logits of a step that was asked for them.
+pub fn logits(out: model::StepOutput) -> Vec<f32> {
+    match out {
+        model::StepOutput::Logits(l) => l,
+        model::StepOutput::Token(_) => panic!("asked for logits"),
+    }
+}
+
+/// The GPU, for the `#[ignore]`d GPU tests.
+pub fn gpu() -> dsl_runtime::Device {
+    dsl_runtime::Device::cuda(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
+}
