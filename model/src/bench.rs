@@ -65,6 +65,9 @@ pub struct BenchPlan {
     pub prefill_repeats: usize,
     /// Prefill chunk length; None: the engine's default.
     pub prefill_chunk: Option<usize>,
+    /// Prompts up to this length are also fed one decode step per token (what `generate`
+    /// did before prefill), timed twice, beside the prefill: 0, none.
+    pub stepwise_max: usize,
 }
 
 impl Default for BenchPlan {
@@ -77,6 +80,7 @@ impl Default for BenchPlan {
             prompts: vec![128, 512, 2048, 8192],
             prefill_repeats: 5,
             prefill_chunk: None,
+            stepwise_max: 0,
         }
     }
 }
@@ -123,6 +127,10 @@ pub struct PrefillRow {
     pub hf_ms: Option<f64>,
     /// ttft_ms / hf_ms.
     pub x_hf: Option<f64>,
+    /// The same prompt fed one decode step per token (`--stepwise-max`): the median of 2
+    /// runs, and ttft_ms over it.
+    pub stepwise_ms: Option<f64>,
+    pub x_stepwise: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -349,6 +357,11 @@ pub fn run(
         let flops = prefill_flops(&cfg, n);
         let floor_ms = gemm_tflops.map(|t| flops / (t * 1e12) * 1e3);
         let hf_ms = peer_prefill_ms(peers.as_ref(), n);
+        let stepwise_ms = if n <= plan.stepwise_max {
+            Some(median(&time_stepwise(&mut engine, &cfg, n, 2)?))
+        } else {
+            None
+        };
         prefill_rows.push(PrefillRow {
             prompt_tokens: n,
             ttft_ms,
@@ -360,6 +373,8 @@ pub fn run(
             x_floor: floor_ms.map(|f| ttft_ms / f),
             hf_ms,
             x_hf: hf_ms.map(|h| ttft_ms / h),
+            stepwise_ms,
+            x_stepwise: stepwise_ms.map(|s| ttft_ms / s),
         });
     }
 
@@ -447,6 +462,26 @@ fn time_prefill(
         .map(|_| {
             let t = Instant::now();
             token_of(e.prefill(&prompt, 0)?);
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        })
+        .collect()
+}
+
+/// The same as [`time_prefill`] with the prompt fed one decode step per token, the way
+/// `generate` fed prompts before prefill (no warm-up: the step is already compiled).
+fn time_stepwise(
+    e: &mut MegakernelEngine,
+    cfg: &Config,
+    n: usize,
+    repeats: usize,
+) -> Result<Vec<f64>, ModelError> {
+    let prompt = bench_prompt(cfg.vocab_size, n);
+    (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            for (pos, &tok) in prompt.iter().enumerate() {
+                token_of(e.step(tok, pos)?);
+            }
             Ok(t.elapsed().as_secs_f64() * 1e3)
         })
         .collect()
@@ -626,11 +661,11 @@ pub fn table(r: &Report) -> String {
             Some(t) => format!("floor = prefill FLOPs / {t:.0} TFLOP/s (the prefill GEMM, gemm_nt, at 2048x4096x4096, best of 5)\n"),
             None => "floor: not measured (no GPU)\n".into(),
         };
-        s += "\n| prompt tokens | TTFT ms | prompt tokens/s | TFLOP/s | floor ms | × floor | HF prefill ms | × HF |\n";
-        s += "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        s += "\n| prompt tokens | TTFT ms | prompt tokens/s | TFLOP/s | floor ms | × floor | HF prefill ms | × HF | step by step ms | × step by step |\n";
+        s += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
         for p in &r.prefill_rows {
             s += &format!(
-                "| {} | {:.2} | {:.0} | {:.1} | {} | {} | {} | {} |\n",
+                "| {} | {:.2} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} |\n",
                 p.prompt_tokens,
                 p.ttft_ms,
                 p.prompt_tokens_per_s,
@@ -639,6 +674,8 @@ pub fn table(r: &Report) -> String {
                 opt(p.x_floor, 2),
                 opt(p.hf_ms, 2),
                 opt(p.x_hf, 2),
+                opt(p.stepwise_ms, 1),
+                opt(p.x_stepwise, 4),
             );
         }
         if let Some(p) = r.peers.as_ref().and_then(|p| p["prefill_note"].as_str()) {

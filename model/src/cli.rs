@@ -433,6 +433,10 @@ pub struct BenchArgs {
     /// Prefill chunk length in tokens (default: the engine's, 2048 on a GPU).
     #[arg(long, value_name = "N")]
     pub prefill_chunk: Option<usize>,
+    /// Also feed prompts up to N tokens one decode step per token (the way `generate` fed
+    /// them before prefill), timed twice, beside the prefill. Default 0: not at all.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub stepwise_max: usize,
     /// Also draw decode ms/token against context and time to first token against prompt
     /// length, beside the floors and transformers, as an SVG file.
     #[arg(long, value_name = "FILE.svg")]
@@ -514,6 +518,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), ModelError> {
         prompts,
         prefill_repeats: a.prefill_repeats,
         prefill_chunk: a.prefill_chunk,
+        stepwise_max: a.stepwise_max,
     };
     let report = crate::bench::run(&name, cfg, &weights, dev, &plan, peers)?;
     write_out(&crate::bench::table(&report))?;
