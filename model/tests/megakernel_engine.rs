@@ -427,6 +427,7 @@ fn bench_runs_and_its_probe_sums() {
         prompts: vec![9, 100_000],
         prefill_repeats: 2,
         prefill_chunk: Some(4),
+        stepwise_max: 9,
     };
     let r = model::bench::run("embedded", cfg, &w, Device::interpreter(), &plan, None).unwrap();
     assert_eq!(r.rows.iter().map(|r| r.context).collect::<Vec<_>>(), [1, 7]);
@@ -437,6 +438,8 @@ fn bench_runs_and_its_probe_sums() {
     assert_eq!((p.prompt_tokens, p.runs_ms.len()), (9, 2));
     assert!(p.ttft_ms > 0.0 && p.prompt_tokens_per_s > 0.0 && p.flops > 0.0);
     assert!(p.floor_ms.is_none() && p.hf_ms.is_none());
+    // The same prompt one decode step per token, beside it (--stepwise-max 9).
+    assert!(p.stepwise_ms.is_some_and(|ms| ms > 0.0) && p.x_stepwise.is_some());
     // The kernels engine timed at every measured context, beside the megakernel.
     assert!(r
         .rows
