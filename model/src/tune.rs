@@ -31,6 +31,8 @@ pub struct Knobs {
     /// KiB of the staging ring (weight loads issued ahead into shared memory, across
     /// syncs): `auto` as large as the GPU allows, 0 none.
     pub stage_ring: RingKib,
+    /// With a ring: the fewest programs a stage needs to be staged (0: every stage).
+    pub stage_min_programs: usize,
 }
 
 impl Default for Knobs {
@@ -45,6 +47,7 @@ impl Default for Knobs {
             wait_prefetch_bytes: m.wait_prefetch_bytes,
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
+            stage_min_programs: m.stage_min_programs,
         }
     }
 }
@@ -77,6 +80,9 @@ impl std::fmt::Display for RingKib {
 pub struct TuneRow {
     pub knobs: Knobs,
     pub ms_per_token: Option<f64>,
+    /// The timed greedy tokens equal the first configuration's (the ring and the sync
+    /// options change no arithmetic, so they must; other tiles may sum in another order).
+    pub same_tokens: Option<bool>,
     pub error: Option<String>,
     /// Per-stage profile (one step), when asked for.
     pub profile: Option<String>,
@@ -101,6 +107,7 @@ pub fn run(
     let mut engine = MegakernelEngine::new(cfg.clone(), weights, dev.clone(), opts)?;
     let sms = dev.sm_count().unwrap_or(1);
     let mut rows = vec![];
+    let mut first_tokens: Option<Vec<u32>> = None;
     for (i, k) in grid.iter().enumerate() {
         eprintln!("tune {}/{}: {k:?}", i + 1, grid.len());
         let rule = TileRule {
@@ -114,20 +121,23 @@ pub fn run(
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             stage_ring: k.stage_ring.0.map(|k| k << 10),
+            stage_min_programs: k.stage_min_programs,
             check: false,
             ..MegaOptions::default()
         };
         let res = one(&mut engine, cfg, rule, mega, position, tokens, profile);
         rows.push(match res {
-            Ok((ms, prof)) => TuneRow {
+            Ok((ms, tokens, prof)) => TuneRow {
                 knobs: *k,
                 ms_per_token: Some(ms),
+                same_tokens: Some(*first_tokens.get_or_insert_with(|| tokens.clone()) == tokens),
                 error: None,
                 profile: prof,
             },
             Err(e) => TuneRow {
                 knobs: *k,
                 ms_per_token: None,
+                same_tokens: None,
                 error: Some(e.to_string()),
                 profile: None,
             },
@@ -144,7 +154,7 @@ fn one(
     position: usize,
     tokens: usize,
     profile: bool,
-) -> Result<(f64, Option<String>), ModelError> {
+) -> Result<(f64, Vec<u32>, Option<String>), ModelError> {
     engine.retune(Tiles::with_rule(cfg, &rule), mega)?;
     engine.compile()?;
     let tok = crate::bench::token_of;
@@ -154,9 +164,11 @@ fn one(
         t = tok(engine.step(t, position + i)?);
     }
     engine.assume_cached(position)?;
+    let mut out = Vec::with_capacity(tokens);
     let start = Instant::now();
     for i in 0..tokens {
         t = tok(engine.step(t, position + i)?);
+        out.push(t);
     }
     let ms = start.elapsed().as_secs_f64() * 1e3 / tokens as f64;
     engine.check_errors()?;
@@ -171,7 +183,7 @@ fn one(
         engine.set_mega_options(o);
         prof = decode_step::MEGAKERNEL.take_profile().map(|p| p.summary());
     }
-    Ok((ms, prof))
+    Ok((ms, out, prof))
 }
 
 /// The grid's results, fastest first.
@@ -182,12 +194,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | staged if programs >= | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -198,7 +210,13 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.ctas_per_sm,
             k.wait_prefetch_bytes >> 20,
             k.prefetch_depth,
-            k.stage_ring
+            k.stage_ring,
+            k.stage_min_programs,
+            match r.same_tokens {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "-",
+            }
         );
     }
     s
