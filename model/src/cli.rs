@@ -569,9 +569,6 @@ pub struct TuneArgs {
     /// as the GPU gives), 0 (none) or a size.
     #[arg(long, value_name = "LIST")]
     pub stage_ring_kib: Option<String>,
-    /// With a ring: only stages of at least this many programs stage their weights (0: all).
-    #[arg(long, value_name = "LIST")]
-    pub stage_min_programs: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -650,15 +647,6 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("stage-ring-kib", &a.stage_ring_kib, d.stage_ring)?,
         |k, v| k.stage_ring = v,
-    );
-    grid = times(
-        grid,
-        list(
-            "stage-min-programs",
-            &a.stage_min_programs,
-            d.stage_min_programs,
-        )?,
-        |k, v| k.stage_min_programs = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

@@ -4,7 +4,7 @@
 //! an i32 argument is divisible by 16 when its expression is. Facts allow vector loads;
 //! without them the emitter takes the scalar path (always correct).
 use super::cuda::BodyCode;
-use super::program::{ArgExpr, Env, Expr, Op, Val};
+use super::program::{ArgExpr, Expr, Op, Val};
 use super::resolve::Resolved;
 use crate::cuda::{self, EmitOptions};
 use dsl_ir::ParamKind;
@@ -79,33 +79,15 @@ pub fn stage_early(r: &Resolved, s: usize) -> Vec<bool> {
     out
 }
 
-/// Programs in stage `s`'s grid, when the constexprs fix it.
-fn programs(r: &Resolved, s: usize) -> Option<i64> {
-    let env = Env {
-        params: &r.const_env,
-        vars: &[],
-    };
-    r.stages[s]
-        .grid
-        .iter()
-        .try_fold(1i64, |n, e| match e.eval(&env, r.params()) {
-            Ok(Val::Int(v)) => Some(n * v),
-            _ => None,
-        })
-}
-
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
 /// one kernel binding with different facts get two bodies (`name_v2`). With a staging
 /// ring of `ring_bytes` (0: none), a body stages its weight loads when one program's
-/// worth fits in half the ring (so at least two programs are in flight) and each of its
-/// stages has at least `min_programs` programs (a grid the constexprs do not fix counts
-/// as wide enough).
+/// worth fits in half the ring (so at least two programs are in flight).
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
     ring_bytes: usize,
-    min_programs: usize,
 ) -> Result<(String, Vec<BodyCode>), String> {
     let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
     for s in &r.stages {
@@ -137,10 +119,7 @@ pub fn stage_bodies(
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))
         };
-        let wide = stages
-            .iter()
-            .all(|&i| programs(r, i).is_none_or(|n| n >= min_programs as i64));
-        let early = if ring_bytes > 0 && wide {
+        let early = if ring_bytes > 0 {
             stage_early(r, stages[0])
         } else {
             vec![]

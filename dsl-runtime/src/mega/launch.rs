@@ -49,10 +49,6 @@ pub struct MegaOptions {
     /// its forms (per-thread `cp.async`, then bulk copies) measured slower on an H100
     /// (docs/PERF.md); a producer-warp ring (issue 10) is to replace it.
     pub stage_ring: Option<usize>,
-    /// With a staging ring: only stages of at least this many programs stage their
-    /// weights (0: every stage that can). The lm_head (vocab / BM programs, dozens per CTA)
-    /// is the one whose stream stops between a CTA's programs.
-    pub stage_min_programs: usize,
 }
 
 /// Shared memory left to the stage bodies' own scratch when the ring takes the rest.
@@ -71,10 +67,9 @@ impl Default for MegaOptions {
             drop_syncs: vec![],
             break_sync: None,
             check: true,
-            wait_prefetch_bytes: 16 << 20,
+            wait_prefetch_bytes: 4 << 20,
             profile: false,
             stage_ring: Some(0),
-            stage_min_programs: 0,
         }
     }
 }
@@ -124,7 +119,7 @@ type FnKey = (
     usize,
     u64,
     bool,
-    (usize, usize),
+    usize,
 );
 
 /// A loaded persistent kernel.
@@ -379,10 +374,7 @@ impl MegaDef {
             Arc::as_ptr(&cuda_dev.ctx) as usize,
             opts.wait_prefetch_bytes,
             opts.profile,
-            (
-                opts.stage_ring.unwrap_or(usize::MAX),
-                opts.stage_min_programs,
-            ),
+            opts.stage_ring.unwrap_or(usize::MAX),
         );
         let fmap = self.functions.get_or_init(Default::default);
         let cached = lock_map(fmap).get(&key).cloned();
@@ -585,8 +577,7 @@ fn generate(
         .stage_ring
         .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024);
     let (mut prelude, mut bodies) =
-        stage_bodies(r, opts.num_warps, facts, want, opts.stage_min_programs)
-            .map_err(Error::Lower)?;
+        stage_bodies(r, opts.num_warps, facts, want).map_err(Error::Lower)?;
     let scratch = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
     // The kernel's own static words (`tsr_abort`) and alignment: 1 KiB is plenty.
     let fits = smem_optin
@@ -595,8 +586,7 @@ fn generate(
         * 128;
     let ring = if opts.stage_ring.is_none() && want > fits {
         // Re-decide which bodies stage with the ring that fits beside the scratch.
-        (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits, opts.stage_min_programs)
-            .map_err(Error::Lower)?;
+        (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits).map_err(Error::Lower)?;
         fits
     } else {
         want
