@@ -61,6 +61,32 @@ fn gemm_tiles() -> Vec<(usize, usize, usize, usize)> {
     ]
 }
 
+/// y = x · wᵀ through `gemm_nt` with tiles `t` = (BM, BN, BK, GROUP_M).
+fn run_gemm_nt(
+    x: &[bf16],
+    w: &[bf16],
+    (m, n, k): (usize, usize, usize),
+    t: (usize, usize, usize, usize),
+) -> Vec<bf16> {
+    let y = dev().zeros::<bf16>(m * n).unwrap();
+    gemm_nt::launch(
+        &dev(),
+        &gemm_launch(m, n, t),
+        &up(x),
+        &up(w),
+        &y,
+        m as i32,
+        n as i32,
+        k as i32,
+        t.0,
+        t.1,
+        t.2,
+        t.3,
+    )
+    .unwrap();
+    down(&y)
+}
+
 fn gemm_launch(m: usize, n: usize, t: (usize, usize, usize, usize)) -> Launch {
     Launch::grid((m.div_ceil(t.0) * n.div_ceil(t.1)) as u32).warps(4)
 }
@@ -113,25 +139,9 @@ fn gemm_nt_matches_f64_at_masked_sizes() {
         let w = rand_bf16(&mut rng, n * k, 1.0);
         let want = matmul_nt(&x, &w, m, n, k);
         for t in gemm_tiles() {
-            let y = dev().zeros::<bf16>(m * n).unwrap();
-            gemm_nt::launch(
-                &dev(),
-                &gemm_launch(m, n, t),
-                &up(&x),
-                &up(&w),
-                &y,
-                m as i32,
-                n as i32,
-                k as i32,
-                t.0,
-                t.1,
-                t.2,
-                t.3,
-            )
-            .unwrap();
             check(
                 &format!("gemm_nt {m}x{n}x{k} tiles {t:?}"),
-                &down(&y),
+                &run_gemm_nt(&x, &w, (m, n, k), t),
                 &want,
             );
         }
@@ -396,25 +406,9 @@ fn gemm_single_row_with_gpu_tiles() {
     let w = rand_bf16(&mut rng, n * k, 1.0);
     let g = PrefillTiles::gpu();
     let t = (g.gemm_bm, g.gemm_bn, g.gemm_bk, g.group_m);
-    let y = dev().zeros::<bf16>(m * n).unwrap();
-    gemm_nt::launch(
-        &dev(),
-        &gemm_launch(m, n, t),
-        &up(&x),
-        &up(&w),
-        &y,
-        m as i32,
-        n as i32,
-        k as i32,
-        t.0,
-        t.1,
-        t.2,
-        t.3,
-    )
-    .unwrap();
     check(
         "gemm 1x7x9, GPU tiles",
-        &down(&y),
+        &run_gemm_nt(&x, &w, (m, n, k), t),
         &matmul_nt(&x, &w, m, n, k),
     );
 }
