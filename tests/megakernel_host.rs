@@ -21,7 +21,7 @@ const EPS: f32 = 1e-6;
 
 /// The toy megakernel's generated source, run on `ctas` emulated CTAs over `b`'s data;
 /// returns what it wrote (as `ToyBuffers::outputs` orders it), the bytes its copies held and
-/// the bytes staged loads took from them.
+/// the bytes staged loads took from them, and how many copies' headers came from boxes.
 fn run_emulated(
     opts: &MegaOptions,
     ctas: u32,
@@ -29,7 +29,7 @@ fn run_emulated(
     layers: usize,
     d: usize,
     f: usize,
-) -> (Vec<bf16>, u64, u64) {
+) -> (Vec<bf16>, u64, u64, u64) {
     let cx = toy_mlp::constexprs(d, f);
     let src = toy_mlp::MEGAKERNEL.cuda_source(&cx, opts).unwrap();
     let stages = toy_mlp::MEGAKERNEL
@@ -89,13 +89,13 @@ fn run_emulated(
     for i in 0..bufs.len() {
         main += &format!("  write_file(argv[{}], b{i}, b{i}.size() - 64);\n", i + 1);
     }
-    main += "  std::printf(\"staged %llu %llu\\n\", tsr_emu_staged.load(), tsr_emu_hits.load());\n  return 0;\n}\n";
+    main += "  std::printf(\"staged %llu %llu %llu\\n\", tsr_emu_staged.load(), tsr_emu_hits.load(), tsr_emu_boxed.load());\n  return 0;\n}\n";
     let paths: Vec<PathBuf> = (0..bufs.len())
         .map(|i| dir.join(format!("b{i}.bin")))
         .collect();
     let stdout = harness::compile_and_run(&format!("{code}\n{main}"), &dir, &paths, 300);
     let counts = harness::staged_counts(&stdout);
-    let (staged, hits) = (counts[0], counts[1]);
+    let (staged, hits, boxed) = (counts[0], counts[1], counts[2]);
     let read_bf16 = |i: usize| -> Vec<bf16> {
         std::fs::read(&paths[i])
             .unwrap()
@@ -109,7 +109,7 @@ fn run_emulated(
         outs.extend(read_bf16(i));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    (outs, staged, hits)
+    (outs, staged, hits, boxed)
 }
 
 /// Within bf16 rounding of the reference (the emulator's libm `expf` may differ from the
@@ -137,12 +137,31 @@ fn toy_megakernel_runs_on_emulated_ctas_with_and_without_staging() {
     toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
     let want = reference.outputs().unwrap();
     let mut plain_out = None;
-    // (warps, CTAs, staging): more programs than CTAs in every GEMV stage, and fewer.
-    for (warps, ctas, staged) in [(2, 3, false), (2, 3, true), (4, 5, true), (2, 40, true)] {
+    // (warps, CTAs, staging, boxes): more programs than CTAs in every GEMV stage, and fewer;
+    // copies' ranges reduced over the CTA, or written from the loads' boxes.
+    let configs = [
+        (2, 3, false, false),
+        (2, 3, true, false),
+        (4, 5, true, false),
+        (2, 40, true, false),
+        (2, 3, true, true),
+        (4, 5, true, true),
+        (2, 40, true, true),
+    ];
+    for (warps, ctas, staged, boxes) in configs {
         let mut opts = MegaOptions::default().warps(warps);
         opts.stage_ring = if staged { None } else { Some(0) };
-        let (got, copied, hits) = run_emulated(&opts, ctas, &input, layers, d, f);
-        let what = format!("{warps} warps, {ctas} CTAs, staging {staged}");
+        opts.stage_boxes = boxes;
+        let (got, copied, hits, boxed) = run_emulated(&opts, ctas, &input, layers, d, f);
+        let what = format!("{warps} warps, {ctas} CTAs, staging {staged}, boxes {boxes}");
+        // Boxes: every GEMV's weight tile is one (whole rows, or a strided piece that is
+        // not copied), and a box copies exactly the bytes the program then reads.
+        if boxes {
+            assert!(boxed > 0, "{what}: no header came from a box");
+            assert_eq!(hits, copied, "{what}: a box copied bytes nobody read");
+        } else {
+            assert_eq!(boxed, 0, "{what}");
+        }
         assert_close(&got, &want, &what);
         // The gate and up GEMVs read whole rows in one K step: every layer's are copied
         // (2 x F x D bf16), and the down GEMV's first K step when its strided range fits.

@@ -268,6 +268,7 @@ impl KernelDef {
                 divisible16: facts,
                 early: vec![],
                 num_stages,
+                stage_boxes: false,
             },
         )
         .map_err(Error::Lower)
@@ -508,6 +509,7 @@ impl KernelDef {
                 divisible16: key.2.clone(),
                 early: vec![],
                 num_stages,
+                stage_boxes: false,
             },
         )
         .map_err(Error::Lower)?;

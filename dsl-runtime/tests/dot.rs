@@ -209,6 +209,7 @@ fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
             divisible16: vec![true; k.params.len()],
             early: vec![],
             num_stages: stages,
+            stage_boxes: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -379,6 +380,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
             divisible16: facts(&kern, &sc),
             early: vec![],
             num_stages: stages,
+            stage_boxes: false,
         },
     )
     .unwrap()

@@ -33,7 +33,7 @@ fn run_host(
     grid: [u32; 3],
     args: Vec<Arg>,
 ) -> Vec<Vec<u8>> {
-    run_host_staged(k, warps, div16, vec![], grid, args).0
+    run_host_staged(k, warps, div16, vec![], false, grid, args).0
 }
 
 /// The prelude with its PTX blocks (conversions, staging) swapped for CPU versions.
@@ -44,12 +44,14 @@ fn host_prelude() -> String {
 
 /// As `run_host`, with the pointer parameters marked in `early` staged (`EmitOptions::early`):
 /// each program first runs `<name>_issue` into a stage buffer (poisoned first), then the
-/// body, which reads its staged loads from there. Also returns the bytes the copies held.
+/// body, which reads its staged loads from there (the copies' ranges from the loads' boxes
+/// with `boxes`: `EmitOptions::stage_boxes`). Also returns the bytes the copies held.
 fn run_host_staged(
     k: &Kernel,
     warps: u32,
     div16: Vec<bool>,
     early: Vec<bool>,
+    boxes: bool,
     grid: [u32; 3],
     args: Vec<Arg>,
 ) -> (Vec<Vec<u8>>, u64) {
@@ -60,6 +62,7 @@ fn run_host_staged(
             divisible16: div16,
             early,
             num_stages: 1,
+            stage_boxes: boxes,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -421,10 +424,12 @@ fn softmax_matches_reference() {
 }
 
 /// The test kernel `gemv` (BM, BK) on `warps` warps over random W [m, kk] and x: its output
-/// and the reference's, and the bytes staged copies held (the weights `early` or not).
+/// and the reference's, and the bytes staged copies held (the weights `early` or not; the
+/// copies' ranges from the loads' boxes with `boxes`).
 fn gemv_on_host(
     (bm, bk, warps, m, kk): (usize, usize, u32, usize, usize),
     early: bool,
+    boxes: bool,
 ) -> (Vec<f32>, Vec<f32>, u64) {
     let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
     let w = to_bf16(&rand_f32(m * kk, 11));
@@ -435,6 +440,7 @@ fn gemv_on_host(
         warps,
         vec![true, true, true, m % 16 == 0, kk % 16 == 0],
         vec![early, false, false, false, false],
+        boxes,
         [grid, 1, 1],
         vec![
             Arg::Buf(bf16_bytes(&w)),
@@ -465,7 +471,7 @@ fn gemv_matches_reference() {
         (16, 256, 4, 37, 1040),
         (8, 512, 4, 20, 1040),
     ] {
-        let (got, want, _) = gemv_on_host(case, false);
+        let (got, want, _) = gemv_on_host(case, false, false);
         close(&got, &want, 1e-2, &format!("gemv {case:?}"));
     }
 }
@@ -480,7 +486,9 @@ fn staged_gemv_matches_reference() {
     // the tile's region: whole rows are one piece; BM > 1 rows of a K step narrower than K
     // are strided (a range several rows wide, too wide unless few rows are left); one row
     // is contiguous again. K not a multiple of 16 has no vector path: nothing is staged.
-    for case in [
+    // With boxes (`cuda/footprint.rs`), thread 0 computes the range from the tile's box:
+    // whole rows or one row are copied, strided rows never (they read global memory).
+    for (case, boxes) in [
         (16, 256, 4, 37, 1040),
         (8, 512, 4, 20, 1040),
         (4, 1024, 8, 9, 1024),
@@ -488,7 +496,10 @@ fn staged_gemv_matches_reference() {
         (8, 1024, 4, 13, 512),
         (1, 256, 2, 5, 1024),
         (1, 2048, 2, 3, 2000),
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|c| [(c, false), (c, true)])
+    {
         let (bm, bk, warps, m, kk): (usize, usize, u32, usize, usize) = case;
         let copied: u64 = if kk % 16 != 0 {
             0
@@ -497,7 +508,14 @@ fn staged_gemv_matches_reference() {
                 .map(|p| {
                     let rows = bm.min(m - p * bm);
                     let range = ((rows - 1) * kk + bk.min(kk)) * 2;
-                    if range <= bm * bk * 2 {
+                    if boxes {
+                        let one_piece = rows == 1 || bk >= kk;
+                        if one_piece {
+                            (rows * bk.min(kk) * 2) as u64
+                        } else {
+                            0
+                        }
+                    } else if range <= bm * bk * 2 {
                         range as u64
                     } else {
                         0
@@ -511,6 +529,7 @@ fn staged_gemv_matches_reference() {
             divisible16: vec![true, true, true, m % 16 == 0, kk % 16 == 0],
             early: vec![true, false, false, false, false],
             num_stages: 1,
+            stage_boxes: boxes,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(
@@ -518,9 +537,10 @@ fn staged_gemv_matches_reference() {
             kk % 16 == 0,
             "BM={bm} BK={bk}: staged {staged} bytes"
         );
-        let (got, want, held) = gemv_on_host(case, true);
-        close(&got, &want, 1e-2, &format!("staged gemv BM={bm} BK={bk}"));
-        assert_eq!(held, copied, "staged gemv BM={bm} BK={bk}: bytes copied");
+        let (got, want, held) = gemv_on_host(case, true, boxes);
+        let what = format!("staged gemv BM={bm} BK={bk} m={m} k={kk} boxes {boxes}");
+        close(&got, &want, 1e-2, &what);
+        assert_eq!(held, copied, "{what}: bytes copied");
     }
 }
 

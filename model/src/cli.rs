@@ -569,6 +569,10 @@ pub struct TuneArgs {
     /// as the GPU gives), 0 (none) or a size.
     #[arg(long, value_name = "LIST")]
     pub stage_ring_kib: Option<String>,
+    /// With a ring: write each copy's range from the load's box (`true`) or reduce every
+    /// thread's addresses (`false`).
+    #[arg(long, value_name = "LIST")]
+    pub stage_boxes: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -647,6 +651,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("stage-ring-kib", &a.stage_ring_kib, d.stage_ring)?,
         |k, v| k.stage_ring = v,
+    );
+    grid = times(
+        grid,
+        list("stage-boxes", &a.stage_boxes, d.stage_boxes)?,
+        |k, v| k.stage_boxes = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

@@ -16,6 +16,7 @@ pub(crate) use dot::MMA_HELPERS;
 mod pipeline;
 
 use super::analysis::{self, Facts};
+use super::footprint;
 use super::layout::{self, Layout};
 use super::staging::{self, Staging};
 use super::EmitOptions;
@@ -1439,6 +1440,14 @@ impl<'a> Emitter<'a> {
                         None
                     };
                     if let Some(sl) = slot {
+                        if self.staging.issue && self.staging.boxes {
+                            if let Some(b) = footprint::tile_box(self.k, &self.f, ptr, mask) {
+                                self.issue_box(&b, sl, d.size_bytes())?;
+                                self.staging.boxed.insert(sl.k);
+                                self.close("}");
+                                return Ok(());
+                            }
+                        }
                         if self.staging.issue {
                             // This thread's part of the bytes the load reads: the copy's range.
                             self.line("unsigned long long lo = ~0ull, hi = 0ull;");
@@ -1611,6 +1620,37 @@ impl<'a> Emitter<'a> {
     ) -> bool {
         let c = |v: Option<ValueId>| v.is_none_or(|v| self.f.cst[v.0 as usize] >= epv as i64);
         c(mask) && c(other) && self.layouts[lay].cols().is_multiple_of(epv)
+    }
+
+    /// Issue pass, a staged load whose footprint is a box (`footprint.rs`): thread 0 writes
+    /// the copy's header from a few scalars; no thread reduces addresses, nothing waits.
+    fn issue_box(&mut self, b: &footprint::TileBox, sl: staging::Slot, esize: usize) -> R<()> {
+        let mut err = None;
+        let mut val = |v: ValueId| match self.access(v, &At::Idx(vec![])) {
+            Ok(c) => strip(&c).to_string(),
+            Err(e) => {
+                err = Some(e);
+                String::new()
+            }
+        };
+        let (base, ci, rows, cols) = (
+            b.base.c(&mut val),
+            b.ci.c(&mut val),
+            b.rows.c(&mut val),
+            b.cols.c(&mut val),
+        );
+        if let Some(e) = err {
+            return Err(e);
+        }
+        self.line(format!(
+            "// the copy's range from the load's box (cuda/footprint.rs): [{}, {}] elements from the first",
+            b.m, b.n
+        ));
+        self.line(format!(
+            "if (tid == 0) tsr_stage_box(stage, {}, (unsigned long long)({base}), {rows}, {cols}, {}, {}, (long long)({ci}), {esize}, {}u);",
+            sl.k, b.m, b.n, sl.region
+        ));
+        Ok(())
     }
 
     /// The staged load `id`'s place in `stage` (`q` 16-byte vectors per thread): the one

@@ -33,6 +33,7 @@
 //! `smem`) and an `extern "C" __global__` entry that calls it with blockIdx/gridDim.
 mod analysis;
 mod emit;
+mod footprint;
 pub mod layout;
 pub mod prelude;
 mod staging;
@@ -58,6 +59,10 @@ pub struct EmitOptions {
     /// for `num_stages - 1` iterations ahead in flight (`pipeline.rs`). 1: no ring (each
     /// iteration loads, then computes).
     pub num_stages: u32,
+    /// Staged loads whose footprint is a box (`footprint.rs`) get their copy's range from
+    /// a few scalars in thread 0, instead of every thread reducing its addresses over the
+    /// CTA and a barrier (`EmitOptions::early` must be set for anything to be staged).
+    pub stage_boxes: bool,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -71,6 +76,7 @@ impl EmitOptions {
             divisible16: vec![],
             early: vec![],
             num_stages: DEFAULT_NUM_STAGES,
+            stage_boxes: false,
         }
     }
 }
@@ -187,35 +193,53 @@ fn emit_issue(
     let entry = c_ident(&kernel.name);
     let mut e = emit::Emitter::new(kernel, opts)?;
     e.staging = staging::slice(kernel, e.facts(), staged);
+    e.staging.boxes = opts.stage_boxes;
     e.body(&kernel.body)?;
     let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
     sig.extend(e.params_c().iter().map(|(t, n)| format!("{t} {n}")));
     sig.push("unsigned char* stage".into());
     sig.push("unsigned long long* range".into());
     sig.push("unsigned long long* bar".into());
-    let mut code = format!(
-        "// `{}`'s staged loads, issued ahead: every thread adds the bytes it will read to\n\
-         // `range`, then thread 0 writes the headers and starts one bulk copy per load into\n\
-         // `stage`; their bytes complete `bar`'s phase (cuda/staging.rs).\n",
-        kernel.name
-    );
+    let mut slots: Vec<&staging::Slot> = staged.values().collect();
+    slots.sort_by_key(|s| s.k);
+    let boxed = &e.staging.boxed;
+    let all_boxed = slots.iter().all(|sl| boxed.contains(&sl.k));
+    let mut code = if all_boxed {
+        format!(
+            "// `{}`'s staged loads, issued ahead: thread 0 writes each copy's header from the\n\
+             // load's box and starts one bulk copy per load into `stage`; their bytes complete\n\
+             // `bar`'s phase (cuda/staging.rs, cuda/footprint.rs).\n",
+            kernel.name
+        )
+    } else {
+        format!(
+            "// `{}`'s staged loads, issued ahead: every thread adds the bytes it will read to\n\
+             // `range`, then thread 0 writes the headers and starts one bulk copy per load into\n\
+             // `stage`; their bytes complete `bar`'s phase (cuda/staging.rs).\n",
+            kernel.name
+        )
+    };
     code.push_str(&format!(
         "__device__ __forceinline__ void {entry}_issue({}) {{\n",
         sig.join(", ")
     ));
     code.push_str(&e.header());
     code.push_str(e.statements());
-    let mut slots: Vec<&staging::Slot> = staged.values().collect();
-    slots.sort_by_key(|s| s.k);
-    code.push_str("  __syncthreads();  // every warp's ranges are in\n  if (tid == 0) {\n");
-    code.push_str("    unsigned bytes = 0;\n");
+    if !all_boxed {
+        code.push_str("  __syncthreads();  // every warp's ranges are in\n");
+    }
+    code.push_str("  if (tid == 0) {\n    unsigned bytes = 0;\n");
     for sl in &slots {
-        code.push_str(&format!(
-            "    bytes += tsr_stage_plan(stage, {k}, range + {r}, {region}u);\n",
-            k = sl.k,
-            r = 2 * sl.k,
-            region = sl.region
-        ));
+        code.push_str(&if boxed.contains(&sl.k) {
+            format!("    bytes += tsr_stage_len(stage, {});\n", sl.k)
+        } else {
+            format!(
+                "    bytes += tsr_stage_plan(stage, {k}, range + {r}, {region}u);\n",
+                k = sl.k,
+                r = 2 * sl.k,
+                region = sl.region
+            )
+        });
     }
     code.push_str("    tsr_stage_expect(bar, bytes);\n");
     for sl in &slots {

@@ -61,6 +61,11 @@ pub(crate) struct Staging {
     pub loops: HashSet<ValueId>,
     /// True while emitting `<name>_issue`.
     pub issue: bool,
+    /// Issue pass: write a copy's header from the load's box when it has one
+    /// (`footprint.rs`), instead of reducing every thread's addresses.
+    pub boxes: bool,
+    /// Issue pass: the slots (`Slot::k`) whose headers came from a box.
+    pub boxed: std::collections::BTreeSet<usize>,
 }
 
 /// The loads that may be staged, given which pointer parameters are early.
@@ -163,6 +168,7 @@ pub(crate) fn slice(k: &Kernel, f: &Facts, staged: &BTreeMap<ValueId, Slot>) -> 
         loops,
         issue: true,
         candidates: staged.keys().copied().collect(),
+        ..Staging::default()
     }
 }
 

@@ -82,12 +82,14 @@ pub fn stage_early(r: &Resolved, s: usize) -> Vec<bool> {
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
 /// one kernel binding with different facts get two bodies (`name_v2`). With a staging
 /// ring of `ring_bytes` (0: none), a body stages its weight loads when one program's
-/// worth fits in half the ring (so at least two programs are in flight).
+/// worth fits in half the ring (so at least two programs are in flight); `stage_boxes`:
+/// as `EmitOptions::stage_boxes`.
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
     ring_bytes: usize,
+    stage_boxes: bool,
 ) -> Result<(String, Vec<BodyCode>), String> {
     let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
     for s in &r.stages {
@@ -115,6 +117,7 @@ pub fn stage_bodies(
                     divisible16: f.clone(),
                     early,
                     num_stages: 1,
+                    stage_boxes,
                 },
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))

@@ -49,6 +49,11 @@ pub struct MegaOptions {
     /// its forms (per-thread `cp.async`, then bulk copies) measured slower on an H100
     /// (docs/PERF.md); a producer-warp ring (issue 10) is to replace it.
     pub stage_ring: Option<usize>,
+    /// With a staging ring: a staged load whose footprint is a box (`cuda/footprint.rs`:
+    /// whole rows of a row-major weight, say) has its copy's range written by thread 0
+    /// from a few scalars, instead of every thread reducing its addresses and a barrier.
+    /// Off by default until an A/B on a GPU shows it faster (docs/PERF.md).
+    pub stage_boxes: bool,
 }
 
 /// Shared memory left to the stage bodies' own scratch when the ring takes the rest.
@@ -70,6 +75,7 @@ impl Default for MegaOptions {
             wait_prefetch_bytes: 4 << 20,
             profile: false,
             stage_ring: Some(0),
+            stage_boxes: false,
         }
     }
 }
@@ -577,7 +583,7 @@ fn generate(
         .stage_ring
         .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024);
     let (mut prelude, mut bodies) =
-        stage_bodies(r, opts.num_warps, facts, want).map_err(Error::Lower)?;
+        stage_bodies(r, opts.num_warps, facts, want, opts.stage_boxes).map_err(Error::Lower)?;
     let scratch = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
     // The kernel's own static words (`tsr_abort`) and alignment: 1 KiB is plenty.
     let fits = smem_optin
@@ -586,7 +592,8 @@ fn generate(
         * 128;
     let ring = if opts.stage_ring.is_none() && want > fits {
         // Re-decide which bodies stage with the ring that fits beside the scratch.
-        (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits).map_err(Error::Lower)?;
+        (prelude, bodies) =
+            stage_bodies(r, opts.num_warps, facts, fits, opts.stage_boxes).map_err(Error::Lower)?;
         fits
     } else {
         want

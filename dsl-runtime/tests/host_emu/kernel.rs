@@ -56,6 +56,7 @@ pub fn emulate(
             divisible16: div16,
             early: vec![],
             num_stages: stages,
+            stage_boxes: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

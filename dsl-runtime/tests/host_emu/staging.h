@@ -7,6 +7,8 @@
 // Bytes the copies held over the run, and bytes staged loads then took from them (the
 // tests check that staging happened, and that the readers found it).
 inline std::atomic<unsigned long long> tsr_emu_staged{0}, tsr_emu_hits{0};
+// Headers written from a load's box (cuda/footprint.rs) rather than reduced ranges.
+inline std::atomic<unsigned long long> tsr_emu_boxed{0};
 struct TsrBar {
   long long tx = 0;        // bytes expected and not yet copied
   int pending = 1;         // arrivals still to come this phase
@@ -35,6 +37,21 @@ __device__ __forceinline__ unsigned tsr_stage_plan(unsigned char* stage, int k, 
   std::memcpy(stage + 16 * k, &lo, 8);
   std::memcpy(stage + 16 * k + 8, &n, 4);
   tsr_emu_staged += n;
+  return n;
+}
+__device__ __forceinline__ void tsr_stage_box(unsigned char* stage, int k, unsigned long long lo, int nr, int nc, int m, int n, long long pitch, int esize, unsigned region) {
+  nr = nr < 0 ? 0 : nr > m ? m : nr;
+  nc = nc < 0 ? 0 : nc > n ? n : nc;
+  const unsigned long long bytes = (nr == 1 || pitch == nc) ? (unsigned long long)nr * nc * esize : 0ull;
+  const unsigned len = bytes <= region && lo % 16 == 0 && bytes % 16 == 0 ? (unsigned)bytes : 0u;
+  std::memcpy(stage + 16 * k, &lo, 8);
+  std::memcpy(stage + 16 * k + 8, &len, 4);
+  tsr_emu_staged += len;
+  tsr_emu_boxed += 1;
+}
+__device__ __forceinline__ unsigned tsr_stage_len(const unsigned char* stage, int k) {
+  unsigned n;
+  std::memcpy(&n, stage + 16 * k + 8, 4);
   return n;
 }
 __device__ __forceinline__ void tsr_stage_expect(unsigned long long* bar, unsigned bytes) {
