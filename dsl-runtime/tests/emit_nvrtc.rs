@@ -66,10 +66,9 @@ fn compile(src: &CudaSource) {
 
 fn emit_ok(k: &Kernel, warps: u32, div16: Vec<bool>) -> CudaSource {
     let opts = EmitOptions {
-        num_warps: warps,
         divisible16: div16,
-        early: vec![],
         num_stages: 1,
+        ..EmitOptions::new(warps)
     };
     let src = emit(k, &opts).unwrap_or_else(|e| panic!("emit failed: {e}\n{}", k.to_text()));
     assert_eq!(src.block_threads, 32 * warps);
