@@ -116,17 +116,48 @@ struct SyncBuf {
 }
 
 /// Everything the generated source depends on, and the context it was loaded into.
-type FnKey = (
-    PlanKey,
+type FnKey = (PlanKey, Vec<bool>, usize, GenKey);
+
+/// The options the generated source depends on (`gen_key`).
+type GenKey = (
     u32,
-    Vec<bool>,
     Vec<usize>,
     Option<usize>,
-    usize,
     u64,
     bool,
-    usize,
+    Option<usize>,
+    bool,
 );
+
+/// The part of `opts` that changes the generated source. Every field is named, so a new
+/// option does not compile until it is placed here or among the run-time ones (an option
+/// left out of the key would reuse a kernel compiled without it: session 7's first A/B of
+/// `stage_boxes` timed one kernel twice that way).
+fn gen_key(opts: &MegaOptions) -> GenKey {
+    let MegaOptions {
+        num_warps,
+        ctas: _,
+        timeout_ms: _,
+        prefetch_depth: _, // in the plan's key
+        interp: _,
+        drop_syncs,
+        break_sync,
+        check: _,
+        wait_prefetch_bytes,
+        profile,
+        stage_ring,
+        stage_boxes,
+    } = opts;
+    (
+        *num_warps,
+        drop_syncs.clone(),
+        *break_sync,
+        *wait_prefetch_bytes,
+        *profile,
+        *stage_ring,
+        *stage_boxes,
+    )
+}
 
 /// A loaded persistent kernel.
 struct Compiled {
@@ -373,14 +404,9 @@ impl MegaDef {
         }
         let key: FnKey = (
             plan.key.clone(),
-            opts.num_warps,
             facts.0.clone(),
-            opts.drop_syncs.clone(),
-            opts.break_sync,
             Arc::as_ptr(&cuda_dev.ctx) as usize,
-            opts.wait_prefetch_bytes,
-            opts.profile,
-            opts.stage_ring.unwrap_or(usize::MAX),
+            gen_key(opts),
         );
         let fmap = self.functions.get_or_init(Default::default);
         let cached = lock_map(fmap).get(&key).cloned();
@@ -664,4 +690,72 @@ fn overlap(a: &PtrArg, b: &PtrArg) -> bool {
 
 fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each option that changes the generated source changes the compiled-kernel key, so
+    /// tuning over it compiles each value instead of reusing the first.
+    #[test]
+    fn every_generation_option_is_in_the_kernel_key() {
+        let base = MegaOptions::default();
+        let variants: Vec<(&str, MegaOptions)> = vec![
+            ("num_warps", base.clone().warps(8)),
+            (
+                "drop_syncs",
+                MegaOptions {
+                    drop_syncs: vec![1],
+                    ..base.clone()
+                },
+            ),
+            (
+                "break_sync",
+                MegaOptions {
+                    break_sync: Some(0),
+                    ..base.clone()
+                },
+            ),
+            (
+                "wait_prefetch_bytes",
+                MegaOptions {
+                    wait_prefetch_bytes: 0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "profile",
+                MegaOptions {
+                    profile: true,
+                    ..base.clone()
+                },
+            ),
+            (
+                "stage_ring",
+                MegaOptions {
+                    stage_ring: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "stage_boxes",
+                MegaOptions {
+                    stage_boxes: true,
+                    ..base.clone()
+                },
+            ),
+        ];
+        for (what, o) in variants {
+            assert_ne!(gen_key(&o), gen_key(&base), "{what} is not in the key");
+        }
+        // Run-time options share a kernel.
+        let run_time = MegaOptions {
+            timeout_ms: 1,
+            check: false,
+            ctas: Some(3),
+            ..base.clone()
+        };
+        assert_eq!(gen_key(&run_time), gen_key(&base));
+    }
 }
