@@ -62,6 +62,22 @@ __device__ __forceinline__ unsigned tsr_stage_plan(unsigned char* stage, int k, 
   *(unsigned*)(stage + 16 * k + 8) = n;
   return n;
 }
+// Thread 0: staged load k's header from its box (cuda/footprint.rs): nr rows of nc
+// elements of `esize` bytes from `lo`, rows `pitch` elements apart, clamped to the
+// [m, n] tile. One piece when there is one row or the rows are contiguous; else, or when
+// the bulk copy's 16-byte rules do not hold, 0 bytes (the body reads global memory).
+__device__ __forceinline__ void tsr_stage_box(unsigned char* stage, int k, unsigned long long lo, int nr, int nc, int m, int n, long long pitch, int esize, unsigned region) {
+  nr = nr < 0 ? 0 : nr > m ? m : nr;
+  nc = nc < 0 ? 0 : nc > n ? n : nc;
+  const unsigned long long bytes = (nr == 1 || pitch == nc) ? (unsigned long long)nr * nc * esize : 0ull;
+  const unsigned len = TSR_STAGING && bytes <= region && lo % 16 == 0 && bytes % 16 == 0 ? (unsigned)bytes : 0u;
+  *(unsigned long long*)(stage + 16 * k) = lo;
+  *(unsigned*)(stage + 16 * k + 8) = len;
+}
+// Thread 0: the bytes staged load k's header says its copy holds.
+__device__ __forceinline__ unsigned tsr_stage_len(const unsigned char* stage, int k) {
+  return *(const unsigned*)(stage + 16 * k + 8);
+}
 // Thread 0: `bytes` will complete the current phase of `bar` (0: completes it now).
 __device__ __forceinline__ void tsr_stage_expect(unsigned long long* bar, unsigned bytes) {
 #if TSR_STAGING
