@@ -148,8 +148,16 @@ async fn full_queue_answers_503_with_retry_after() {
         .unwrap();
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["usage"]["completion_tokens"], 2);
-    // The per-request lines went to --log, not stderr.
-    let lines = std::fs::read_to_string(&log).unwrap();
+    // The per-request lines went to --log, not stderr. The server writes B's line after
+    // B's last byte, so the client can get there first: wait for it (a few seconds at most).
+    let mut lines = String::new();
+    for _ in 0..100 {
+        lines = std::fs::read_to_string(&log).unwrap();
+        if lines.contains("cmpl-1: prompt 1 tokens") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(
         lines.contains("cmpl-0: prompt 1 tokens") && lines.contains("cancelled"),
         "{lines}"
