@@ -1625,23 +1625,13 @@ impl<'a> Emitter<'a> {
     /// Issue pass, a staged load whose footprint is a box (`footprint.rs`): thread 0 writes
     /// the copy's header from a few scalars; no thread reduces addresses, nothing waits.
     fn issue_box(&mut self, b: &footprint::TileBox, sl: staging::Slot, esize: usize) -> R<()> {
-        let mut err = None;
-        let mut val = |v: ValueId| match self.access(v, &At::Idx(vec![])) {
-            Ok(c) => strip(&c).to_string(),
-            Err(e) => {
-                err = Some(e);
-                String::new()
-            }
-        };
+        let val = |v: ValueId| self.access(v, &At::Idx(vec![])).map(|c| strip(&c));
         let (base, ci, rows, cols) = (
-            b.base.c(&mut val),
-            b.ci.c(&mut val),
-            b.rows.c(&mut val),
-            b.cols.c(&mut val),
+            b.base.c(&val)?,
+            b.ci.c(&val)?,
+            b.rows.c(&val)?,
+            b.cols.c(&val)?,
         );
-        if let Some(e) = err {
-            return Err(e);
-        }
         self.line(format!(
             "// the copy's range from the load's box (cuda/footprint.rs): [{}, {}] elements from the first",
             b.m, b.n

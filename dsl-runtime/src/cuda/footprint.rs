@@ -57,18 +57,18 @@ impl Term {
     }
 
     /// C for the term, given C for each scalar value it reads.
-    pub fn c(&self, val: &mut impl FnMut(ValueId) -> String) -> String {
-        match self {
+    pub fn c<E>(&self, val: &impl Fn(ValueId) -> Result<String, E>) -> Result<String, E> {
+        Ok(match self {
             Term::Int(x) => format!("{x}"),
-            Term::Val(v) => val(*v),
-            Term::Add(a, b) => format!("({} + {})", a.c(val), b.c(val)),
-            Term::Sub(a, b) => format!("({} - {})", a.c(val), b.c(val)),
-            Term::Mul(a, b) => format!("({} * {})", a.c(val), b.c(val)),
+            Term::Val(v) => val(*v)?,
+            Term::Add(a, b) => format!("({} + {})", a.c(val)?, b.c(val)?),
+            Term::Sub(a, b) => format!("({} - {})", a.c(val)?, b.c(val)?),
+            Term::Mul(a, b) => format!("({} * {})", a.c(val)?, b.c(val)?),
             Term::Min(a, b) => {
-                let (a, b) = (a.c(val), b.c(val));
+                let (a, b) = (a.c(val)?, b.c(val)?);
                 format!("({a} < {b} ? {a} : {b})")
             }
-        }
+        })
     }
 
     /// The value of the term for integer values of the scalars (tests, and the host side).

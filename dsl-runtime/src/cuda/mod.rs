@@ -204,21 +204,17 @@ fn emit_issue(
     slots.sort_by_key(|s| s.k);
     let boxed = &e.staging.boxed;
     let all_boxed = slots.iter().all(|sl| boxed.contains(&sl.k));
-    let mut code = if all_boxed {
-        format!(
-            "// `{}`'s staged loads, issued ahead: thread 0 writes each copy's header from the\n\
-             // load's box and starts one bulk copy per load into `stage`; their bytes complete\n\
-             // `bar`'s phase (cuda/staging.rs, cuda/footprint.rs).\n",
-            kernel.name
-        )
+    let how = if all_boxed {
+        "thread 0 writes each copy's header from the load's box (cuda/footprint.rs)"
     } else {
-        format!(
-            "// `{}`'s staged loads, issued ahead: every thread adds the bytes it will read to\n\
-             // `range`, then thread 0 writes the headers and starts one bulk copy per load into\n\
-             // `stage`; their bytes complete `bar`'s phase (cuda/staging.rs).\n",
-            kernel.name
-        )
+        "every thread adds the bytes it will read to `range`, then thread 0 writes the headers"
     };
+    let mut code = format!(
+        "// `{}`'s staged loads, issued ahead: {how},\n\
+         // and thread 0 starts one bulk copy per load into `stage`; their bytes complete\n\
+         // `bar`'s phase (cuda/staging.rs).\n",
+        kernel.name
+    );
     code.push_str(&format!(
         "__device__ __forceinline__ void {entry}_issue({}) {{\n",
         sig.join(", ")
