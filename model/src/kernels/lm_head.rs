@@ -58,26 +58,30 @@ pub fn lm_head_argmax(
     let z = sum(acc, 1) * inv;
     store(logits + rows, z, row_mask);
 
-    // Gumbel noise: absorb the 16-bit words of seed, position and row into two 16-bit lanes
-    // (each round a bijection of the lanes for a given word), two rounds to finish.
+    // Gumbel noise, only when sampling: the hash below is ~1000 integer ops per thread
+    // (every thread of the program holds a replica of the rows), wasted on a greedy step.
+    // It absorbs the 16-bit words of seed, position and row into two 16-bit lanes (each
+    // round a bijection of the lanes for a given word), two rounds to finish.
     let it = load(inv_temp);
-    let s = load(seed);
-    let p = load(pos);
-    let mut a = rows * 0 + 0x2545;
-    let mut b = rows * 0 + 0x4F6C;
-    for r in 0..8 {
-        let word = where_(r < 2, s, where_(r < 4, p, where_(r < 6, rows, 0)));
-        let w = (word >> (16 * (r % 2))) & 0xFFFF;
-        a = ((a ^ w) * 27459) & 0xFFFF;
-        a = a ^ (a >> 7);
-        b = ((b ^ a) * 24373) & 0xFFFF;
-        b = b ^ (b >> 8);
-        a = a ^ (b >> 3);
+    let mut zs = z;
+    if it > 0.0 {
+        let s = load(seed);
+        let p = load(pos);
+        let mut a = rows * 0 + 0x2545;
+        let mut b = rows * 0 + 0x4F6C;
+        for r in 0..8 {
+            let word = where_(r < 2, s, where_(r < 4, p, where_(r < 6, rows, 0)));
+            let w = (word >> (16 * (r % 2))) & 0xFFFF;
+            a = ((a ^ w) * 27459) & 0xFFFF;
+            a = a ^ (a >> 7);
+            b = ((b ^ a) * 24373) & 0xFFFF;
+            b = b ^ (b >> 8);
+            a = a ^ (b >> 3);
+        }
+        // 24 bits of (a, b), centred in (0, 1): never exactly 0 or 1, so g is finite.
+        let u = (((a & 0xFF) * 65536 + b).to(f32) + 0.5) * (1.0 / 16777216.0);
+        zs = z * it + -log(-log(u));
     }
-    // 24 bits of (a, b), centred in (0, 1): never exactly 0 or 1, so g is finite.
-    let u = (((a & 0xFF) * 65536 + b).to(f32) + 0.5) * (1.0 / 16777216.0);
-    let gumbel = -log(-log(u));
-    let zs = where_(it > 0.0, z * it + gumbel, z);
 
     // Epilogue: this block's best row. Rows past the vocab never win.
     let zm = where_(row_mask, zs, -3.0e38);
