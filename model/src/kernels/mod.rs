@@ -166,7 +166,8 @@ impl Tiles {
             // One round of split programs over the CTAs.
             attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
                 .clamp(1, 32),
-            argmax_block: lm_head.programs(cfg.vocab_size).min(1024),
+            // The whole merge in one tile (one round trip, not one per 1024 blocks).
+            argmax_block: lm_head.programs(cfg.vocab_size).next_power_of_two().min(8192),
         }
     }
 }
