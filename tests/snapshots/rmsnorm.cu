@@ -176,7 +176,7 @@ __device__ __forceinline__ unsigned tsr_pack_f16(float lo, float hi) {
 }
 #endif // TESSERA_PRELUDE
 
-// ==== kernel `rmsnorm` (src/kernels/rmsnorm.rs) with BLOCK=Int(1024): 4 warps = 128 threads per program, 16 bytes of shared memory ====
+// ==== kernel `rmsnorm` (model/src/kernels/norm.rs) with BLOCK=Int(1024): 4 warps = 128 threads per program, 16 bytes of shared memory ====
 __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int npid0, int npid1, int npid2, bf16_t* x, bf16_t* w, bf16_t* y, int n_cols, float eps, unsigned char* smem) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   (void)lane; (void)warp; (void)pid0; (void)pid1; (void)pid2; (void)npid0; (void)npid1; (void)npid2;
@@ -186,19 +186,19 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
   float* v28_part = (float*)(smem + 0);  // [4] sum(v28) over axis 0: one partial per warp and row
 
   // ---- prologue ----
-  // line 19: program_id(0)
+  // line 24: program_id(0)
   const int row = pid0;
 
   // ---- math ----
-  // line 20: let mut sumsq = zeros([BLOCK], f32)
+  // line 26: let mut sumsq = zeros([BLOCK], f32)
   float sumsq[8];
   #pragma unroll
   for (int s = 0; s < 8; ++s) {
     sumsq[s] = 0.0f;
   }
-  // line 21: for off in (0..n_cols).step_by(BLOCK)
+  // line 27: for off in (0..n_cols).step_by(BLOCK)
   for (int v6 = 0; v6 < n_cols; v6 += 1024) {
-    // line 22: off + arange(0, BLOCK)
+    // line 28: off + arange(0, BLOCK)
     int v7[8];
     #pragma unroll
     for (int s = 0; s < 8; ++s) {
@@ -209,13 +209,13 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
     for (int s = 0; s < 8; ++s) {
       cols[s] = v6 + v7[s];
     }
-    // line 23: cols < n_cols
+    // line 29: cols < n_cols
     bool mask[8];
     #pragma unroll
     for (int s = 0; s < 8; ++s) {
       mask[s] = cols[s] < n_cols;
     }
-    // line 24: load(x + row * n_cols + cols, mask, 0.0).to(f32)
+    // line 30: load(x + row * n_cols + cols, mask, 0.0).to(f32)
     const int v15 = row * n_cols;
     bf16_t* const v16 = x + v15;
     bf16_t* v18[8];
@@ -238,7 +238,7 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
     }
 
     // ---- math ----
-    // line 25: sumsq += xb * xb
+    // line 31: sumsq += xb * xb
     float v24[8];
     #pragma unroll
     for (int s = 0; s < 8; ++s) {
@@ -259,7 +259,7 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
       sumsq[s] = v26[s];
     }
   }
-  // line 27: rsqrt(sum(sumsq, 0) / n_cols as f32 + eps)
+  // line 33: rsqrt(sum(sumsq, 0) / n_cols as f32 + eps)
   float v27[8];
   #pragma unroll
   for (int s = 0; s < 8; ++s) {
@@ -287,9 +287,9 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
   const float v31 = v28 / v30;
   const float v33 = v31 + eps;
   const float inv = rsqrtf(v33);
-  // line 28: for off in (0..n_cols).step_by(BLOCK)
+  // line 35: for off in (0..n_cols).step_by(BLOCK)
   for (int v38 = 0; v38 < n_cols; v38 += 1024) {
-    // line 29: off + arange(0, BLOCK)
+    // line 36: off + arange(0, BLOCK)
     int v39[8];
     #pragma unroll
     for (int s = 0; s < 8; ++s) {
@@ -300,13 +300,13 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
     for (int s = 0; s < 8; ++s) {
       cols_1[s] = v38 + v39[s];
     }
-    // line 30: cols < n_cols
+    // line 37: cols < n_cols
     bool mask_1[8];
     #pragma unroll
     for (int s = 0; s < 8; ++s) {
       mask_1[s] = cols_1[s] < n_cols;
     }
-    // line 31: load(x + row * n_cols + cols, mask, 0.0).to(f32)
+    // line 38: load(x + row * n_cols + cols, mask, 0.0).to(f32)
     const int v47 = row * n_cols;
     bf16_t* const v48 = x + v47;
     bf16_t* v50[8];
@@ -327,7 +327,7 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
         xb_1[s] = tsr_bf16_at(raw[s / 8], s % 8);
       }
     }
-    // line 32: load(w + cols, mask, 0.0).to(f32)
+    // line 39: load(w + cols, mask, 0.0).to(f32)
     bf16_t* v58[8];
     #pragma unroll
     for (int s = 0; s < 8; ++s) {
@@ -344,7 +344,7 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
         wb[s] = tsr_bf16_at(raw[s / 8], s % 8);
       }
     }
-    // line 33: store(y + row * n_cols + cols, (xb * inv * wb).to(bf16), mask)
+    // line 40: store(y + row * n_cols + cols, (xb * inv * wb).to(bf16), mask)
     const int v66 = row * n_cols;
     bf16_t* const v67 = y + v66;
     bf16_t* v69[8];

@@ -1,4 +1,10 @@
-//! RMSNorm on its own: y = x / sqrt(mean(x²) + eps) * w, one program per row.
+//! RMSNorm on its own: y = x / sqrt(mean(x²) + eps) * w, one program per row (also the
+//! lesson's kernel: `tessera::kernels::rmsnorm` re-exports it beside its reference).
+//!
+//! Two streaming passes over the row, so any row length works with any tile: pass 1 sums
+//! the squares in f32 (a bf16 sum would lose the low bits), pass 2 normalises and writes.
+//! The second read of x mostly hits L2; holding the row on chip instead would cost
+//! shared memory and occupancy.
 //!
 //! The decode step does not launch it: each norm of the decoder is fused as a *redundant
 //! prologue* into the GEMV that consumes it (see `gemv.rs`), which saves a launch (a sync
