@@ -19,10 +19,10 @@
 //! (`hf_reference.py`'s, one short context) fills the context-1 row only.
 use crate::config::Config;
 use crate::device_model::{kv_bytes_per_position, weight_bytes_per_token};
-use crate::dsl_engine::{KernelEngine, KernelOptions, Output};
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::mega_engine::{decode_step, MegakernelEngine, MegakernelOptions};
+use crate::kernels_engine::{KernelOptions, KernelsEngine, Output};
+use crate::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions};
 use crate::weights::Weights;
 use dsl_runtime::prelude::*;
 use serde::Serialize;
@@ -203,9 +203,9 @@ impl Timed for MegakernelEngine {
         MegakernelEngine::assume_cached(self, n)
     }
 }
-impl Timed for KernelEngine {
+impl Timed for KernelsEngine {
     fn assume_cached(&mut self, n: usize) -> Result<(), ModelError> {
-        KernelEngine::assume_cached(self, n)
+        KernelsEngine::assume_cached(self, n)
     }
 }
 
@@ -385,7 +385,7 @@ pub fn run(
             output: Output::Token,
             tiles: None,
         };
-        let mut kernels = KernelEngine::new(cfg.clone(), weights, dev.clone(), opts)?;
+        let mut kernels = KernelsEngine::new(cfg.clone(), weights, dev.clone(), opts)?;
         for row in &mut rows {
             let ms = ms_per_token(&mut kernels, row.context, plan.tokens, &mut tok)?;
             row.kernels_ms_per_token = Some(ms);

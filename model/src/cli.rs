@@ -2,12 +2,12 @@
 use crate::chat::ChatTemplate;
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
-use crate::dsl_engine::{KernelEngine, KernelOptions, Output};
 use crate::embedded;
 use crate::engine::Engine;
 use crate::error::ModelError;
 use crate::generate::{check_prompt, generate, StopReason};
-use crate::mega_engine::{MegakernelEngine, MegakernelOptions};
+use crate::kernels_engine::{KernelOptions, KernelsEngine, Output};
+use crate::megakernel_engine::{MegakernelEngine, MegakernelOptions};
 use crate::reference::Reference;
 use crate::sampling::{Sampler, SamplingParams};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -282,7 +282,7 @@ pub fn build_engine(
                 max_seq: a.max_context,
                 ..Default::default()
             };
-            Ok(Box::new(KernelEngine::new(cfg, &weights, dev, opts)?))
+            Ok(Box::new(KernelsEngine::new(cfg, &weights, dev, opts)?))
         }
         _ => {
             let opts = MegakernelOptions {

@@ -2,8 +2,8 @@
 //! stacked over layers), the activations and scratch of a decode step, the KV cache, and
 //! the per-step bookkeeping (checks, the two tiny host→device copies, reading results).
 //!
-//! The kernels engine (`dsl_engine.rs`) launches one kernel per op over this state; the
-//! megakernel engine (`mega_engine.rs`) launches the whole step once. Both see the same
+//! The kernels engine (`kernels_engine.rs`) launches one kernel per op over this state; the
+//! megakernel engine (`megakernel_engine.rs`) launches the whole step once. Both see the same
 //! buffers, so they compute the same thing from the same bytes.
 use crate::config::Config;
 use crate::error::ModelError;

@@ -1,6 +1,6 @@
 //! Qwen3 from Hugging Face files: config, weights, tokenizer and chat template, a
 //! plain-Rust reference decoder, the decoder's ops as `#[kernel]`s, two device engines (one
-//! launch per op: `dsl_engine`; one `#[megakernel]` launch per step: `mega_engine`),
+//! launch per op: `kernels_engine`; one `#[megakernel]` launch per step: `megakernel_engine`),
 //! sampling, and the `generate`, `bench` and `tune` commands.
 //!
 //! The reference decoder is the oracle for the GPU decoder; it is checked against
@@ -11,13 +11,13 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod device_model;
-pub mod dsl_engine;
 pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod kernels;
-pub mod mega_engine;
+pub mod kernels_engine;
+pub mod megakernel_engine;
 pub mod plot;
 pub mod prefill;
 pub mod reference;

@@ -7,11 +7,11 @@
 //! `profile`, one more step runs with `%globaltimer` stamps per stage and CTA
 //! (`MegaOptions::profile`) and the table of where the step's time went is kept.
 use crate::config::Config;
-use crate::dsl_engine::Output;
 use crate::engine::Engine;
 use crate::error::ModelError;
 use crate::kernels::{TileRule, Tiles};
-use crate::mega_engine::{decode_step, MegakernelEngine, MegakernelOptions};
+use crate::kernels_engine::Output;
+use crate::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions};
 use crate::weights::Weights;
 use dsl_runtime::mega::MegaOptions;
 use dsl_runtime::Device;

@@ -11,8 +11,8 @@
 //! margin > 0.05).
 mod common;
 use common::*;
-use model::dsl_engine::{KernelEngine, KernelOptions, Output};
-use model::mega_engine::{MegakernelEngine, MegakernelOptions};
+use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
+use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
 use model::sampling::{argmax, gumbel_max, gumbel_uniform, Sampler, SamplingParams};
 use model::{Checkpoint, Engine, StepOutput};
 
@@ -62,7 +62,7 @@ fn gpu_megakernel_equals_kernels_engine() {
             max_seq: Some(256),
             ..Default::default()
         };
-        let mut k = KernelEngine::new(ck.config.clone(), &ck.weights, gpu(), kopts).unwrap();
+        let mut k = KernelsEngine::new(ck.config.clone(), &ck.weights, gpu(), kopts).unwrap();
         let mut worst = 0f32;
         for (pos, &t) in ids(&exp["prompt_ids"])
             .iter()

@@ -7,8 +7,8 @@
 mod common;
 use common::*;
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
-use model::dsl_engine::{KernelEngine, KernelOptions, Output};
 use model::kernels::{attention, embedding, gemv, lm_head, mlp, rope, Tiles, NUM_WARPS};
+use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
 use model::sampling::{Sampler, SplitMix64};
 use model::{Checkpoint, Config, Engine, StepOutput};
 
@@ -296,7 +296,7 @@ fn gpu_greedy_decode_matches_transformers() {
             .position(|&m| m <= 0.05)
             .unwrap_or(margins.len());
         let mut k =
-            KernelEngine::new(ck.config, &ck.weights, gpu(), KernelOptions::default()).unwrap();
+            KernelsEngine::new(ck.config, &ck.weights, gpu(), KernelOptions::default()).unwrap();
         let g = model::generate::generate(
             &mut k,
             &prompt,
@@ -323,8 +323,8 @@ fn gpu_engine_logits_equal_interpreter() {
         output: Output::Logits,
         ..Default::default()
     };
-    let mut a = KernelEngine::new(ck.config.clone(), &ck.weights, gpu(), opts()).unwrap();
-    let mut b = KernelEngine::new(
+    let mut a = KernelsEngine::new(ck.config.clone(), &ck.weights, gpu(), opts()).unwrap();
+    let mut b = KernelsEngine::new(
         ck.config.clone(),
         &ck.weights,
         Device::interpreter(),
@@ -351,7 +351,7 @@ fn gpu_step_time_qwen3_0_6b_shaped() {
     let cfg = model::kernels::qwen3_0_6b();
     let w = model::embedded::weights(&cfg);
     let dev = gpu();
-    let mut k = KernelEngine::new(
+    let mut k = KernelsEngine::new(
         cfg.clone(),
         &w,
         dev.clone(),

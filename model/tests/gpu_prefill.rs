@@ -13,8 +13,8 @@
 mod common;
 use common::*;
 use dsl_runtime::Device;
-use model::dsl_engine::{KernelEngine, KernelOptions, Output};
-use model::mega_engine::{MegakernelEngine, MegakernelOptions};
+use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
+use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
 use model::prefill::PrefillTiles;
 use model::sampling::{argmax, Sampler};
 use model::{Checkpoint, Engine};
@@ -22,13 +22,13 @@ use std::time::Instant;
 
 const TOL: f32 = 3e-2;
 
-fn kernels(ck: &Checkpoint, dev: Device, max_seq: usize) -> KernelEngine {
+fn kernels(ck: &Checkpoint, dev: Device, max_seq: usize) -> KernelsEngine {
     let opts = KernelOptions {
         output: Output::Logits,
         max_seq: Some(max_seq),
         ..Default::default()
     };
-    KernelEngine::new(ck.config.clone(), &ck.weights, dev, opts).unwrap()
+    KernelsEngine::new(ck.config.clone(), &ck.weights, dev, opts).unwrap()
 }
 
 fn mega(ck: &Checkpoint, output: Output, max_seq: usize) -> MegakernelEngine {

@@ -11,20 +11,20 @@
 mod common;
 use common::*;
 use dsl_runtime::Device;
-use model::dsl_engine::{KernelEngine, KernelOptions, Output};
+use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
 use model::sampling::{argmax, Sampler};
 use model::{Checkpoint, Engine, Reference, StepOutput};
 use std::sync::Arc;
 
 const ENGINE_LOGIT_TOL: f32 = 3e-2;
 
-fn kernels(name: &str, output: Output) -> KernelEngine {
+fn kernels(name: &str, output: Output) -> KernelsEngine {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
     let opts = KernelOptions {
         output,
         ..Default::default()
     };
-    KernelEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
+    KernelsEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
 }
 
 fn reference(name: &str) -> Reference {
@@ -131,7 +131,7 @@ fn bad_steps_fail_cleanly() {
         ..Default::default()
     };
     let mut k =
-        KernelEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
+        KernelsEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
     assert_eq!(k.max_context(), 4);
     let msg = |r: Result<StepOutput, model::ModelError>| r.unwrap_err().to_string();
     assert!(msg(k.step(ck.config.vocab_size as u32, 0)).contains("vocab_size"));
@@ -164,7 +164,7 @@ fn qwen3_0_6b_shaped_engine_tracks_the_reference() {
         ..model::kernels::qwen3_0_6b()
     };
     let w = model::embedded::weights(&cfg);
-    let mut k = KernelEngine::new(
+    let mut k = KernelsEngine::new(
         cfg.clone(),
         &w,
         Device::interpreter(),

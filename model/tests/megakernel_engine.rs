@@ -13,8 +13,8 @@ mod common;
 use common::*;
 use dsl_runtime::mega::Policy;
 use dsl_runtime::Device;
-use model::dsl_engine::{KernelEngine, KernelOptions, Output};
-use model::mega_engine::{MegakernelEngine, MegakernelOptions};
+use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
+use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
 use model::sampling::{argmax, gumbel_max, Sampler, SamplingParams};
 use model::{Checkpoint, Engine, Reference, StepOutput};
 use std::sync::Arc;
@@ -45,13 +45,13 @@ fn mega(name: &str, output: Output, opts: &MegakernelOptions) -> MegakernelEngin
     MegakernelEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
 }
 
-fn kernels(name: &str) -> KernelEngine {
+fn kernels(name: &str) -> KernelsEngine {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
     let opts = KernelOptions {
         output: Output::Logits,
         ..Default::default()
     };
-    KernelEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
+    KernelsEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
 }
 
 fn reference(name: &str) -> Reference {
@@ -300,7 +300,7 @@ fn schedule_uses_counter_waits_only() {
     let m = mega("tied_gqa2_v4", Output::Token, &MegakernelOptions::default());
     let text = m.explain().unwrap();
     eprintln!("{text}");
-    let plan = model::mega_engine::decode_step::MEGAKERNEL
+    let plan = model::megakernel_engine::decode_step::MEGAKERNEL
         .plan(m.constexprs(), m.mega_options())
         .unwrap();
     assert!(plan
@@ -378,7 +378,7 @@ fn every_sync_is_needed() {
         ..Default::default()
     };
     let want = run(&base).unwrap();
-    let plan = model::mega_engine::decode_step::MEGAKERNEL
+    let plan = model::megakernel_engine::decode_step::MEGAKERNEL
         .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
         .unwrap();
     // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.

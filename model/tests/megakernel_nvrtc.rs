@@ -3,7 +3,7 @@
 //! (./scripts/test.sh installs it), not a GPU.
 use dsl_runtime::{nvrtc, ConstVal};
 use model::kernels::{qwen3_0_6b, Tiles};
-use model::mega_engine::{constexprs, decode_step, MegakernelOptions};
+use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
 
 fn need_nvrtc() {
     if let Err(e) = dsl_runtime::device::probe_nvrtc() {

@@ -22,8 +22,8 @@
 mod common;
 use common::*;
 use dsl_runtime::Device;
-use model::dsl_engine::{KernelEngine, KernelOptions, Output};
-use model::mega_engine::{MegakernelEngine, MegakernelOptions};
+use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
+use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
 use model::prefill::PrefillTiles;
 use model::sampling::{argmax, Sampler};
 use model::{Checkpoint, Engine, Reference, StepOutput};
@@ -31,14 +31,14 @@ use std::sync::Arc;
 
 const PREFILL_LOGIT_TOL: f32 = 3e-2;
 
-fn kernels(name: &str, output: Output) -> KernelEngine {
+fn kernels(name: &str, output: Output) -> KernelsEngine {
     let ck = Checkpoint::load(&data_dir(name), false).unwrap();
     let opts = KernelOptions {
         output,
         max_seq: Some(128),
         ..Default::default()
     };
-    KernelEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
+    KernelsEngine::new(ck.config, &ck.weights, Device::interpreter(), opts).unwrap()
 }
 
 fn mega(name: &str, output: Output) -> MegakernelEngine {
@@ -56,7 +56,7 @@ fn reference(name: &str) -> Reference {
     Reference::new(ck.config, Arc::new(ck.weights))
 }
 
-fn with_chunk(k: &mut KernelEngine, chunk: usize) {
+fn with_chunk(k: &mut KernelsEngine, chunk: usize) {
     let t = PrefillTiles {
         chunk,
         ..*k.prefill_tiles()
@@ -236,7 +236,7 @@ fn bad_prefills_fail_cleanly() {
         ..Default::default()
     };
     let mut k =
-        KernelEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
+        KernelsEngine::new(ck.config.clone(), &ck.weights, Device::interpreter(), opts).unwrap();
     let msg = |r: Result<StepOutput, model::ModelError>| r.unwrap_err().to_string();
     let e = msg(k.prefill(&[1; 9], 0));
     assert!(
@@ -290,7 +290,7 @@ fn qwen3_0_6b_shaped_prefill_tracks_the_reference() {
         ..model::kernels::qwen3_0_6b()
     };
     let w = model::embedded::weights(&cfg);
-    let mut k = KernelEngine::new(
+    let mut k = KernelsEngine::new(
         cfg.clone(),
         &w,
         Device::interpreter(),

@@ -116,7 +116,7 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
 
 fn decode_step(cuda: bool, warps: Option<u32>) -> Result<(), String> {
     use model::kernels::{qwen3_0_6b, Tiles};
-    use model::mega_engine::{constexprs, decode_step};
+    use model::megakernel_engine::{constexprs, decode_step};
     let cfg = qwen3_0_6b();
     let t = Tiles::for_config(&cfg);
     let opts = crate::runtime::mega::MegaOptions::default().warps(warps.unwrap_or(t.warps));

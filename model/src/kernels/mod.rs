@@ -1,7 +1,7 @@
 //! The decoder's ops as `#[kernel]`s, one file per op or small group, and the rule that
 //! derives their tile sizes from a model's `Config`.
 //!
-//! A decode step launches, in order (`dsl_engine.rs`):
+//! A decode step launches, in order (`kernels_engine.rs`):
 //!
 //! | op | kernel | grid |
 //! |---|---|---|
@@ -167,7 +167,10 @@ impl Tiles {
             attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
                 .clamp(1, 32),
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
-            argmax_block: lm_head.programs(cfg.vocab_size).next_power_of_two().min(8192),
+            argmax_block: lm_head
+                .programs(cfg.vocab_size)
+                .next_power_of_two()
+                .min(8192),
         }
     }
 }

@@ -62,7 +62,7 @@ impl Default for KernelOptions {
 /// Default KV capacity: 4096 positions keep Qwen3-0.6B's cache at 470 MB.
 pub const DEFAULT_MAX_SEQ: usize = 4096;
 
-pub struct KernelEngine {
+pub struct KernelsEngine {
     m: DeviceModel,
     output: Output,
 }
@@ -76,19 +76,19 @@ fn layer_view<T: dsl_runtime::Element>(
     b.slice(l * n..(l + 1) * n)
 }
 
-impl KernelEngine {
+impl KernelsEngine {
     pub fn new(
         cfg: Config,
         weights: &Weights,
         dev: Device,
         opts: KernelOptions,
-    ) -> Result<KernelEngine, ModelError> {
+    ) -> Result<KernelsEngine, ModelError> {
         let max_seq = opts
             .max_seq
             .unwrap_or(DEFAULT_MAX_SEQ)
             .min(cfg.max_position_embeddings);
         let m = DeviceModel::new("kernels", cfg, weights, dev, max_seq, opts.tiles)?;
-        Ok(KernelEngine {
+        Ok(KernelsEngine {
             m,
             output: opts.output,
         })
@@ -312,7 +312,7 @@ impl KernelEngine {
     }
 }
 
-impl Engine for KernelEngine {
+impl Engine for KernelsEngine {
     fn name(&self) -> &str {
         "kernels"
     }

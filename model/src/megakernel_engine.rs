@@ -2,7 +2,7 @@
 //! its fused argmax) as ONE `#[megakernel]` launch per token.
 //!
 //! `decode_step` below is the same sequence of kernels the kernels engine launches one by
-//! one (`dsl_engine.rs`); `#[megakernel]` turns it into one persistent cooperative kernel,
+//! one (`kernels_engine.rs`); `#[megakernel]` turns it into one persistent cooperative kernel,
 //! with a counter wait only where a stage reads what an earlier one wrote. Layer `l`'s
 //! weights are windows `&w[l * n..(l + 1) * n]` into buffers stacked over layers, so the
 //! scheduler sees which layer a stage touches, and CTAs with no program in a stage (the
@@ -25,7 +25,6 @@
 #![allow(clippy::too_many_arguments)]
 use crate::config::Config;
 use crate::device_model::DeviceModel;
-use crate::dsl_engine::Output;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::kernels::attention::{attn_merge, attn_split};
@@ -35,6 +34,7 @@ use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
 use crate::kernels::mlp::rmsnorm_gate_up_silu;
 use crate::kernels::rope::qk_norm_rope;
 use crate::kernels::Tiles;
+use crate::kernels_engine::Output;
 use crate::sampling::SamplingParams;
 use crate::weights::Weights;
 use dsl_runtime::mega::MegaOptions;
