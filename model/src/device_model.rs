@@ -17,8 +17,9 @@ pub struct DeviceWeights {
     /// None when tied to `embed`.
     pub lm_head: Option<Buffer<bf16>>,
     pub final_norm: Buffer<bf16>,
-    /// 1 / theta^(2i / head_dim), i < head_dim / 2, as the reference computes it.
-    pub inv_freq: Buffer<f32>,
+    /// [max_seq, head_dim]: each position's rotary cosines, then sines
+    /// (`reference::rope_table`).
+    pub rope: Buffer<f32>,
     pub attn_norm: Buffer<bf16>, // [L, hidden]
     pub qkv: Buffer<bf16>,       // [L, q_dim + 2 kv_dim, hidden]
     pub q_norm: Buffer<bf16>,    // [L, head_dim]
@@ -218,12 +219,12 @@ impl DeviceModel {
         let e = |x: dsl_runtime::Error| engine_err(engine, x);
         let up = |v: &[bf16]| dev.upload(v).map_err(e);
         let ls = &weights.layers;
-        let inv_freq = crate::reference::rope_inv_freq(&cfg);
+        let rope = crate::reference::rope_table(&crate::reference::rope_inv_freq(&cfg), max_seq);
         let w = DeviceWeights {
             embed: up(&weights.embed_tokens.data)?,
             lm_head: weights.lm_head.as_ref().map(|t| up(&t.data)).transpose()?,
             final_norm: up(&weights.norm.data)?,
-            inv_freq: dev.upload(&inv_freq).map_err(e)?,
+            rope: dev.upload(&rope).map_err(e)?,
             attn_norm: up(&stack(ls.iter().map(|lw| &lw.input_layernorm)))?,
             qkv: up(&ls.iter().flat_map(|lw| lw.fused_qkv()).collect::<Vec<_>>())?,
             q_norm: up(&stack(ls.iter().map(|lw| &lw.q_norm)))?,

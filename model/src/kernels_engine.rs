@@ -195,7 +195,7 @@ impl KernelsEngine {
                 &a.qkv,
                 &view(&w.q_norm, hd),
                 &view(&w.k_norm, hd),
-                &w.inv_freq,
+                &w.rope,
                 &a.pos,
                 &a.q,
                 &k_cache,

@@ -295,7 +295,7 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
             &s.qkv,
             &layer_view(&w.q_norm, l, hd),
             &layer_view(&w.k_norm, l, hd),
-            &w.inv_freq,
+            &w.rope,
             &s.q,
             &k_cache,
             &v_cache,

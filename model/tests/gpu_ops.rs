@@ -78,7 +78,12 @@ fn run_ops(
         dev.upload(&[(vocab / 2) as i32]).unwrap(),
         dev.upload(&[pos as i32]).unwrap(),
     );
-    let inv_freq = dev.upload(&model::reference::rope_inv_freq(cfg)).unwrap();
+    let rope = dev
+        .upload(&model::reference::rope_table(
+            &model::reference::rope_inv_freq(cfg),
+            max_seq,
+        ))
+        .unwrap();
     let (x, qkv, q, attn, act) = (z16(h), z16(rows), z16(nh * hd), z16(nh * hd), z16(inter));
     let parts = nh * t.attn_splits;
     let (pm, pl, pa) = (z32(parts), z32(parts), z32(parts * hd));
@@ -123,7 +128,7 @@ fn run_ops(
         &qkv,
         &qk_norm,
         &qk_norm,
-        &inv_freq,
+        &rope,
         &posb,
         &q,
         &kc,

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
 use model::kernels::{attention, gemv, lm_head, mlp, rope, Tiles, NUM_WARPS};
-use model::reference::{matvec, rope_inv_freq, silu, LayerTrace};
+use model::reference::{matvec, rope_inv_freq, rope_table, silu, LayerTrace};
 use model::{Checkpoint, Reference};
 use std::sync::Arc;
 
@@ -118,7 +118,7 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
                 &up(&bf(&raw)),
                 &up(&lw.q_norm.data),
                 &up(&lw.k_norm.data),
-                &up(&rope_inv_freq(&cfg)),
+                &up(&rope_table(&rope_inv_freq(&cfg), max_seq)),
                 &pos_buf,
                 &q,
                 &kc,

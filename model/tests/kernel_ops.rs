@@ -267,7 +267,7 @@ fn qk_norm_rope_writes_roped_q_and_the_cache_slot() {
             &up(&qkv),
             &up(&qn),
             &up(&kn),
-            &up(&inv_freq),
+            &up(&model::reference::rope_table(&inv_freq, max_seq)),
             &up(&[pos as i32]),
             &q,
             &kc,

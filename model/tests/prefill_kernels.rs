@@ -253,7 +253,7 @@ fn qk_norm_rope_rows_writes_q_and_the_cache_slots() {
             &up(&qkv),
             &up(&qn),
             &up(&kn),
-            &up(&inv_freq),
+            &up(&model::reference::rope_table(&inv_freq, max_seq)),
             &q,
             &kc,
             &vc,

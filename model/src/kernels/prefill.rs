@@ -236,7 +236,7 @@ pub fn qk_norm_rope_rows(
     qkv: Ptr<bf16>,
     q_norm: Ptr<bf16>,
     k_norm: Ptr<bf16>,
-    inv_freq: Ptr<f32>,
+    rope: Ptr<f32>,
     q_out: Ptr<bf16>,
     k_cache: Ptr<bf16>,
     v_cache: Ptr<bf16>,
@@ -256,11 +256,10 @@ pub fn qk_norm_rope_rows(
     let half = D / 2;
     let partner = (d + half) % D;
     let qkv_rows = (n_heads + 2 * n_kv_heads) * D;
-    // [BT, D] angles: (start_pos + t) · inv_freq[d mod D/2], an f32 product as in decode.
-    let angle =
-        (start_pos + rows).to(f32).expand_dims(1) * load(inv_freq + d % half).expand_dims(0);
-    let cos_a = cos(angle);
-    let sin_a = sin(angle);
+    // [BT, D] cosines and sines of positions start_pos + t: rows of the host's table.
+    let at = (start_pos + rows).expand_dims(1) * D + (d % half).expand_dims(0);
+    let cos_a = load(rope + at, row_ok, 0.0);
+    let sin_a = load(rope + at + half, row_ok, 0.0);
     let sign = where_(d < half, -1.0, 1.0).expand_dims(0);
     let row_base = rows.expand_dims(1) * qkv_rows;
     if head < n_heads {
