@@ -3,7 +3,8 @@
 //!
 //! Data flows one way: [`program::Program`] (what `#[megakernel]` builds) →
 //! [`resolve::resolve`] (constexprs bound, every call checked and specialised) →
-//! [`schedule::schedule`] (hazards → counter waits and grid barriers, L2 prefetch) →
+//! [`schedule::schedule`] (hazards → counter waits and grid barriers, L2 prefetch; its
+//! window-disjointness prover is `prove.rs`) →
 //! [`interp::run`] (the CPU oracle, sequential or adversarial) or [`cuda::generate`] →
 //! NVRTC → [`MegaDef::launch`] (cooperative, occupancy-sized, watchdog).
 pub mod bodies;
@@ -13,6 +14,7 @@ pub mod interp;
 pub mod launch;
 pub mod profile;
 pub mod program;
+mod prove;
 pub mod resolve;
 pub mod schedule;
 pub mod staging;
