@@ -288,3 +288,31 @@ impl Engine for Reference {
         self.forward(token, pos).map(StepOutput::Logits)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table's row p rotates a head exactly as `rope` does at position p: the
+    /// device kernels read it in place of evaluating sin and cos.
+    #[test]
+    fn rope_table_rows_are_ropes_angles() {
+        let inv_freq: Vec<f32> = (0..8)
+            .map(|i| (1.0 / 1e6f64.powf((2 * i) as f64 / 16.0)) as f32)
+            .collect();
+        let max_seq = 300;
+        let table = rope_table(&inv_freq, max_seq);
+        assert_eq!(table.len(), max_seq * 16);
+        for pos in [0, 1, 17, 299] {
+            let head: Vec<f32> = (0..16).map(|i| (i as f32 - 7.5) * 0.37).collect();
+            let mut want = head.clone();
+            rope(&mut want, pos, &inv_freq);
+            let (cos, sin) = table[pos * 16..(pos + 1) * 16].split_at(8);
+            for i in 0..8 {
+                let (x1, x2) = (head[i], head[i + 8]);
+                assert_eq!(x1 * cos[i] - x2 * sin[i], want[i], "pos {pos} i {i}");
+                assert_eq!(x2 * cos[i] + x1 * sin[i], want[i + 8], "pos {pos} i {i}");
+            }
+        }
+    }
+}
