@@ -110,12 +110,7 @@ impl Emitter<'_> {
                 &strip(&xs),
                 &format!("L{lay}_j(s)"),
             );
-            self.open_slots(lay, "s");
-            match &ok {
-                Some(c) => self.line(format!("if ({c}) {step}")),
-                None => self.line(step),
-            }
-            self.close("}");
+            self.step_over_slots(lay, &ok, &step);
             let span = l.tpr.min(32);
             if span > 1 {
                 self.line(format!(
@@ -278,12 +273,7 @@ impl Emitter<'_> {
                 &strip(&xs),
                 &format!("L{lay}_i(s)"),
             );
-            self.open_slots(lay, "s");
-            match &ok {
-                Some(c) => self.line(format!("if ({c}) {step}")),
-                None => self.line(step),
-            }
-            self.close("}");
+            self.step_over_slots(lay, &ok, &step);
             let (groups, group, writer) = if l.tpr <= 32 {
                 if l.tpr < 32 {
                     self.line("// combine the lanes of a warp that hold the same columns");
@@ -384,5 +374,16 @@ impl Emitter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// One accumulation `step` per slot of layout `lay`, under `ok` (the slot holds an
+    /// element that counts: not padding, not a replica) when there is one.
+    fn step_over_slots(&mut self, lay: usize, ok: &Option<String>, step: &str) {
+        self.open_slots(lay, "s");
+        match ok {
+            Some(c) => self.line(format!("if ({c}) {step}")),
+            None => self.line(step),
+        }
+        self.close("}");
     }
 }
