@@ -1,0 +1,501 @@
+//! Loads and stores of tiles: vector accesses where the pointers are provably contiguous
+//! and aligned (one predicate per vector when the mask allows), packed sub-word loads,
+//! the staging ring's issue and its per-vector header check, and stores by owners only
+//! (replicas and padding never write).
+use super::*;
+
+impl Emitter<'_> {
+    /// Bytes per vector access when `ptr`'s chunks are provably contiguous and aligned.
+    pub(super) fn vector_bytes(&self, ptr: ValueId, lay: usize, d: DType) -> Option<usize> {
+        let a = self.f.aff[ptr.0 as usize];
+        if a.stride != Some(1) || d == DType::Bool {
+            return None;
+        }
+        let sz = d.size_bytes();
+        let vb = (self.layouts[lay].vec * sz).min(16);
+        if vb < 8 || !(a.div as usize * sz).is_multiple_of(vb) {
+            return None;
+        }
+        Some(vb)
+    }
+
+    pub(super) fn load(
+        &mut self,
+        id: ValueId,
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+        src: &Src,
+    ) -> R<()> {
+        let mut m = self.mem_op_of(ptr, MemKind::Load);
+        let replicated = !self.k.ty(ptr).is_scalar() && {
+            let l = self.lay_of_value(ptr)?;
+            self.layouts[l].replicated()
+        };
+        if replicated {
+            // Replicas read what owners write: not "the same element by the same thread".
+            m.key = None;
+        }
+        self.order_memory(m);
+        let ty = self.k.ty(id).clone();
+        let d = num(ty.elem);
+        let cty = reg_ty(ty.elem);
+        if ty.is_scalar() {
+            let p = self.access(ptr, &At::Idx(vec![]))?;
+            let n = self.value_name(id, src);
+            let ld = load_c(d, &p);
+            let e = match mask {
+                Some(m) => {
+                    let o = match other {
+                        Some(o) => self.access(o, &At::Idx(vec![]))?,
+                        None => zero_c(ty.elem),
+                    };
+                    format!("{} ? {ld} : {o}", self.access(m, &At::Idx(vec![]))?)
+                }
+                None => ld,
+            };
+            self.line(format!("{} = {e};", const_decl(ty.elem, &n)));
+            return Ok(());
+        }
+        let lay = self.lay_of_value(id)?;
+        let n = self.value_name(id, src);
+        let k_slots = self.layouts[lay].slots();
+        let at = |s: &str| At::Slot {
+            lay,
+            s: s.to_string(),
+        };
+        // The scalar path: each slot loads when it is a real, unmasked element.
+        let cond = |me: &Self, s: &str| -> R<Option<String>> {
+            let mut c: Vec<String> = me.valid(lay, s).into_iter().collect();
+            if let Some(m) = mask {
+                c.push(me.access(m, &at(s))?);
+            }
+            Ok(if c.is_empty() {
+                None
+            } else {
+                Some(c.join(" && "))
+            })
+        };
+        let scalar_path = |me: &mut Self| -> R<()> {
+            let p = me.access(ptr, &at("s"))?;
+            let ld = load_c(d, &p);
+            let e = match cond(me, "s")? {
+                Some(c) => {
+                    let o = match other {
+                        Some(o) => me.access(o, &at("s"))?,
+                        None => zero_c(ty.elem),
+                    };
+                    format!("{c} ? {ld} : {}", strip(&o))
+                }
+                None => ld,
+            };
+            me.open_slots(lay, "s");
+            me.line(format!("{n}[s] = {e};"));
+            me.close("}");
+            Ok(())
+        };
+        if !self.staging.issue {
+            self.line(format!("{cty} {n}[{k_slots}];"));
+        }
+        match self.vector_bytes(ptr, lay, d) {
+            Some(vb) => {
+                let epv = vb / d.size_bytes();
+                let vty = if vb == 16 { "uint4" } else { "uint2" };
+                let at_fn = match d {
+                    DType::BF16 => "tsr_bf16_at",
+                    DType::F16 => "tsr_f16_at",
+                    DType::F32 => "tsr_f32_at",
+                    _ => "tsr_i32_at",
+                };
+                self.open("{");
+                if self.mask_per_vector(lay, epv, mask, other) {
+                    let c = cond(self, &format!("q * {epv}"))?;
+                    let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+                    let mut ld = format!("*(const {vty}*)({})", strip(&p));
+                    let q = k_slots / epv;
+                    let slot = if vb == 16 && self.staging.candidates.contains(&id) {
+                        self.stage_slot(id, q)
+                    } else {
+                        None
+                    };
+                    if let Some(sl) = slot {
+                        if self.staging.issue && self.staging.boxes {
+                            if let Some(b) = footprint::tile_box(self.k, &self.f, ptr, mask) {
+                                self.issue_box(&b, sl, d.size_bytes())?;
+                                self.staging.boxed.insert(sl.k);
+                                self.close("}");
+                                return Ok(());
+                            }
+                        }
+                        if self.staging.issue {
+                            // This thread's part of the bytes the load reads: the copy's range.
+                            self.line("unsigned long long lo = ~0ull, hi = 0ull;");
+                            self.line("#pragma unroll");
+                            self.open(format!("for (int q = 0; q < {q}; ++q) {{"));
+                            let a = format!("(unsigned long long)({})", strip(&p));
+                            let body = format!("{{ const unsigned long long a = {a}; lo = a < lo ? a : lo; hi = a + 16 > hi ? a + 16 : hi; }}");
+                            match &c {
+                                Some(c) => self.line(format!("if ({}) {body}", strip(c))),
+                                None => self.line(body),
+                            }
+                            self.close("}");
+                            self.line(format!("tsr_range_add(range + {}, lo, hi);", 2 * sl.k));
+                            self.close("}");
+                            return Ok(());
+                        }
+                        // Staged: each vector from the copy when it holds it (staging.rs).
+                        self.line(format!(
+                            "const unsigned long long slo = *(const unsigned long long*)(stage + {});  // the copy's first byte",
+                            16 * sl.k
+                        ));
+                        self.line(format!(
+                            "const unsigned sn = *(const unsigned*)(stage + {});  // and its length",
+                            16 * sl.k + 8
+                        ));
+                        ld = format!(
+                            "tsr_staged(stage + {}, slo, sn, (const {vty}*)({}))",
+                            sl.data,
+                            strip(&p)
+                        );
+                    }
+                    self.line(format!("{vty} raw[{q}];"));
+                    self.line("#pragma unroll");
+                    match c {
+                        Some(c) => {
+                            let o = match other {
+                                Some(o) => self.access(o, &at(&format!("q * {epv}")))?,
+                                None => "0.0f".into(),
+                            };
+                            let o = strip(&o);
+                            let word = match d {
+                                _ if o == "0.0f" || o == "0" => "0u".to_string(),
+                                DType::BF16 => format!("tsr_pack_bf16({o}, {o})"),
+                                DType::F16 => format!("tsr_pack_f16({o}, {o})"),
+                                DType::F32 => format!("__float_as_uint({o})"),
+                                _ => format!("(unsigned)({o})"),
+                            };
+                            let fill = vec![word; vb / 4].join(", ");
+                            self.line(format!(
+                                "for (int q = 0; q < {q}; ++q)  // one load per {vb} bytes, one predicate for its elements"
+                            ));
+                            self.line(format!(
+                                "  raw[q] = {} ? {ld} : {vty}{{{fill}}};",
+                                strip(&c)
+                            ));
+                        }
+                        None => {
+                            self.line(format!("for (int q = 0; q < {q}; ++q) raw[q] = {ld};  // one load per {vb} bytes"));
+                        }
+                    }
+                    self.open_slots(lay, "s");
+                    self.line(format!("{n}[s] = {at_fn}(raw[s / {epv}], s % {epv});"));
+                    self.close("}");
+                    self.close("}");
+                    self.regs[id.0 as usize] = true;
+                    return Ok(());
+                }
+                if d.size_bytes() == 2 {
+                    self.load_packed(&n, ptr, lay, d, vb, &cond(self, "s")?, other)?;
+                    self.regs[id.0 as usize] = true;
+                    return Ok(());
+                }
+                self.full_flag(lay, &cond(self, "s")?)?;
+                self.open(format!(
+                    "if (full) {{  // vector path: one load per {vb} bytes"
+                ));
+                let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+                self.line("#pragma unroll");
+                self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                self.line(format!("const {vty} raw = *(const {vty}*)({});", strip(&p)));
+                self.line("#pragma unroll");
+                self.line(format!(
+                    "for (int e = 0; e < {epv}; ++e) {n}[q * {epv} + e] = {at_fn}(raw, e);"
+                ));
+                self.close("}");
+                self.indent -= 1;
+                self.line("} else {  // some element is masked or padding: element by element");
+                self.indent += 1;
+                scalar_path(self)?;
+                self.close("}");
+                self.close("}");
+            }
+            None => scalar_path(self)?,
+        }
+        self.regs[id.0 as usize] = true;
+        Ok(())
+    }
+
+    /// The vector load of a 16-bit tile (inside the `{` the caller opened): both paths fill
+    /// the same packed words, unpacked to floats once they merge, so only half as many
+    /// registers are live across the branch (the weights of a GEMV are most of them).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn load_packed(
+        &mut self,
+        n: &str,
+        ptr: ValueId,
+        lay: usize,
+        d: DType,
+        vb: usize,
+        cond: &Option<String>,
+        other: Option<ValueId>,
+    ) -> R<()> {
+        let epv = vb / 2;
+        let vty = if vb == 16 { "uint4" } else { "uint2" };
+        let k_slots = self.layouts[lay].slots();
+        let at = |s: &str| At::Slot {
+            lay,
+            s: s.to_string(),
+        };
+        let (at_fn, to_bits) = match d {
+            DType::BF16 => ("tsr_bf16_at", "tsr_f32_to_bf16"),
+            _ => ("tsr_f16_at", "tsr_f32_to_f16"),
+        };
+        self.line(format!("{vty} raw[{}];", k_slots / epv));
+        self.full_flag(lay, cond)?;
+        self.open(format!(
+            "if (full) {{  // vector path: one load per {vb} bytes"
+        ));
+        let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int q = 0; q < {}; ++q) raw[q] = *(const {vty}*)({});",
+            k_slots / epv,
+            strip(&p)
+        ));
+        self.indent -= 1;
+        self.line("} else {  // some element is masked or padding: element by element, same words");
+        self.indent += 1;
+        let p = self.access(ptr, &at("s"))?;
+        let e = match cond {
+            Some(c) => {
+                let o = match other {
+                    Some(o) => self.access(o, &at("s"))?,
+                    None => "0.0f".into(),
+                };
+                format!("{c} ? *({}) : {to_bits}({})", strip(&p), strip(&o))
+            }
+            None => format!("*({})", strip(&p)),
+        };
+        self.open_slots(lay, "s");
+        self.line(format!("tsr_put16(raw[s / {epv}], s % {epv}, {e});"));
+        self.close("}");
+        self.close("}");
+        self.open_slots(lay, "s");
+        self.line(format!("{n}[s] = {at_fn}(raw[s / {epv}], s % {epv});"));
+        self.close("}");
+        self.close("}");
+        Ok(())
+    }
+
+    /// Whether an access of `epv`-element vectors can take one predicate per vector: the
+    /// mask (and a load's `other`) is constant over each vector (`Facts::cst`), and so is
+    /// the padding (the row length is a multiple of `epv`).
+    pub(super) fn mask_per_vector(
+        &self,
+        lay: usize,
+        epv: usize,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+    ) -> bool {
+        let c = |v: Option<ValueId>| v.is_none_or(|v| self.f.cst[v.0 as usize] >= epv as i64);
+        c(mask) && c(other) && self.layouts[lay].cols().is_multiple_of(epv)
+    }
+
+    /// Issue pass, a staged load whose footprint is a box (`footprint.rs`): thread 0 writes
+    /// the copy's header from a few scalars; no thread reduces addresses, nothing waits.
+    pub(super) fn issue_box(
+        &mut self,
+        b: &footprint::TileBox,
+        sl: staging::Slot,
+        esize: usize,
+    ) -> R<()> {
+        let val = |v: ValueId| self.access(v, &At::Idx(vec![])).map(|c| strip(&c));
+        let (base, ci, rows, cols) = (
+            b.base.c(&val)?,
+            b.ci.c(&val)?,
+            b.rows.c(&val)?,
+            b.cols.c(&val)?,
+        );
+        self.line(format!(
+            "// the copy's range from the load's box (cuda/footprint.rs): [{}, {}] elements from the first",
+            b.m, b.n
+        ));
+        self.line(format!(
+            "if (tid == 0) tsr_stage_box(stage, {}, (unsigned long long)({base}), {rows}, {cols}, {}, {}, (long long)({ci}), {esize}, {}u);",
+            sl.k, b.m, b.n, sl.region
+        ));
+        Ok(())
+    }
+
+    /// The staged load `id`'s place in `stage` (`q` 16-byte vectors per thread): the one
+    /// the issue pass was given, or a new one in the body pass (None past `MAX_STAGED`).
+    pub(super) fn stage_slot(&mut self, id: ValueId, q: usize) -> Option<staging::Slot> {
+        if let Some(s) = self.staging.slots.get(&id) {
+            return Some(*s);
+        }
+        if self.staging.issue || self.staging.slots.len() == staging::MAX_STAGED {
+            return None;
+        }
+        let data = self
+            .staging
+            .bytes
+            .max(staging::HEADER_BYTES)
+            .next_multiple_of(128);
+        let slot = staging::Slot {
+            k: self.staging.slots.len(),
+            data,
+            region: q * self.threads * 16,
+        };
+        self.staging.bytes = data + slot.region;
+        self.staging.slots.insert(id, slot);
+        Some(slot)
+    }
+
+    /// `bool full`: every slot of this thread is a real element and unmasked.
+    pub(super) fn full_flag(&mut self, lay: usize, cond: &Option<String>) -> R<()> {
+        match cond {
+            None => self.line("const bool full = true;"),
+            Some(c) => {
+                self.line("bool full = true;");
+                self.open_slots(lay, "s");
+                self.line(format!("full = full && {c};"));
+                self.close("}");
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn store(
+        &mut self,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        atomic: Option<AtomicOp>,
+    ) -> R<()> {
+        let kind = if atomic.is_some() {
+            MemKind::Atomic
+        } else {
+            MemKind::Store
+        };
+        let m = self.mem_op_of(ptr, kind);
+        self.order_memory(m);
+        let pt = self.k.ty(ptr).clone();
+        let d = pt
+            .elem
+            .pointee()
+            .ok_or_else(|| self.err("store through a non-pointer"))?;
+        let write = |p: &str, v: &str| -> String {
+            match atomic {
+                None => store_c(d, p, v),
+                Some(op) => atomic_c(op, d, p, v),
+            }
+        };
+        if pt.is_scalar() {
+            // One thread writes: a scalar store (or atomic) happens once per program.
+            let p = self.access(ptr, &At::Idx(vec![]))?;
+            let v = self.access(value, &At::Idx(vec![]))?;
+            let c = match mask {
+                Some(m) => format!("tid == 0 && {}", self.access(m, &At::Idx(vec![]))?),
+                None => "tid == 0".into(),
+            };
+            self.line(format!("if ({c}) {}", write(strip(&p).as_str(), &v)));
+            return Ok(());
+        }
+        let lay = self.lay_of_value(ptr)?;
+        let at = |s: &str| At::Slot {
+            lay,
+            s: s.to_string(),
+        };
+        let cond = |me: &Self, s: &str| -> R<Option<String>> {
+            let mut c: Vec<String> = me.owned(lay, s).into_iter().collect();
+            if let Some(m) = mask {
+                c.push(me.access(m, &at(s))?);
+            }
+            Ok(if c.is_empty() {
+                None
+            } else {
+                Some(c.join(" && "))
+            })
+        };
+        let scalar_path = |me: &mut Self| -> R<()> {
+            let p = me.access(ptr, &at("s"))?;
+            let v = me.access(value, &at("s"))?;
+            let w = write(strip(&p).as_str(), &strip(&v));
+            me.open_slots(lay, "s");
+            match cond(me, "s")? {
+                Some(c) => me.line(format!("if ({c}) {w}")),
+                None => me.line(w),
+            }
+            me.close("}");
+            Ok(())
+        };
+        let vb = if atomic.is_none() {
+            self.vector_bytes(ptr, lay, d)
+        } else {
+            None
+        };
+        match vb {
+            Some(vb) => {
+                let sz = d.size_bytes();
+                let epv = vb / sz;
+                let vty = if vb == 16 { "uint4" } else { "uint2" };
+                let k_slots = self.layouts[lay].slots();
+                let per_vector = self.mask_per_vector(lay, epv, mask, None);
+                self.open("{");
+                if per_vector {
+                    let c = cond(self, &format!("q * {epv}"))?;
+                    self.line("#pragma unroll");
+                    self.open(format!(
+                        "for (int q = 0; q < {}; ++q) {{  // one store per {vb} bytes{}",
+                        k_slots / epv,
+                        if c.is_some() {
+                            ", one predicate for its elements"
+                        } else {
+                            ""
+                        }
+                    ));
+                    if let Some(c) = &c {
+                        self.open(format!("if ({}) {{", strip(c)));
+                    }
+                } else {
+                    self.full_flag(lay, &cond(self, "s")?)?;
+                    self.open(format!(
+                        "if (full) {{  // vector path: one store per {vb} bytes"
+                    ));
+                    self.line("#pragma unroll");
+                    self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
+                }
+                self.line(format!("{vty} raw;"));
+                for (w, field) in ["x", "y", "z", "w"].iter().enumerate().take(vb / 4) {
+                    let el = |e: usize| self.access(value, &at(&format!("q * {epv} + {e}")));
+                    let word = match d {
+                        DType::BF16 => format!("tsr_pack_bf16({}, {})", el(2 * w)?, el(2 * w + 1)?),
+                        DType::F16 => format!("tsr_pack_f16({}, {})", el(2 * w)?, el(2 * w + 1)?),
+                        DType::F32 => format!("__float_as_uint({})", el(w)?),
+                        _ => format!("(unsigned)({})", el(w)?),
+                    };
+                    self.line(format!("raw.{field} = {word};"));
+                }
+                let p = self.access(ptr, &at(&format!("q * {epv}")))?;
+                self.line(format!("*({vty}*)({}) = raw;", strip(&p)));
+                if per_vector {
+                    if cond(self, "s")?.is_some() {
+                        self.close("}");
+                    }
+                    self.close("}");
+                    self.close("}");
+                    return Ok(());
+                }
+                self.close("}");
+                self.indent -= 1;
+                self.line("} else {  // some element is masked or padding: element by element");
+                self.indent += 1;
+                scalar_path(self)?;
+                self.close("}");
+                self.close("}");
+            }
+            None => scalar_path(self)?,
+        }
+        Ok(())
+    }
+}
