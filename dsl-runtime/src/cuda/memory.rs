@@ -65,17 +65,7 @@ impl Emitter<'_> {
             s: s.to_string(),
         };
         // The scalar path: each slot loads when it is a real, unmasked element.
-        let cond = |me: &Self, s: &str| -> R<Option<String>> {
-            let mut c: Vec<String> = me.valid(lay, s).into_iter().collect();
-            if let Some(m) = mask {
-                c.push(me.access(m, &at(s))?);
-            }
-            Ok(if c.is_empty() {
-                None
-            } else {
-                Some(c.join(" && "))
-            })
-        };
+        let cond = |me: &Self, s: &str| me.slot_cond(me.valid(lay, s), mask, lay, s);
         let scalar_path = |me: &mut Self| -> R<()> {
             let p = me.access(ptr, &at("s"))?;
             let ld = load_c(d, &p);
@@ -406,17 +396,7 @@ impl Emitter<'_> {
             lay,
             s: s.to_string(),
         };
-        let cond = |me: &Self, s: &str| -> R<Option<String>> {
-            let mut c: Vec<String> = me.owned(lay, s).into_iter().collect();
-            if let Some(m) = mask {
-                c.push(me.access(m, &at(s))?);
-            }
-            Ok(if c.is_empty() {
-                None
-            } else {
-                Some(c.join(" && "))
-            })
-        };
+        let cond = |me: &Self, s: &str| me.slot_cond(me.owned(lay, s), mask, lay, s);
         let scalar_path = |me: &mut Self| -> R<()> {
             let p = me.access(ptr, &at("s"))?;
             let v = me.access(value, &at("s"))?;
@@ -497,5 +477,29 @@ impl Emitter<'_> {
             None => scalar_path(self)?,
         }
         Ok(())
+    }
+
+    /// When slot `s` of layout `lay` takes part in an access: `base` (it holds a real
+    /// element, for a load; it owns it, for a store) and the mask's element there.
+    fn slot_cond(
+        &self,
+        base: Option<String>,
+        mask: Option<ValueId>,
+        lay: usize,
+        s: &str,
+    ) -> R<Option<String>> {
+        let mut c: Vec<String> = base.into_iter().collect();
+        if let Some(m) = mask {
+            let at = At::Slot {
+                lay,
+                s: s.to_string(),
+            };
+            c.push(self.access(m, &at)?);
+        }
+        Ok(if c.is_empty() {
+            None
+        } else {
+            Some(c.join(" && "))
+        })
     }
 }
