@@ -25,8 +25,13 @@ impl Kernel {
                 op: Op::Load { ptr, .. },
                 ..
             } => e.reads.extend(self.ptr_roots(*ptr, &defs)),
-            Stmt::Store { ptr, .. } | Stmt::Atomic { ptr, .. } => {
+            Stmt::Store { ptr, .. } | Stmt::Atomic { ptr, old: None, .. } => {
                 e.writes.extend(self.ptr_roots(*ptr, &defs))
+            }
+            // A scalar atomic also reads what it replaces.
+            Stmt::Atomic { ptr, .. } => {
+                e.writes.extend(self.ptr_roots(*ptr, &defs));
+                e.reads.extend(self.ptr_roots(*ptr, &defs));
             }
             _ => {}
         });

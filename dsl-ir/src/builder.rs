@@ -469,6 +469,7 @@ impl Builder {
         Ok(())
     }
 
+    /// An atomic; on a scalar pointer it returns the old value (see `Stmt::Atomic`).
     pub fn atomic(
         &mut self,
         op: AtomicOp,
@@ -476,7 +477,7 @@ impl Builder {
         value: ValueId,
         mask: Option<ValueId>,
         src: Src,
-    ) -> BResult<()> {
+    ) -> BResult<Option<ValueId>> {
         let name = match op {
             AtomicOp::Add => "atomic_add",
             AtomicOp::Max => "atomic_max",
@@ -491,14 +492,25 @@ impl Builder {
             }
         }
         let (ptr, value, mask) = self.write_operands(ptr, value, mask, name, &src)?;
+        let pt = self.ty(ptr).clone();
+        let old = match pt.elem.pointee() {
+            Some(d) if pt.is_scalar() => {
+                let id = ValueId(self.kernel.values.len() as u32);
+                self.kernel.values.push(Type::scalar(Elem::Num(d)));
+                self.weak.push(false);
+                Some(id)
+            }
+            _ => None,
+        };
         self.emit(Stmt::Atomic {
             op,
             ptr,
             value,
             mask,
+            old,
             src,
         });
-        Ok(())
+        Ok(old)
     }
 
     fn write_operands(

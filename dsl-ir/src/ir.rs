@@ -6,7 +6,8 @@
 //! - pointer arithmetic is `Binary(Add|Sub, ptr, i32 offsets)` with a pointer result;
 //! - a `Load`/`Store` mask is a bool value of the pointer's shape; `other` has the loaded
 //!   type; a stored value has the pointee dtype and the pointer's shape;
-//! - values are defined before use, once; a `For` defines its induction variable.
+//! - values are defined before use, once; a `For` defines its induction variable and a
+//!   scalar `Atomic` the old value it returns.
 use crate::types::{ConstExpr, DType, Type};
 use serde::{Deserialize, Serialize};
 
@@ -96,12 +97,18 @@ pub enum Stmt {
         mask: Option<ValueId>,
         src: Src,
     },
-    /// Atomic read-modify-write on global memory; the old values are not returned.
+    /// Atomic read-modify-write on global memory. On a tile, lane by lane and relaxed; the
+    /// old values are not returned. On a scalar pointer, once per program, ordered after
+    /// every earlier memory access of the program and before every later one (acquire and
+    /// release at GPU scope, Triton's default `sem`), and `old` is the value it replaced (0
+    /// when masked off): the last-program pattern of split reductions.
     Atomic {
         op: AtomicOp,
         ptr: ValueId,
         value: ValueId,
         mask: Option<ValueId>,
+        #[serde(default)]
+        old: Option<ValueId>,
         src: Src,
     },
     /// `for iv in (start..end).step_by(step) { body }`; all i32 scalars; step > 0.

@@ -57,9 +57,11 @@ impl Kernel {
                     ptr,
                     value,
                     mask,
+                    old,
                     src,
                 } => format!(
-                    "atomic_{op:?} %{} <- %{}{}    // {}: {}",
+                    "{}atomic_{op:?} %{} <- %{}{}    // {}: {}",
+                    old.map_or(String::new(), |o| format!("%{} = ", o.0)),
                     ptr.0,
                     value.0,
                     opt(" mask", *mask),

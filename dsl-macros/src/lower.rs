@@ -122,7 +122,10 @@ pub fn lower(
 fn apply_names(body: &mut [Stmt], names: &HashMap<ValueId, String>) {
     for s in body {
         match s {
-            Stmt::Let { id, src, .. } => {
+            Stmt::Let { id, src, .. }
+            | Stmt::Atomic {
+                old: Some(id), src, ..
+            } => {
                 if let Some(n) = names.get(id) {
                     src.name = n.clone();
                 }
@@ -571,7 +574,7 @@ impl Lower {
     // ---- calls -------------------------------------------------------------------------------
 
     /// A primitive call, `f(args)` or the method form `x.f(args)` ≡ `f(x, args)`.
-    /// Returns `None` for the primitives that produce nothing (store, atomics).
+    /// Returns `None` for the primitives that produce nothing (store, tile atomics).
     fn call_expr(&mut self, e: &Expr) -> LResult<Option<ValueId>> {
         let (fname, args): (&Ident, Vec<&Expr>) = match e {
             Expr::Call(c) => {
@@ -703,10 +706,10 @@ impl Lower {
                 let p = self.expr(args[0])?;
                 let v = self.expr(args[1])?;
                 let m = args.get(2).map(|a| self.expr(a)).transpose()?;
-                self.b.atomic(op, p, v, m, src()).map_err(|m| {
+                // A scalar atomic returns the old value; a tile atomic returns nothing.
+                return self.b.atomic(op, p, v, m, src()).map_err(|m| {
                     blame(m, e, &roles(&[Operand::Ptr, Operand::Value, Operand::Mask]))
-                })?;
-                return Ok(None);
+                });
             }
             // `where` is a Rust keyword, so the primitive is `where_` (as `r#where` would
             // be unpleasant to write).

@@ -88,7 +88,9 @@ fn poke(what: &str, shift: i64, limit: Option<i64>) -> (Kernel, u32) {
     let line = k.next_line();
     match what {
         "store" => k.store(p, cols, mask),
-        "atomic" => k.atomic(AtomicOp::Add, p, cols, mask),
+        "atomic" => {
+            k.atomic(AtomicOp::Add, p, cols, mask);
+        }
         _ => {
             let v = k.load(p, mask, None);
             let q = k.add(out, cols);

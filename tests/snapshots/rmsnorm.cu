@@ -140,10 +140,11 @@ template <typename T> __device__ __forceinline__ void tsr_argmin_step(T& v, int&
 }
 
 // atomic max on f32 through the integer order of IEEE bit patterns; NaN is ignored.
-__device__ __forceinline__ void tsr_atomic_max_f32(float* p, float v) {
-  if (v != v) return;
-  if (__float_as_int(v) >= 0) atomicMax((int*)p, __float_as_int(v));  // sign bit clear
-  else atomicMin((unsigned*)p, __float_as_uint(v));
+// Returns the old value.
+__device__ __forceinline__ float tsr_atomic_max_f32(float* p, float v) {
+  if (v != v) return *p;
+  if (__float_as_int(v) >= 0) return __int_as_float(atomicMax((int*)p, __float_as_int(v)));  // sign bit clear
+  return __uint_as_float(atomicMin((unsigned*)p, __float_as_uint(v)));
 }
 
 // Element e of a 16-byte vector read as bf16 / f16 / 32-bit lanes (e is a constant after

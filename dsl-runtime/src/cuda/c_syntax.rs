@@ -210,12 +210,17 @@ pub(super) fn store_c(d: DType, p: &str, v: &str) -> String {
 }
 
 pub(super) fn atomic_c(op: AtomicOp, d: DType, p: &str, v: &str) -> String {
+    format!("{};", atomic_expr(op, d, p, v))
+}
+
+/// The atomic as a C expression whose value is the old one.
+pub(super) fn atomic_expr(op: AtomicOp, d: DType, p: &str, v: &str) -> String {
     let v = strip(v);
     match (op, d) {
-        (AtomicOp::Add, _) => format!("atomicAdd({p}, {v});"),
-        (AtomicOp::Max, DType::F32) => format!("tsr_atomic_max_f32({p}, {v});"),
-        (AtomicOp::Max, _) => format!("atomicMax({p}, {v});"),
-        (AtomicOp::Min, _) => format!("atomicMin({p}, {v});"),
+        (AtomicOp::Add, _) => format!("atomicAdd({p}, {v})"),
+        (AtomicOp::Max, DType::F32) => format!("tsr_atomic_max_f32({p}, {v})"),
+        (AtomicOp::Max, _) => format!("atomicMax({p}, {v})"),
+        (AtomicOp::Min, _) => format!("atomicMin({p}, {v})"),
     }
 }
 

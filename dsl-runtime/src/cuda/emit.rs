@@ -346,7 +346,7 @@ impl<'a> Emitter<'a> {
         name
     }
 
-    fn value_name(&mut self, id: ValueId, src: &Src) -> String {
+    pub(super) fn value_name(&mut self, id: ValueId, src: &Src) -> String {
         let i = id.0 as usize;
         let n = if !src.name.is_empty() {
             src.name.clone()
@@ -489,7 +489,13 @@ impl<'a> Emitter<'a> {
     }
 
     /// Reserves a shared-memory array of `count` elements of C type `cty`.
-    fn region(&mut self, base: &str, cty: &str, count: usize, what: String) -> R<String> {
+    pub(super) fn region(
+        &mut self,
+        base: &str,
+        cty: &str,
+        count: usize,
+        what: String,
+    ) -> R<String> {
         let size = match cty {
             "bool" => 1,
             "unsigned short" => 2,
@@ -756,6 +762,14 @@ impl<'a> Emitter<'a> {
             Stmt::Store {
                 ptr, value, mask, ..
             } => self.store(*ptr, *value, *mask, None),
+            Stmt::Atomic {
+                op,
+                ptr,
+                value,
+                mask,
+                old: Some(old),
+                src,
+            } => self.ordered_atomic(*op, *ptr, *value, *mask, *old, src),
             Stmt::Atomic {
                 op,
                 ptr,

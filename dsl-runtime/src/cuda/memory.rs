@@ -355,6 +355,50 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// A scalar atomic: once per program, by thread 0 between two barriers, with fences on
+    /// both sides (acquire and release at GPU scope: what the program wrote is visible to
+    /// whoever sees the new value, and what earlier programs released before their atomics
+    /// is visible after it); every thread gets the old value through shared memory.
+    pub(super) fn ordered_atomic(
+        &mut self,
+        op: AtomicOp,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        old: ValueId,
+        src: &Src,
+    ) -> R<()> {
+        let d = self
+            .k
+            .ty(ptr)
+            .elem
+            .pointee()
+            .ok_or_else(|| self.err("atomic through a non-pointer"))?;
+        let cty = reg_ty(Elem::Num(d));
+        let cty = cty.as_str();
+        let p = self.access(ptr, &At::Idx(vec![]))?;
+        let v = self.access(value, &At::Idx(vec![]))?;
+        let name = self.value_name(old, src);
+        let slot = self.region(
+            &format!("{name}_old"),
+            cty,
+            1,
+            format!("{name}: the old value, for every thread"),
+        )?;
+        self.barrier("  // the program's accesses so far, then its atomic");
+        let rmw = atomic_expr(op, d, strip(&p).as_str(), &v);
+        let rmw = match mask {
+            Some(m) => format!("{} ? {rmw} : 0", self.access(m, &At::Idx(vec![]))?),
+            None => rmw,
+        };
+        self.line(format!(
+            "if (tid == 0) {{ __threadfence(); {slot}[0] = {rmw}; __threadfence(); }}"
+        ));
+        self.barrier("");
+        self.line(format!("const {cty} {name} = {slot}[0];"));
+        Ok(())
+    }
+
     pub(super) fn store(
         &mut self,
         ptr: ValueId,

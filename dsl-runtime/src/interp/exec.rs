@@ -396,8 +396,33 @@ impl Frame<'_, '_> {
                 ptr,
                 value,
                 mask,
+                old,
                 src,
-            } => self.atomic(*op, *ptr, *value, *mask, src)?,
+            } => {
+                let was = self.atomic(*op, *ptr, *value, *mask, src)?;
+                if let Some(o) = old {
+                    // One program at a time: its scalar atomic is trivially ordered.
+                    let t = match was {
+                        Some(Data::F32(v)) => Tile {
+                            dtype: DType::F32,
+                            dims: vec![],
+                            data: Data::F32(v),
+                        },
+                        Some(Data::I32(v)) => Tile::scalar_i32(v[0]),
+                        _ => {
+                            return Err(
+                                self.malformed(src, "a scalar atomic without a value".into())
+                            )
+                        }
+                    };
+                    if o.0 as usize >= self.vals.len() {
+                        return Err(
+                            self.malformed(src, format!("atomic result %{} has no type", o.0))
+                        );
+                    }
+                    self.vals[o.0 as usize] = Some(t);
+                }
+            }
             Stmt::For {
                 iv,
                 start,
@@ -742,7 +767,7 @@ impl Frame<'_, '_> {
         value: ValueId,
         mask: Option<ValueId>,
         src: &Src,
-    ) -> Result<(), InterpError> {
+    ) -> Result<Option<Data>, InterpError> {
         let what = match op {
             AtomicOp::Add => "atomic_add",
             AtomicOp::Max => "atomic_max",
@@ -754,11 +779,17 @@ impl Frame<'_, '_> {
         }
         let m = &mut self.mem[p.buf];
         let active = |i: usize| mask.as_ref().is_none_or(|m| m[i]);
+        // The old value of the first element (a scalar atomic's result; 0 when masked off).
+        let mut was = None;
         match &v {
             Data::F32(v) => {
+                was = Some(Data::F32(vec![0.0]));
                 for (i, &o) in offs.iter().enumerate().filter(|&(i, _)| active(i)) {
                     let a = p.offset + o as usize;
                     let old = m.read_f32(a);
+                    if i == 0 {
+                        was = Some(Data::F32(vec![old]));
+                    }
                     let new = match op {
                         AtomicOp::Add => round1(p.dtype, old + v[i]),
                         AtomicOp::Max => old.max(v[i]),
@@ -768,9 +799,13 @@ impl Frame<'_, '_> {
                 }
             }
             Data::I32(v) => {
+                was = Some(Data::I32(vec![0]));
                 for (i, &o) in offs.iter().enumerate().filter(|&(i, _)| active(i)) {
                     let a = p.offset + o as usize;
                     let old = m.read_i32(a);
+                    if i == 0 {
+                        was = Some(Data::I32(vec![old]));
+                    }
                     let new = match op {
                         AtomicOp::Add => old.wrapping_add(v[i]),
                         AtomicOp::Max => old.max(v[i]),
@@ -781,6 +816,6 @@ impl Frame<'_, '_> {
             }
             _ => {}
         }
-        Ok(())
+        Ok(was)
     }
 }

@@ -62,7 +62,9 @@
 //!   address (on a GPU, which of them wins is unspecified).
 //! - Atomics (`add`, `max`, `min`) apply lane by lane in row-major order: f32 add is a
 //!   sequential f32 sum (the GPU's order differs, so f32 results may differ in the last
-//!   bits), i32 add wraps, f32 max/min ignore NaN.
+//!   bits), i32 add wraps, f32 max/min ignore NaN. A scalar atomic returns the value it
+//!   replaced (0 when masked off); programs run one at a time, so its GPU ordering
+//!   (acquire and release around the program's other accesses) holds trivially.
 //! - Buffers of every dtype can be loaded and stored: f32/bf16/f16 (IEEE little-endian),
 //!   i32, and bool (one byte, nonzero reads as true, stores write 0/1).
 //! - An out-of-bounds error names the first offending lane in row-major order.

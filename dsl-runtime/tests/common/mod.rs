@@ -140,7 +140,8 @@ impl K {
         let s = self.src("store");
         self.b.store(p, v, mask, s).unwrap()
     }
-    pub fn atomic(&mut self, op: AtomicOp, p: V, v: V, mask: Option<V>) {
+    /// The old value, for a scalar pointer.
+    pub fn atomic(&mut self, op: AtomicOp, p: V, v: V, mask: Option<V>) -> Option<V> {
         let s = self.src("atomic");
         self.b.atomic(op, p, v, mask, s).unwrap()
     }

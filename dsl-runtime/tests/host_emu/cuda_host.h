@@ -60,6 +60,7 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int off) {
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline int __float_as_int(float f) { int u; std::memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline int __float2int_rz(float f) {
