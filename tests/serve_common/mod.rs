@@ -20,6 +20,8 @@ pub struct Server {
     child: Child,
     pub base: String,
     stderr: Arc<Mutex<String>>,
+    /// Copies the server's stderr into `stderr` until the pipe closes.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -36,7 +38,7 @@ impl Server {
         let (tx, rx) = std::sync::mpsc::channel();
         let pipe = child.stderr.take().unwrap();
         let log = stderr.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
                 if let Some(addr) = line.split("listening on ").nth(1) {
@@ -62,6 +64,7 @@ impl Server {
             child,
             base,
             stderr,
+            reader: Some(reader),
         }
     }
 
@@ -99,11 +102,15 @@ impl Server {
         assert!(ok, "kill -INT failed");
     }
 
-    /// Waits for the process to exit (panics after `secs`); true on success.
+    /// Waits for the process to exit (panics after `secs`), then for the last of its stderr
+    /// (the pipe closes with it); true on success.
     pub fn wait_exit(&mut self, secs: u64) -> bool {
         let t = Instant::now();
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
+                }
                 return st.success();
             }
             assert!(
