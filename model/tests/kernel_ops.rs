@@ -324,6 +324,115 @@ fn qk_norm_rope_writes_roped_q_and_the_cache_slot() {
     }
 }
 
+/// `rmsnorm_qkv_rope` (the QKV GEMV whose last program per head norms and ropes it) writes
+/// what `rmsnorm_gemv` then `qk_norm_rope` write, bit for bit, and leaves its tickets at 0,
+/// twice over the same tickets (two layers); BM = head_dim (one program a head) included.
+#[test]
+fn qkv_gemv_with_its_head_epilogue_equals_the_two_kernels() {
+    let mut rng = SplitMix64::new(16);
+    // (heads, kv_heads, head_dim, hidden, BM, BK, max_seq, pos)
+    for (nh, nkv, hd, h, bm, bk, max_seq, pos) in [
+        (4, 2, 32, 48, 8, 32, 16, 5),
+        (8, 2, 16, 40, 16, 64, 40, 39),
+        (2, 1, 64, 64, 16, 64, 8, 0),
+    ] {
+        let m = (nh + 2 * nkv) * hd;
+        let (x, g) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
+        let w = rand_bf16(&mut rng, m * h, 0.5);
+        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
+        let inv_freq: Vec<f32> = (0..hd / 2)
+            .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / hd as f64)) as f32)
+            .collect();
+        let table = up(&model::reference::rope_table(&inv_freq, max_seq));
+        let (xb, gb, wb, qnb, knb, pb) = (up(&x), up(&g), up(&w), up(&qn), up(&kn), up(&[pos]));
+        let bufs = || {
+            (
+                dev().zeros::<bf16>(m).unwrap(),
+                dev().zeros::<bf16>(nh * hd).unwrap(),
+                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+            )
+        };
+        let (qkv, q, kc, vc) = bufs();
+        gemv::rmsnorm_gemv::launch(
+            &dev(),
+            &grid(m / bm),
+            &xb,
+            &gb,
+            &wb,
+            &qkv,
+            m as i32,
+            h as i32,
+            1e-6,
+            bm,
+            bk,
+        )
+        .unwrap();
+        rope::qk_norm_rope::launch(
+            &dev(),
+            &grid(nh + nkv),
+            &qkv,
+            &qnb,
+            &knb,
+            &table,
+            &pb,
+            &q,
+            &kc,
+            &vc,
+            nh as i32,
+            nkv as i32,
+            max_seq as i32,
+            1e-6,
+            hd,
+        )
+        .unwrap();
+        let tickets = dev().zeros::<i32>(nh + 2 * nkv).unwrap();
+        let bits = |b: &Buffer<bf16>| down(b).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for layer in 0..2 {
+            let (qkv2, q2, kc2, vc2) = bufs();
+            rope::rmsnorm_qkv_rope::launch(
+                &dev(),
+                &grid(m / bm),
+                &xb,
+                &gb,
+                &wb,
+                &qkv2,
+                &qnb,
+                &knb,
+                &table,
+                &pb,
+                &q2,
+                &kc2,
+                &vc2,
+                &tickets,
+                m as i32,
+                h as i32,
+                nh as i32,
+                nkv as i32,
+                max_seq as i32,
+                1e-6,
+                bm,
+                bk,
+                hd,
+            )
+            .unwrap();
+            for (what, got, want) in [
+                ("qkv", &qkv2, &qkv),
+                ("q", &q2, &q),
+                ("K cache", &kc2, &kc),
+                ("V cache", &vc2, &vc),
+            ] {
+                assert_eq!(
+                    bits(got),
+                    bits(want),
+                    "{what} differs (layer {layer}, hd {hd}, BM {bm})"
+                );
+            }
+            assert_eq!(down(&tickets), vec![0; nh + 2 * nkv], "tickets not reset");
+        }
+    }
+}
+
 /// The reference's attention for one token: softmax(q·K/√d) · V per head, GQA.
 #[allow(clippy::too_many_arguments)]
 fn attention_ref(
@@ -408,6 +517,43 @@ fn split_kv_attention_matches_softmax_attention() {
         )
         .unwrap();
         attention::attn_merge::launch(&dev(), &grid(nh), &pm, &pl, &pa, &out, hd, splits).unwrap();
+        // Both phases in one grid (the last program of each head merges it), twice over the
+        // same tickets (a second layer): the two-phase output bit for bit, tickets back at 0.
+        let tickets = dev().zeros::<i32>(nh).unwrap();
+        for layer in 0..2 {
+            let (pm, pl, pa) = (
+                dev().zeros::<f32>(parts).unwrap(),
+                dev().zeros::<f32>(parts).unwrap(),
+                dev().zeros::<f32>(parts * hd).unwrap(),
+            );
+            let fused = dev().zeros::<bf16>(nh * hd).unwrap();
+            attention::attn_split_merge::launch(
+                &dev(),
+                &split,
+                &qb,
+                &kb,
+                &vb,
+                &pb,
+                &pm,
+                &pl,
+                &pa,
+                &tickets,
+                &fused,
+                group,
+                max_seq as i32,
+                scale,
+                hd,
+                block_n,
+                splits,
+            )
+            .unwrap();
+            assert_eq!(
+                down(&fused).iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                down(&out).iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "attn_split_merge (layer {layer}) != attn_split + attn_merge"
+            );
+            assert_eq!(down(&tickets), vec![0; nh], "tickets not reset");
+        }
         let want = attention_ref(
             &f32s(&q),
             &f32s(&kc),
@@ -611,7 +757,7 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 10);
+    assert_eq!(all.len(), 11);
     let prefill = model::kernels::prefill_shipped();
     assert_eq!(prefill.len(), 6);
     for k in all.into_iter().chain(prefill) {

@@ -11,6 +11,7 @@
 //!
 //! Phase 2, `attn_merge`, grid n_heads: merges the SPLITS partials of a head with the same
 //! correction, exp(m_s - max m), and divides by the total sum once, at the end.
+//! `attn_split_merge` is both in one grid: the last program of each head merges it.
 //!
 //! The split count is fixed (a constexpr), and each split's chunk is computed in-kernel
 //! from the position read from the device buffer, so the grid never depends on the
@@ -18,8 +19,9 @@
 //! Scores are q·k * (1/sqrt(head_dim)), in f32, as in the reference.
 use dsl_runtime::prelude::*;
 
-#[kernel]
-pub fn attn_split(
+/// Program (head, split)'s partial (m, l, acc) of attention over its chunk of 0..=pos.
+#[tile_fn]
+fn attend_chunk(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
     v_cache: Ptr<bf16>,
@@ -27,6 +29,8 @@ pub fn attn_split(
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
     part_acc: Ptr<f32>,
+    head: i32,
+    split: i32,
     group: i32,
     max_seq: i32,
     scale: f32,
@@ -34,8 +38,6 @@ pub fn attn_split(
     #[constexpr] BLOCK_N: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    let head = program_id(0);
-    let split = program_id(1);
     let len = load(pos) + 1; // positions 0..=pos, the new token's included
                              // Chunks are whole tiles, so only the last tile of the last busy split is ragged.
     let chunk = split_chunk(len, SPLITS, BLOCK_N);
@@ -67,16 +69,17 @@ pub fn attn_split(
     store(part_acc + slot * D + d, acc);
 }
 
-#[kernel]
-pub fn attn_merge(
+/// Head `head`'s SPLITS partials merged into its row of `out`.
+#[tile_fn]
+fn merge_head(
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
     part_acc: Ptr<f32>,
     out: Ptr<bf16>,
+    head: i32,
     #[constexpr] D: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    let head = program_id(0);
     let s = head * SPLITS + arange(0, SPLITS);
     let d = arange(0, D);
     let m = load(part_m + s);
@@ -87,4 +90,100 @@ pub fn attn_merge(
         out + head * D + d,
         (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
     );
+}
+
+#[kernel(helpers(attend_chunk))]
+pub fn attn_split(
+    q: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    group: i32,
+    max_seq: i32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    attend_chunk(
+        q,
+        k_cache,
+        v_cache,
+        pos,
+        part_m,
+        part_l,
+        part_acc,
+        program_id(0),
+        program_id(1),
+        group,
+        max_seq,
+        scale,
+        D,
+        BLOCK_N,
+        SPLITS,
+    );
+}
+
+#[kernel(helpers(merge_head))]
+pub fn attn_merge(
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    out: Ptr<bf16>,
+    #[constexpr] D: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    merge_head(part_m, part_l, part_acc, out, program_id(0), D, SPLITS);
+}
+
+/// Both phases in one grid (n_heads, SPLITS): every program writes its partial, and the
+/// last of a head's programs to finish merges the head. `tickets[head]` counts the head's
+/// finished programs; the scalar atomic orders each program's partial before its count and
+/// the last one's merge after every count, and the last one puts the ticket back to 0 for
+/// the next layer and step (tickets start at 0). One hop less than `attn_split` then
+/// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
+#[kernel(helpers(attend_chunk, merge_head))]
+pub fn attn_split_merge(
+    q: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    tickets: Ptr<i32>,
+    out: Ptr<bf16>,
+    group: i32,
+    max_seq: i32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    let head = program_id(0);
+    attend_chunk(
+        q,
+        k_cache,
+        v_cache,
+        pos,
+        part_m,
+        part_l,
+        part_acc,
+        head,
+        program_id(1),
+        group,
+        max_seq,
+        scale,
+        D,
+        BLOCK_N,
+        SPLITS,
+    );
+    let done = atomic_add(tickets + head, 1);
+    if done == SPLITS - 1 {
+        store(tickets + head, 0);
+        merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
+    }
 }

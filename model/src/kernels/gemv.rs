@@ -18,21 +18,20 @@
 //!   its own rows of the residual stream, so it updates it in place.
 use dsl_runtime::prelude::*;
 
-/// y = W · (x / rms(x) * g): input RMSNorm fused into the (QKV) projection.
-#[kernel]
-pub fn rmsnorm_gemv(
+/// `W[rows, :] · (x / rms(x) * g)` for a bf16 W of row length `k`: the RMSNorm's squares
+/// summed in the loop that streams the weight rows, its scalar applied once at the end
+/// (W · (x * g * inv) = inv · (W · (x * g))).
+#[tile_fn]
+pub fn normed_gemv_rows(
     x: Ptr<bf16>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
-    y: Ptr<bf16>,
-    m: i32,
+    rows: Tile<i32, BM>,
+    row_mask: Tile<bool, BM>,
     k: i32,
     eps: f32,
-    #[constexpr] BM: usize,
     #[constexpr] BK: usize,
-) {
-    let rows = program_id(0) * BM + arange(0, BM);
-    let row_mask = rows < m;
+) -> Tile<f32, BM> {
     let mut acc = zeros([BM, BK], f32);
     let mut sumsq = zeros([BK], f32);
     for k0 in (0..k).step_by(BK) {
@@ -50,9 +49,27 @@ pub fn rmsnorm_gemv(
         sumsq += xv * xv;
         acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     }
-    // W · (x * g * inv) = inv · (W · (x * g)): the norm's scalar applies once, at the end.
     let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
-    store(y + rows, (sum(acc, 1) * inv).to(bf16), row_mask);
+    sum(acc, 1) * inv
+}
+
+/// y = W · (x / rms(x) * g): input RMSNorm fused into the (QKV) projection.
+#[kernel(helpers(normed_gemv_rows))]
+pub fn rmsnorm_gemv(
+    x: Ptr<bf16>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    y: Ptr<bf16>,
+    m: i32,
+    k: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let row_mask = rows < m;
+    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
+    store(y + rows, out.to(bf16), row_mask);
 }
 
 /// res += W · x: a projection whose output is added to the residual stream (o_proj, down).

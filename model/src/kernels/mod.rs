@@ -151,7 +151,15 @@ impl Tiles {
             warps: r.warps,
             ctas: r.ctas,
             embed_block: h.min(1024),
-            qkv: gemv(cfg.q_dim() + 2 * cfg.kv_dim(), h, 1),
+            // Whole heads per D / BM programs: the last of them finishes the head
+            // (`rmsnorm_qkv_rope`), so BM divides head_dim.
+            qkv: {
+                let g = gemv(cfg.q_dim() + 2 * cfg.kv_dim(), h, 1);
+                Gemv {
+                    bm: g.bm.min(1 << cfg.head_dim.max(1).trailing_zeros()),
+                    ..g
+                }
+            },
             o_proj: gemv(h, cfg.q_dim(), 1),
             // m = intermediate: a program owns BM gate rows and the BM matching up rows.
             gate_up: gemv(cfg.intermediate_size, h, 2),
@@ -241,6 +249,15 @@ pub fn shipped() -> Vec<Shipped> {
             &attention::attn_merge::KERNEL,
             vec![("D", int(hd)), ("SPLITS", int(t.attn_splits))],
             "decode attention, merge of the split partials (online-softmax rescale)",
+        ),
+        k(
+            &attention::attn_split_merge::KERNEL,
+            vec![
+                ("D", int(hd)),
+                ("BLOCK_N", int(t.attn_block_n)),
+                ("SPLITS", int(t.attn_splits)),
+            ],
+            "decode attention in one grid: the split phase, then the last program of each head merges it",
         ),
         k(
             &gemv::gemv_residual::KERNEL,

@@ -22,6 +22,7 @@
 //! A head's keys are then one contiguous `[len, head_dim]` block, so attention streams it
 //! with full-width, coalesced tile loads; the whole cache is `[layer][kv_head][pos][dim]`
 //! and a layer's part is a `Buffer::slice`.
+use super::gemv::normed_gemv_rows;
 use dsl_runtime::prelude::*;
 
 #[kernel]
@@ -74,5 +75,96 @@ pub fn qk_norm_rope(
         );
         // V needs no norm or rope: straight into the cache.
         store(v_cache + slot + d, load(qkv + base + n_kv_heads * D + d));
+    }
+}
+
+/// The head at `src` (D elements of the QKV output) RMS-normed with weight `w` and rotated
+/// by the position's cosines and sines (`cs`, a row of the rope table): rotate-half RoPE,
+/// exactly `qk_norm_rope`'s arithmetic.
+#[tile_fn]
+fn norm_rope(
+    src: Ptr<bf16>,
+    w: Ptr<bf16>,
+    cs: Ptr<f32>,
+    eps: f32,
+    #[constexpr] D: usize,
+) -> Tile<f32, D> {
+    let d = arange(0, D);
+    let half = D / 2;
+    let partner = (d + half) % D;
+    let cos_a = load(cs + d % half);
+    let sin_a = load(cs + half + d % half);
+    // rotate_half: the first half takes -x2 sin, the second half +x1 sin.
+    let sign = where_(d < half, -1.0, 1.0);
+    let x = load(src + d).to(f32);
+    let xp = load(src + partner).to(f32);
+    let inv = rsqrt(sum(x * x, 0) / D as f32 + eps);
+    let xn = x * inv * load(w + d).to(f32);
+    let xpn = xp * inv * load(w + partner).to(f32);
+    xn * cos_a + sign * xpn * sin_a
+}
+
+/// The input RMSNorm + QKV GEMV (`rmsnorm_gemv`) and `qk_norm_rope` in one grid: every
+/// program writes its BM rows of `qkv`, and the last of the D / BM programs of each head
+/// (a query, key or value head: D consecutive rows) finishes it: a query head normed and
+/// roped into `q_out`, a key head into its K-cache slot, a value head copied into its
+/// V-cache slot. `tickets[unit]` counts a head's finished programs (the scalar atomic orders
+/// each program's rows before its count and the last one's loads after every count); the
+/// last one puts it back to 0. Needs D % BM == 0 (`Tiles` makes it so).
+#[kernel(helpers(normed_gemv_rows, norm_rope))]
+pub fn rmsnorm_qkv_rope(
+    x: Ptr<bf16>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    qkv: Ptr<bf16>,
+    q_norm: Ptr<bf16>,
+    k_norm: Ptr<bf16>,
+    rope: Ptr<f32>,
+    pos: Ptr<i32>,
+    q_out: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    tickets: Ptr<i32>,
+    m: i32,
+    k: i32,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] D: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let row_mask = rows < m;
+    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
+    store(qkv + rows, out.to(bf16), row_mask);
+    let unit = program_id(0) * BM / D;
+    let done = atomic_add(tickets + unit, 1);
+    if done == D / BM - 1 {
+        store(tickets + unit, 0);
+        let p = load(pos);
+        let cs = rope + p * D;
+        let d = arange(0, D);
+        let src = qkv + unit * D;
+        if unit < n_heads {
+            store(
+                q_out + unit * D + d,
+                norm_rope(src, q_norm, cs, eps, D).to(bf16),
+            );
+        } else {
+            let kvh = unit - n_heads;
+            if kvh < n_kv_heads {
+                let slot = (kvh * max_seq + p) * D;
+                store(
+                    k_cache + slot + d,
+                    norm_rope(src, k_norm, cs, eps, D).to(bf16),
+                );
+            } else {
+                // V needs no norm or rope: straight into the cache.
+                let slot = ((kvh - n_kv_heads) * max_seq + p) * D;
+                store(v_cache + slot + d, load(src + d));
+            }
+        }
     }
 }

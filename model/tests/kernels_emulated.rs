@@ -1,4 +1,5 @@
 //! The prefill kernels' generated CUDA C at the GPU's tiles, warps and pipelining depths,
+//! and the decode's one-grid split attention (its scalar atomic and last-program merge),
 //! run on the CPU by the g++ emulation (dsl-runtime/tests/host_emu: one OS thread per CUDA
 //! thread, functional models of ldmatrix, mma.sync and cp.async): bit for bit what the
 //! interpreter computes, at masked sizes (rows, columns and keys past the tiles' edges, a
@@ -10,7 +11,10 @@ use dsl_ir::{DType, Kernel};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::ConstVal;
 use emu::{emulate, have_gxx, Scalar};
+use model::kernels::attention::attn_split_merge;
 use model::kernels::prefill::{gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
+use model::kernels::rope::rmsnorm_qkv_rope;
+use model::kernels::NUM_WARPS;
 use model::prefill::PrefillTiles;
 use model::sampling::SplitMix64;
 
@@ -171,5 +175,120 @@ fn attention_emulated_equals_the_interpreter() {
         bufs,
         &sc,
         3,
+    );
+}
+
+#[test]
+fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(13);
+    // 4 heads over 2 KV heads, head_dim 32, 5 splits of a 38-position context in 8-key
+    // tiles (ragged last tile, one empty split); the last program of each head merges it.
+    let (heads, kv, d, max_seq, pos, block_n, splits) =
+        (4usize, 2usize, 32usize, 48usize, 37, 8, 5);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let kern = attn_split_merge::KERNEL
+        .specialize(&[
+            ("D", int(d)),
+            ("BLOCK_N", int(block_n)),
+            ("SPLITS", int(splits)),
+        ])
+        .unwrap();
+    let parts = heads * splits;
+    let bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, heads * d, 2.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
+        HostMem::from_f32s(DType::I32, &[pos as f32]),
+        HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
+        HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
+        HostMem::from_f32s(DType::F32, &vec![0.0; parts * d]),
+        HostMem::from_f32s(DType::I32, &vec![0.0; heads]),
+        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * d]),
+    ];
+    let sc = [
+        Scalar::I32((heads / kv) as i32),
+        Scalar::I32(max_seq as i32),
+        Scalar::F32(1.0 / (d as f32).sqrt()),
+    ];
+    let grid = [heads as u32, splits as u32, 1];
+    same_as_interpreter(
+        "attn_split_merge",
+        &kern,
+        NUM_WARPS,
+        1,
+        grid,
+        bufs.clone(),
+        &sc,
+        8,
+    );
+    let tickets = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[7].to_f32s();
+    assert_eq!(
+        tickets,
+        vec![0.0; heads],
+        "the last programs put the tickets back"
+    );
+}
+
+#[test]
+fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(14);
+    // 2 query heads, 1 KV head, head_dim 32, hidden 40 (a masked k tail), 8-row programs:
+    // four programs a head, the last of which norms and ropes it (or copies V).
+    let (heads, kv, d, h, bm, bk, max_seq, pos) = (
+        2usize, 1usize, 32usize, 40usize, 8usize, 64usize, 12usize, 7,
+    );
+    let m = (heads + 2 * kv) * d;
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let kern = rmsnorm_qkv_rope::KERNEL
+        .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("D", int(d))])
+        .unwrap();
+    let inv_freq: Vec<f32> = (0..d / 2)
+        .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / d as f64)) as f32)
+        .collect();
+    let bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, h, 2.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, h, 1.5)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * h, 0.5)),
+        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m]),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
+        HostMem::from_f32s(
+            DType::F32,
+            &model::reference::rope_table(&inv_freq, max_seq),
+        ),
+        HostMem::from_f32s(DType::I32, &[pos as f32]),
+        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * d]),
+        HostMem::from_f32s(DType::BF16, &vec![0.0; kv * max_seq * d]),
+        HostMem::from_f32s(DType::BF16, &vec![0.0; kv * max_seq * d]),
+        HostMem::from_f32s(DType::I32, &vec![0.0; heads + 2 * kv]),
+    ];
+    let sc = [m, h, heads, kv, max_seq].map(|v| Scalar::I32(v as i32));
+    let sc = [&sc[..], &[Scalar::F32(1e-6)]].concat();
+    let grid = [(m / bm) as u32, 1, 1];
+    for (what, out) in [("qkv", 3), ("q", 8), ("K cache", 9), ("V cache", 10)] {
+        same_as_interpreter(
+            &format!("rmsnorm_qkv_rope: {what}"),
+            &kern,
+            NUM_WARPS,
+            1,
+            grid,
+            bufs.clone(),
+            &sc,
+            out,
+        );
+    }
+    let tickets = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[11].to_f32s();
+    assert_eq!(
+        tickets,
+        vec![0.0; heads + 2 * kv],
+        "the last programs put the tickets back"
     );
 }
