@@ -54,6 +54,12 @@ pub struct Activations {
     pub part_m: Buffer<f32>,
     pub part_l: Buffer<f32>,
     pub part_acc: Buffer<f32>,
+    /// Programs finished so far, per query head (`attn_split_merge`: the split programs),
+    /// then per head of the QKV output (`rmsnorm_qkv_rope`: its D / BM programs); the
+    /// last one finishes the head and puts the count back to 0 (a launch the watchdog
+    /// stopped may leave them counting, as it leaves the KV cache half-written: the engine
+    /// reports the error, and a new engine starts from zeros).
+    pub tickets: Buffer<i32>,
     pub logits: Buffer<f32>,
     pub part_max: Buffer<f32>,
     pub part_idx: Buffer<i32>,
@@ -426,6 +432,7 @@ fn activations(
         part_m: z32(parts)?,
         part_l: z32(parts)?,
         part_acc: z32(parts * hd)?,
+        tickets: zi(2 * cfg.num_attention_heads + 2 * cfg.num_key_value_heads)?,
         logits: z32(cfg.vocab_size)?,
         part_max: z32(lm_blocks)?,
         part_idx: zi(lm_blocks)?,

@@ -27,12 +27,12 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::{attn_merge, attn_split};
+use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
-use crate::kernels::gemv::{gemv_residual, rmsnorm_gemv};
+use crate::kernels::gemv::gemv_residual;
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
 use crate::kernels::mlp::rmsnorm_gate_up_silu;
-use crate::kernels::rope::qk_norm_rope;
+use crate::kernels::rope::rmsnorm_qkv_rope;
 use crate::kernels::Tiles;
 use crate::kernels_engine::Output;
 use crate::sampling::SamplingParams;
@@ -76,6 +76,7 @@ pub fn decode_step(
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
     part_acc: Ptr<f32>,
+    tickets: Ptr<i32>,
     logits: Ptr<f32>,
     part_max: Ptr<f32>,
     part_idx: Ptr<i32>,
@@ -120,21 +121,14 @@ pub fn decode_step(
         EMBED_BLOCK,
     );
     for layer in 0..LAYERS {
-        // Attention block: input norm + QKV, q/k norm + rope + KV write, split-KV attention.
-        rmsnorm_gemv(
+        // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
+        // done by its last program, then split-KV attention with each head's merge done by
+        // its last split.
+        rmsnorm_qkv_rope(
             grid(cdiv(qkv_rows, QKV_BM)),
             x,
             &attn_norm[layer * HIDDEN..(layer + 1) * HIDDEN],
             &w_qkv[layer * qkv_rows * HIDDEN..(layer + 1) * qkv_rows * HIDDEN],
-            qkv,
-            qkv_rows,
-            HIDDEN,
-            eps,
-            QKV_BM,
-            QKV_BK,
-        );
-        qk_norm_rope(
-            grid(HEADS + KV_HEADS),
             qkv,
             &q_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
             &k_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
@@ -143,13 +137,18 @@ pub fn decode_step(
             q,
             &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
             &v_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
+            qkv_rows,
+            HIDDEN,
             HEADS,
             KV_HEADS,
             max_seq,
             eps,
+            QKV_BM,
+            QKV_BK,
             HEAD_DIM,
         );
-        attn_split(
+        attn_split_merge(
             grid(HEADS, ATTN_SPLITS),
             q,
             &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
@@ -158,20 +157,13 @@ pub fn decode_step(
             part_m,
             part_l,
             part_acc,
+            &tickets[0..HEADS],
+            attn,
             HEADS / KV_HEADS,
             max_seq,
             scale,
             HEAD_DIM,
             ATTN_BLOCK_N,
-            ATTN_SPLITS,
-        );
-        attn_merge(
-            grid(HEADS),
-            part_m,
-            part_l,
-            part_acc,
-            attn,
-            HEAD_DIM,
             ATTN_SPLITS,
         );
         gemv_residual(
@@ -284,8 +276,13 @@ impl Default for MegakernelOptions {
             max_seq: None,
             output: Output::Token,
             tiles: None,
-            // The warps come from the tiles (`MegakernelEngine::new`).
-            mega: MegaOptions::default(),
+            // The warps come from the tiles (`MegakernelEngine::new`). Idle CTAs prefetch one
+            // stage ahead: with two, the 4 idle CTAs of the attention stage prefetch o_proj's
+            // and gate/up's weights and reach gate/up late (docs/PERF.md, session 9).
+            mega: MegaOptions {
+                prefetch_depth: 1,
+                ..MegaOptions::default()
+            },
         }
     }
 }
@@ -520,6 +517,7 @@ impl MegakernelEngine {
             &a.part_m,
             &a.part_l,
             &a.part_acc,
+            &a.tickets,
             &a.logits,
             &a.part_max,
             &a.part_idx,

@@ -38,7 +38,7 @@ pub struct Knobs {
 impl Default for Knobs {
     /// What the engines use by default.
     fn default() -> Self {
-        let (r, m) = (TileRule::default(), MegaOptions::default());
+        let (r, m) = (TileRule::default(), MegakernelOptions::default().mega);
         Knobs {
             warps: r.warps,
             elems_per_thread: r.elems_per_thread,

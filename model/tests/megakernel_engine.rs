@@ -308,9 +308,9 @@ fn schedule_uses_counter_waits_only() {
         .syncs
         .iter()
         .all(|s| s.kind == dsl_runtime::mega::SyncKind::Counter));
-    // embedding, 7 stages per layer, lm_head, argmax merge; each but the first waits.
-    assert_eq!(plan.resolved.stages.len(), 10);
-    assert_eq!(plan.schedule.syncs.len(), 9);
+    // embedding, 5 stages per layer, lm_head, argmax merge; each but the first waits.
+    assert_eq!(plan.resolved.stages.len(), 8);
+    assert_eq!(plan.schedule.syncs.len(), 7);
 }
 
 /// Qwen3-0.6B's layer shape (two layers, small vocab): the real tile sizes (BM 4..16,
