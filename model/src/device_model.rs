@@ -45,8 +45,9 @@ pub struct Activations {
     /// Gumbel-max sampling in the lm_head: the seed, and 1 / temperature (0: greedy).
     pub seed: Buffer<i32>,
     pub inv_temp: Buffer<f32>,
-    /// The residual stream, updated in place by the two residual GEMVs.
-    pub x: Buffer<bf16>,
+    /// The residual stream, updated in place by the two residual GEMVs; f32
+    /// (`kernels/embedding.rs` says why).
+    pub x: Buffer<f32>,
     pub qkv: Buffer<bf16>,
     pub q: Buffer<bf16>,
     pub attn: Buffer<bf16>,
@@ -399,7 +400,7 @@ impl DeviceModel {
     }
 
     /// The residual stream after the last step's last layer (for checks).
-    pub fn hidden(&self) -> Result<Vec<bf16>, ModelError> {
+    pub fn hidden(&self) -> Result<Vec<f32>, ModelError> {
         self.a.x.to_vec().map_err(|e| self.err(e))
     }
 }
@@ -424,7 +425,7 @@ fn activations(
         pos: zi(1)?,
         seed: zi(1)?,
         inv_temp: z32(1)?,
-        x: z16(h)?,
+        x: z32(h)?,
         qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
         q: z16(cfg.q_dim())?,
         attn: z16(cfg.q_dim())?,

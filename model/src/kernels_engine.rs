@@ -119,7 +119,7 @@ impl KernelsEngine {
     }
 
     /// The residual stream after the last step's last layer (for checks).
-    pub fn hidden(&self) -> Result<Vec<dsl_runtime::bf16>, ModelError> {
+    pub fn hidden(&self) -> Result<Vec<f32>, ModelError> {
         self.m.hidden()
     }
 

@@ -67,8 +67,8 @@ pub fn decode_step(
     // [layer, kv_head, position (max_seq of them), head_dim]
     k_cache: Ptr<bf16>,
     v_cache: Ptr<bf16>,
-    // Activations and the two-phase ops' scratch.
-    x: Ptr<bf16>,
+    // Activations (the residual stream `x` in f32) and the two-phase ops' scratch.
+    x: Ptr<f32>,
     qkv: Ptr<bf16>,
     q: Ptr<bf16>,
     attn: Ptr<bf16>,
@@ -411,7 +411,7 @@ impl MegakernelEngine {
         Ok((t as u32, p as usize))
     }
     /// The residual stream after the last step's last layer (for checks).
-    pub fn hidden(&self) -> Result<Vec<bf16>, ModelError> {
+    pub fn hidden(&self) -> Result<Vec<f32>, ModelError> {
         self.m.hidden()
     }
 

@@ -17,7 +17,7 @@ use crate::device_model::DeviceModel;
 use crate::error::ModelError;
 use crate::kernels::prefill::{
     embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
-    qk_norm_rope_rows,
+    qk_norm_rope_rows, widen,
 };
 use crate::kernels::{lm_head, norm};
 use dsl_runtime::{bf16, cdiv, Buffer, BufferView, Device, Element, Launch};
@@ -386,7 +386,8 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
 }
 
 /// Final norm + lm_head + argmax on scratch row `row` (the prompt's last), with the decode
-/// kernels; `a.pos` holds that row's position.
+/// kernels (the row widened into the decode's f32 residual stream first); `a.pos` holds
+/// that row's position.
 fn launch_head(m: &DeviceModel, row: usize) -> Result<(), dsl_runtime::Error> {
     let (cfg, t, w, a, dev) = (&m.cfg, &m.tiles, &m.w, &m.a, &m.dev);
     let s = m.prefill.scratch.as_ref().expect("allocated by run");
@@ -394,10 +395,18 @@ fn launch_head(m: &DeviceModel, row: usize) -> Result<(), dsl_runtime::Error> {
     let grid = |n: usize| Launch::grid(n as u32).warps(t.warps);
     let g = t.lm_head;
     let blocks = g.programs(cfg.vocab_size);
+    widen::launch(
+        dev,
+        &grid(h.div_ceil(t.embed_block)),
+        &s.x.slice(row * h..(row + 1) * h),
+        &a.x,
+        h as i32,
+        t.embed_block,
+    )?;
     lm_head::lm_head_argmax::launch(
         dev,
         &grid(blocks),
-        &s.x.slice(row * h..(row + 1) * h),
+        &a.x,
         &w.final_norm,
         w.head(),
         &a.logits,

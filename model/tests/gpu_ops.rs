@@ -84,7 +84,7 @@ fn run_ops(
             max_seq,
         ))
         .unwrap();
-    let (x, qkv, q, attn, act) = (z16(h), z16(rows), z16(nh * hd), z16(nh * hd), z16(inter));
+    let (x, qkv, q, attn, act) = (z32(h), z16(rows), z16(nh * hd), z16(nh * hd), z16(inter));
     let parts = nh * t.attn_splits;
     let (pm, pl, pa) = (z32(parts), z32(parts), z32(parts * hd));
     let blocks = t.lm_head.programs(vocab);

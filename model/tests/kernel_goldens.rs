@@ -87,7 +87,7 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             gemv::rmsnorm_gemv::launch(
                 &dev(),
                 &grid(t.qkv.programs(rows)),
-                &up(&bf(&x_in)),
+                &up(&x_in),
                 &up(&lw.input_layernorm.data),
                 &up(&lw.fused_qkv()),
                 &qkv,
@@ -195,7 +195,7 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             check(&at("attention"), &f32s(&attn), &tr.attn);
 
             // o_proj + residual.
-            let res = up(&bf(&x_in));
+            let res = up(&x_in);
             gemv::gemv_residual::launch(
                 &dev(),
                 &grid(t.o_proj.programs(h)),
@@ -210,7 +210,7 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             .unwrap();
             check(
                 &at("o_proj + residual"),
-                &f32s(&res),
+                &res.to_vec().unwrap(),
                 &tr.residual_after_attn,
             );
 
@@ -219,7 +219,7 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             mlp::rmsnorm_gate_up_silu::launch(
                 &dev(),
                 &grid(t.gate_up.programs(inter)),
-                &up(&bf(&tr.residual_after_attn)),
+                &up(&tr.residual_after_attn),
                 &up(&lw.post_attention_layernorm.data),
                 &up(&lw.fused_gate_up()),
                 &act,
@@ -238,7 +238,7 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             check(&at("gate/up silu"), &f32s(&act), &want_act);
 
             // down + residual.
-            let res = up(&bf(&tr.residual_after_attn));
+            let res = up(&tr.residual_after_attn);
             gemv::gemv_residual::launch(
                 &dev(),
                 &grid(t.down.programs(h)),
@@ -251,11 +251,15 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
                 t.down.bk,
             )
             .unwrap();
-            check(&at("down + residual"), &f32s(&res), &tr.residual_after_mlp);
+            check(
+                &at("down + residual"),
+                &res.to_vec().unwrap(),
+                &tr.residual_after_mlp,
+            );
         }
 
         // Final norm + lm_head + two-phase argmax.
-        let x = up(&bf(&last[n_layers - 1].residual_after_mlp));
+        let x = up(&last[n_layers - 1].residual_after_mlp);
         let (vocab, g) = (cfg.vocab_size, t.lm_head);
         let blocks = g.programs(vocab);
         let out = dev().zeros::<f32>(vocab).unwrap();

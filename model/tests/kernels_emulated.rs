@@ -254,7 +254,7 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
         .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / d as f64)) as f32)
         .collect();
     let bufs = vec![
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, h, 2.0)),
+        HostMem::from_f32s(DType::F32, &rand(&mut rng, h, 2.0)), // the residual stream
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, h, 1.5)),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * h, 0.5)),
         HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m]),

@@ -15,7 +15,7 @@
 //!   (W · (x·g·inv) = inv · (W · (x·g))). No separate launch, no grid-wide barrier, no
 //!   reduction before the first weight load, and the normed vector never goes to memory.
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
-//!   its own rows of the residual stream, so it updates it in place.
+//!   its own rows of the residual stream (f32), so it updates it in place.
 use dsl_runtime::prelude::*;
 
 /// `W[rows, :] · (x / rms(x) * g)` for a bf16 W of row length `k`: the RMSNorm's squares
@@ -23,7 +23,7 @@ use dsl_runtime::prelude::*;
 /// (W · (x * g * inv) = inv · (W · (x * g))).
 #[tile_fn]
 pub fn normed_gemv_rows(
-    x: Ptr<bf16>,
+    x: Ptr<f32>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
     rows: Tile<i32, BM>,
@@ -45,7 +45,7 @@ pub fn normed_gemv_rows(
             0.0,
         )
         .to(f32);
-        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        let xv = load(x + cols, col_mask, 0.0);
         sumsq += xv * xv;
         acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     }
@@ -56,7 +56,7 @@ pub fn normed_gemv_rows(
 /// y = W · (x / rms(x) * g): input RMSNorm fused into the (QKV) projection.
 #[kernel(helpers(normed_gemv_rows))]
 pub fn rmsnorm_gemv(
-    x: Ptr<bf16>,
+    x: Ptr<f32>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
     y: Ptr<bf16>,
@@ -77,7 +77,7 @@ pub fn rmsnorm_gemv(
 pub fn gemv_residual(
     w: Ptr<bf16>,
     x: Ptr<bf16>,
-    res: Ptr<bf16>,
+    res: Ptr<f32>,
     m: i32,
     k: i32,
     #[constexpr] BM: usize,
@@ -99,7 +99,7 @@ pub fn gemv_residual(
         .to(f32);
         acc += wv * xv.expand_dims(0);
     }
-    // Epilogue: the add happens in f32, one rounding to bf16 per update of the stream.
-    let r = load(res + rows, row_mask, 0.0).to(f32);
-    store(res + rows, (r + sum(acc, 1)).to(bf16), row_mask);
+    // Epilogue: the residual stream is f32 (`embedding.rs` says why).
+    let r = load(res + rows, row_mask, 0.0);
+    store(res + rows, r + sum(acc, 1), row_mask);
 }

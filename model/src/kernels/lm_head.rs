@@ -20,7 +20,7 @@ use dsl_runtime::prelude::*;
 
 #[kernel]
 pub fn lm_head_argmax(
-    x: Ptr<bf16>,
+    x: Ptr<f32>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
     logits: Ptr<f32>,
@@ -50,7 +50,7 @@ pub fn lm_head_argmax(
             0.0,
         )
         .to(f32);
-        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        let xv = load(x + cols, col_mask, 0.0);
         sumsq += xv * xv;
         acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     }

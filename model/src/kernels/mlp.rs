@@ -9,7 +9,7 @@ use dsl_runtime::prelude::*;
 
 #[kernel]
 pub fn rmsnorm_gate_up_silu(
-    x: Ptr<bf16>,
+    x: Ptr<f32>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
     act: Ptr<bf16>,
@@ -31,7 +31,7 @@ pub fn rmsnorm_gate_up_silu(
         let offs = rows.expand_dims(1) * k + cols.expand_dims(0);
         let wg = load(w + offs, tile_mask, 0.0).to(f32);
         let wu = load(w + inter * k + offs, tile_mask, 0.0).to(f32);
-        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        let xv = load(x + cols, col_mask, 0.0);
         sumsq += xv * xv;
         let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
         acc_gate += wg * xg;

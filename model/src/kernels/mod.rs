@@ -219,8 +219,9 @@ pub fn shipped() -> Vec<Shipped> {
         k(
             &embedding::embedding::KERNEL,
             vec![("BLOCK", int(t.embed_block))],
-            "x = embed_tokens[token], token read from a device buffer",
+            "x = embed_tokens[token] (f32 residual stream), token read from a device buffer",
         ),
+
         k(
             &norm::rmsnorm::KERNEL,
             vec![("BLOCK", int(t.embed_block))],
@@ -311,6 +312,12 @@ pub fn prefill_shipped() -> Vec<Shipped> {
             vec![("BLOCK", int(t.embed_block))],
             p.row_warps,
             "prefill: x[t] = embed_tokens[tokens[t]] for a chunk's rows",
+        ),
+        pk(
+            &prefill::widen::KERNEL,
+            vec![("BLOCK", int(t.embed_block))],
+            p.row_warps,
+            "prefill: the last row as f32, into decode's residual stream (for the lm_head)",
         ),
         pk(
             &prefill::gemm_nt::KERNEL,

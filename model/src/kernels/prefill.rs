@@ -17,7 +17,8 @@
 //!            rmsnorm                                 xn     = rmsnorm(x) · g
 //!            gemm_nt_gate_up_silu                    act    = silu(xn·W_gᵀ) · (xn·W_uᵀ)
 //!            gemm_nt_residual                        x     += act · W_downᵀ
-//! last row only: lm_head_argmax + argmax_merge (the decode kernels, lm_head.rs)
+//! last row only: widen (into decode's f32 residual stream), then lm_head_argmax +
+//!                argmax_merge (the decode kernels, lm_head.rs)
 //! ```
 //!
 //! - Weights are stored as PyTorch keeps them, `[out, in]` row-major, so a program loads a
@@ -71,6 +72,15 @@ pub fn embed_rows(
         load(table + tok * hidden + cols, mask, 0.0),
         mask,
     );
+}
+
+/// x = src as f32: a bf16 row (prefill's residual at the prompt's last token) into the
+/// decode step's f32 stream, for the lm_head that picks the first new token.
+#[kernel]
+pub fn widen(src: Ptr<bf16>, x: Ptr<f32>, n: i32, #[constexpr] BLOCK: usize) {
+    let cols = program_id(0) * BLOCK + arange(0, BLOCK);
+    let mask = cols < n;
+    store(x + cols, load(src + cols, mask, 0.0).to(f32), mask);
 }
 
 /// y[m, n] = x[m, k] · w[n, k]ᵀ in bf16 (the QKV projection): grid cdiv(m, BM) · cdiv(n, BN),

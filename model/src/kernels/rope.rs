@@ -113,7 +113,7 @@ fn norm_rope(
 /// last one puts it back to 0. Needs D % BM == 0 (`Tiles` makes it so).
 #[kernel(helpers(normed_gemv_rows, norm_rope))]
 pub fn rmsnorm_qkv_rope(
-    x: Ptr<bf16>,
+    x: Ptr<f32>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
     qkv: Ptr<bf16>,
