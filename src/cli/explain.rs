@@ -115,22 +115,27 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
 }
 
 fn decode_step(cuda: bool, warps: Option<u32>) -> Result<(), String> {
+    print!("{}", decode_step_text(cuda, warps)?);
+    Ok(())
+}
+
+/// The decode megakernel at Qwen3-0.6B's shape with the engine's default options: its
+/// schedule, or with `cuda` its CUDA C.
+pub fn decode_step_text(cuda: bool, warps: Option<u32>) -> Result<String, String> {
     use model::kernels::{qwen3_0_6b, Tiles};
-    use model::megakernel_engine::{constexprs, decode_step};
+    use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
     let cfg = qwen3_0_6b();
     let t = Tiles::for_config(&cfg);
-    let opts = crate::runtime::mega::MegaOptions::default().warps(warps.unwrap_or(t.warps));
+    let opts = MegakernelOptions::default()
+        .mega
+        .warps(warps.unwrap_or(t.warps));
     let cx = constexprs(&cfg, &t);
     let m = &decode_step::MEGAKERNEL;
     if cuda {
-        print!(
-            "{}",
-            m.cuda_source(&cx, &opts).map_err(|e| e.to_string())?.code
-        );
+        Ok(m.cuda_source(&cx, &opts).map_err(|e| e.to_string())?.code)
     } else {
-        print!("{}", m.explain(&cx, &opts).map_err(|e| e.to_string())?);
+        m.explain(&cx, &opts).map_err(|e| e.to_string())
     }
-    Ok(())
 }
 
 fn show(v: &ConstVal) -> String {
