@@ -8,13 +8,16 @@
 //! - [`kernels`]: the kernels tessera ships, each with a plain-Rust reference; [`toy`]: the
 //!   toy megakernel; [`check`]: what examples and tests share.
 //! - [`model`]: Qwen3 from Hugging Face files, and its three engines.
-//! - [`cli`]: the binary's `explain` command.
+//! - [`cli`]: the binary's commands (`generate`, `bench`, `tune`, `explain`); [`bench`]:
+//!   decode speed against the bandwidth floor and over a grid of knobs; [`serve`]: the
+//!   OpenAI-compatible endpoint.
 //!
 //! ARCHITECTURE.md at the repository root maps where each stage lives.
 
 // Lets the `#[kernel]` macro name this crate as `::tessera` from inside it too.
 extern crate self as tessera;
 
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod kernels;

@@ -20,13 +20,13 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Generate text with a Qwen3 checkpoint (an embedded random model when --model is absent).
-    Generate(model::cli::GenerateArgs),
+    Generate(cli::generate::GenerateArgs),
     /// Decode speed of the megakernel engine (ms/token at several contexts) against the
     /// memory-bandwidth floor and, with --peers, transformers.
-    Bench(model::cli::BenchArgs),
+    Bench(cli::bench::BenchArgs),
     /// Decode speed over a grid of tile rules and megakernel options, with a per-stage
     /// profile of each (GPU).
-    Tune(model::cli::TuneArgs),
+    Tune(cli::tune::TuneArgs),
     /// An OpenAI-compatible HTTP endpoint (chat and text completions, streaming or not)
     /// over one engine; the embedded random model when --model is absent.
     Serve(tessera::serve::ServeArgs),
@@ -37,9 +37,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), String> = match cli.command {
-        Command::Generate(args) => model::cli::run_generate(args).map_err(|e| e.to_string()),
-        Command::Bench(args) => model::cli::run_bench(args).map_err(|e| e.to_string()),
-        Command::Tune(args) => model::cli::run_tune(args).map_err(|e| e.to_string()),
+        Command::Generate(args) => cli::generate::run_generate(args).map_err(|e| e.to_string()),
+        Command::Bench(args) => cli::bench::run_bench(args).map_err(|e| e.to_string()),
+        Command::Tune(args) => cli::tune::run_tune(args).map_err(|e| e.to_string()),
         Command::Serve(args) => tessera::serve::run(args).map_err(|e| e.to_string()),
         Command::Explain(args) => cli::explain::run(args),
     };

@@ -32,7 +32,8 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         ModelError::Io {
             path: path.into(),
             source,

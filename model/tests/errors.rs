@@ -1,9 +1,8 @@
 //! Bad checkpoints and bad prompts: each is a one-line error naming the problem.
 mod common;
 use common::*;
-use model::cli::parse_ids;
 use model::generate::check_prompt;
-use model::{Checkpoint, ModelError, Reference};
+use model::{Checkpoint, Reference};
 use safetensors::Dtype;
 use std::sync::Arc;
 
@@ -177,15 +176,4 @@ fn bad_prompts() {
     let long = vec![1u32; 4097];
     let e = check_prompt(&r, &long).unwrap_err().to_string();
     assert_has(&e, &["4097", "context", "4096"]);
-}
-
-#[test]
-fn prompt_id_parsing() {
-    assert_eq!(parse_ids("1, 2,3").unwrap(), vec![1, 2, 3]);
-    for bad in ["1,x,3", "1,,2", "-1", "1.5", "99999999999"] {
-        let e = parse_ids(bad).unwrap_err();
-        assert!(matches!(e, ModelError::Prompt(_)), "{bad}: {e}");
-        assert!(e.to_string().contains("is not a token id"), "{bad}: {e}");
-    }
-    assert_has(&parse_ids(" ").unwrap_err().to_string(), &["empty"]);
 }

@@ -201,7 +201,12 @@ fn gpu_prefill_matches_transformers_at_real_shape() {
 
     // A long prompt: one chunk, chunks of 256 (start_pos > 0, earlier keys from the cache),
     // and the megakernel token by token.
-    let prompt = model::bench::bench_prompt(ck.config.vocab_size, long);
+    let prompt: Vec<u32> = {
+        let (mut rng, vocab) = (model::sampling::SplitMix64::new(7), ck.config.vocab_size);
+        (0..long)
+            .map(|_| (rng.next_f64() * vocab as f64) as u32 % vocab as u32)
+            .collect()
+    };
     let mut m = mega(&ck, Output::Logits, max_seq);
     let t = Instant::now();
     let whole = logits(m.prefill(&prompt, 0).unwrap());

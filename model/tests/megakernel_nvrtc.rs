@@ -60,18 +60,6 @@ fn decode_megakernel_compiles_with_nvrtc() {
     }
 }
 
-#[test]
-fn bandwidth_probe_compiles_with_nvrtc() {
-    need_nvrtc();
-    let src = model::bench::stream_sum::KERNEL
-        .cuda_source(
-            &[("BLOCK", ConstVal::Int(2048)), ("STEPS", ConstVal::Int(8))],
-            8,
-        )
-        .unwrap();
-    nvrtc::compile(&src.code, "sm_90", false).unwrap();
-}
-
 /// The prefill kernels compile with NVRTC at the GPU's tiles and pipelining depths, at
 /// Qwen3's head_dim 128 and the committed checkpoints' (16, 24, 32), and their `dot`s take
 /// the tensor-core path with cp.async-pipelined loads where the shapes allow (every GEMM;

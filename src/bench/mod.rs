@@ -17,14 +17,14 @@
 //! `--peers peers.json` (written by `scripts/hf_peers.py` on the same GPU) adds transformers'
 //! eager and static-cache + torch.compile ms/token at each context; an older peers.json
 //! (`hf_reference.py`'s, one short context) fills the context-1 row only.
-use crate::config::Config;
-use crate::device_model::{kv_bytes_per_position, weight_bytes_per_token};
-use crate::engine::{Engine, StepOutput};
-use crate::error::ModelError;
-use crate::kernels_engine::{KernelOptions, KernelsEngine, Output};
-use crate::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions};
-use crate::weights::Weights;
-use dsl_runtime::prelude::*;
+pub mod plot;
+pub mod tune;
+
+use crate::runtime::prelude::*;
+use model::device_model::{kv_bytes_per_position, weight_bytes_per_token};
+use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
+use model::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions};
+use model::{Config, Engine, ModelError, StepOutput, Weights};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -233,7 +233,7 @@ fn ms_per_token(
 pub fn token_of(out: StepOutput) -> u32 {
     match out {
         StepOutput::Token(t) => t,
-        StepOutput::Logits(l) => crate::sampling::argmax(&l),
+        StepOutput::Logits(l) => model::sampling::argmax(&l),
     }
 }
 
@@ -327,7 +327,7 @@ pub fn run(
     }
     // Time to first token per prompt length, on the same engine.
     if let Some(chunk) = plan.prefill_chunk {
-        let t = crate::prefill::PrefillTiles {
+        let t = model::prefill::PrefillTiles {
             chunk,
             ..*engine.prefill_tiles()
         };
@@ -442,7 +442,7 @@ fn median(v: &[f64]) -> f64 {
 
 /// Prompt ids for the prefill bench: a fixed pseudo-random sequence in the vocabulary.
 pub fn bench_prompt(vocab: usize, n: usize) -> Vec<u32> {
-    let mut rng = crate::sampling::SplitMix64::new(0x5EED_7E55);
+    let mut rng = model::sampling::SplitMix64::new(0x5EED_7E55);
     (0..n)
         .map(|_| (rng.next_f64() * vocab as f64) as u32 % vocab as u32)
         .collect()
@@ -501,8 +501,8 @@ pub fn prefill_flops(cfg: &Config, n: usize) -> f64 {
 
 /// TFLOP/s of the prefill GEMM (`gemm_nt` with the engine's tiles) at 2048 x 4096 x 4096,
 /// best of 5 after 2 warm-ups: the rate the prefill floor assumes for all of its FLOPs.
-pub fn gemm_tflops(dev: &Device, t: &crate::prefill::PrefillTiles) -> Result<f64, ModelError> {
-    use crate::kernels::prefill::gemm_nt;
+pub fn gemm_tflops(dev: &Device, t: &model::prefill::PrefillTiles) -> Result<f64, ModelError> {
+    use model::kernels::prefill::gemm_nt;
     let (m, n, k) = (2048usize, 4096usize, 4096usize);
     let x = dev.zeros::<bf16>(m * k).map_err(err)?;
     let w = dev.zeros::<bf16>(n * k).map_err(err)?;
@@ -734,7 +734,7 @@ mod tests {
 
     #[test]
     fn prefill_flops_count_gemms_attention_and_one_head_row() {
-        let cfg = crate::kernels::qwen3_0_6b();
+        let cfg = model::kernels::qwen3_0_6b();
         // Qwen3-0.6B: 28 layers of (1024 x 4096 + 2048 x 1024 + 3 x 1024 x 3072) weights.
         let per_token = 2.0 * 28.0 * (1024.0 * 4096.0 + 2048.0 * 1024.0 + 3.0 * 1024.0 * 3072.0);
         let attn = |n: f64| 2.0 * 28.0 * 2.0 * 16.0 * 128.0 * n * (n + 1.0) / 2.0;

@@ -4,8 +4,8 @@
 //! transformers (eager and compiled, from --peers). Right: time to first token against
 //! prompt length (log-log), beside the GEMM-bound floor and transformers' prefill. Drawn
 //! with plotters' SVG backend and its built-in text layout, so no system font is needed.
-use crate::bench::Report;
-use crate::error::ModelError;
+use super::Report;
+use model::ModelError;
 use plotters::prelude::*;
 
 fn err(e: impl std::fmt::Display) -> ModelError {

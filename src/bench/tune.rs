@@ -6,15 +6,12 @@
 //! position, then times `tokens` greedy steps exactly as `generate` runs them. With
 //! `profile`, one more step runs with `%globaltimer` stamps per stage and CTA
 //! (`MegaOptions::profile`) and the table of where the step's time went is kept.
-use crate::config::Config;
-use crate::engine::Engine;
-use crate::error::ModelError;
-use crate::kernels::{TileRule, Tiles};
-use crate::kernels_engine::Output;
-use crate::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions};
-use crate::weights::Weights;
-use dsl_runtime::mega::MegaOptions;
-use dsl_runtime::Device;
+use crate::runtime::mega::MegaOptions;
+use crate::runtime::Device;
+use model::kernels::{TileRule, Tiles};
+use model::kernels_engine::Output;
+use model::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions};
+use model::{Config, Engine, ModelError, Weights};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -43,7 +40,7 @@ impl Default for Knobs {
             warps: r.warps,
             elems_per_thread: r.elems_per_thread,
             bk_max: r.bk_max,
-            ctas_per_sm: crate::kernels::CTAS_PER_SM,
+            ctas_per_sm: model::kernels::CTAS_PER_SM,
             wait_prefetch_bytes: m.wait_prefetch_bytes,
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),

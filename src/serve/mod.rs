@@ -12,7 +12,7 @@ pub mod response;
 pub mod routes;
 pub mod text;
 
-use model::cli::{build_engine, load_model, EngineArgs};
+use crate::cli::engine_args::{build_engine, load_model, EngineArgs};
 use model::ModelError;
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -1,0 +1,182 @@
+//! `tessera tune`: arguments and the command itself (the grid runner is `crate::bench::tune`).
+use super::engine_args::{pick_device, Device};
+use super::write_out;
+use model::{embedded, Checkpoint, ModelError};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct TuneArgs {
+    /// Checkpoint directory (Hugging Face layout). Without it, the embedded random model.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: Device,
+    /// Context position the timed tokens start at.
+    #[arg(long, default_value_t = 1)]
+    pub position: usize,
+    /// Tokens timed per configuration.
+    #[arg(long, default_value_t = 64)]
+    pub tokens: usize,
+    /// Warps per program (comma-separated values: every combination of the lists runs).
+    #[arg(long, value_name = "LIST")]
+    pub warps: Option<String>,
+    /// Weight-tile elements per thread.
+    #[arg(long, value_name = "LIST")]
+    pub elems: Option<String>,
+    /// Widest k step of a GEMV tile.
+    #[arg(long, value_name = "LIST")]
+    pub bk_max: Option<String>,
+    /// Persistent CTAs per SM.
+    #[arg(long, value_name = "LIST")]
+    pub ctas_per_sm: Option<String>,
+    /// MiB of each stage's weights prefetched into L2 while its CTAs wait.
+    #[arg(long, value_name = "LIST")]
+    pub wait_prefetch_mib: Option<String>,
+    /// Following stages idle CTAs prefetch.
+    #[arg(long, value_name = "LIST")]
+    pub prefetch_depth: Option<String>,
+    /// KiB of the staging ring (weights issued ahead into shared memory): `auto` (as much
+    /// as the GPU gives), 0 (none) or a size.
+    #[arg(long, value_name = "LIST")]
+    pub stage_ring_kib: Option<String>,
+    /// With a ring: write each copy's range from the load's box (`true`) or reduce every
+    /// thread's addresses (`false`).
+    #[arg(long, value_name = "LIST")]
+    pub stage_boxes: Option<String>,
+    /// Also profile one step of every configuration: where the time goes, per stage.
+    #[arg(long)]
+    pub profile: bool,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn list<T: std::str::FromStr + Copy>(
+    flag: &str,
+    v: &Option<String>,
+    default: T,
+) -> Result<Vec<T>, ModelError> {
+    match v {
+        None => Ok(vec![default]),
+        Some(s) => s
+            .split(',')
+            .map(|x| {
+                x.trim().parse::<T>().map_err(|_| {
+                    ModelError::Usage(format!(
+                        "--{flag}: \"{}\" is not a value of this list",
+                        x.trim()
+                    ))
+                })
+            })
+            .collect(),
+    }
+}
+
+/// `tessera tune`: decode speed over a grid of tile rules and megakernel options.
+pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
+    use crate::bench::tune::Knobs;
+    let d = Knobs::default();
+    // Every combination of the lists: each flag multiplies the grid by its values.
+    fn times<T: Copy>(grid: Vec<Knobs>, values: Vec<T>, set: fn(&mut Knobs, T)) -> Vec<Knobs> {
+        grid.iter()
+            .flat_map(|k| {
+                values.iter().map(move |&v| {
+                    let mut k = *k;
+                    set(&mut k, v);
+                    k
+                })
+            })
+            .collect()
+    }
+    let mut grid = vec![d];
+    grid = times(grid, list("warps", &a.warps, d.warps)?, |k, v| k.warps = v);
+    grid = times(
+        grid,
+        list("elems", &a.elems, d.elems_per_thread)?,
+        |k, v| k.elems_per_thread = v,
+    );
+    grid = times(grid, list("bk-max", &a.bk_max, d.bk_max)?, |k, v| {
+        k.bk_max = v
+    });
+    grid = times(
+        grid,
+        list("ctas-per-sm", &a.ctas_per_sm, d.ctas_per_sm)?,
+        |k, v| k.ctas_per_sm = v,
+    );
+    grid = times(
+        grid,
+        list(
+            "wait-prefetch-mib",
+            &a.wait_prefetch_mib,
+            d.wait_prefetch_bytes >> 20,
+        )?,
+        |k, v| k.wait_prefetch_bytes = v << 20,
+    );
+    grid = times(
+        grid,
+        list("prefetch-depth", &a.prefetch_depth, d.prefetch_depth)?,
+        |k, v| k.prefetch_depth = v,
+    );
+    grid = times(
+        grid,
+        list("stage-ring-kib", &a.stage_ring_kib, d.stage_ring)?,
+        |k, v| k.stage_ring = v,
+    );
+    grid = times(
+        grid,
+        list("stage-boxes", &a.stage_boxes, d.stage_boxes)?,
+        |k, v| k.stage_boxes = v,
+    );
+    if grid.iter().any(|k| {
+        !(1..=32).contains(&k.warps)
+            || k.elems_per_thread == 0
+            || k.bk_max == 0
+            || k.ctas_per_sm == 0
+    }) {
+        return Err(ModelError::Usage(
+            "tune: warps must be 1..=32; elems, bk-max and ctas-per-sm at least 1".into(),
+        ));
+    }
+    if a.tokens == 0 {
+        return Err(ModelError::Usage("--tokens must be at least 1".into()));
+    }
+    let (cfg, weights) = match &a.model {
+        Some(dir) => {
+            let ck = Checkpoint::load(dir, std::io::stderr().is_terminal())?;
+            (ck.config, ck.weights)
+        }
+        None => {
+            eprintln!("note: no --model given: tuning the embedded random Qwen3 (tiny)");
+            let cfg = embedded::config();
+            let w = embedded::weights(&cfg);
+            (cfg, w)
+        }
+    };
+    let dev = pick_device(a.device)?;
+    if !dev.is_cuda() {
+        eprintln!("note: no GPU: the interpreter runs, so times say nothing about speed (and nothing is profiled)");
+    }
+    let rows =
+        crate::bench::tune::run(&cfg, &weights, &dev, &grid, a.position, a.tokens, a.profile)?;
+    let mut out = format!(
+        "tessera tune: {} configurations at context {}, {} tokens each, on {}\n\n",
+        rows.len(),
+        a.position,
+        a.tokens,
+        dev.describe()
+    );
+    out += &crate::bench::tune::table(&rows);
+    for r in &rows {
+        if let Some(p) = &r.profile {
+            out += &format!("\nprofile of {:?}:\n{p}", r.knobs);
+        }
+    }
+    write_out(&out)?;
+    if let Some(path) = &a.json {
+        let text =
+            serde_json::to_string_pretty(&rows).map_err(|e| ModelError::Usage(e.to_string()))?;
+        std::fs::write(path, text + "\n").map_err(|e| ModelError::io(path, e))?;
+    }
+    Ok(())
+}
