@@ -11,29 +11,31 @@ use crate::kernels::{TileRule, Tiles};
 use crate::weights::{Tensor, Weights};
 use dsl_runtime::{bf16, Buffer, Device};
 
-/// The weights on the device, each kind stacked over layers (a layer is a window).
+/// The weights on the device, each kind stacked over layers (a layer is a window), named
+/// as in the checkpoint (`model.layers.N.NAME`; `qkv_proj` and `gate_up_proj` are the
+/// fused q/k/v and gate/up projections).
 pub struct DeviceWeights {
-    pub embed: Buffer<bf16>,
-    /// None when tied to `embed`.
+    pub embed_tokens: Buffer<bf16>,
+    /// None when tied to `embed_tokens`.
     pub lm_head: Option<Buffer<bf16>>,
-    pub final_norm: Buffer<bf16>,
+    pub norm: Buffer<bf16>,
     /// [max_seq, head_dim]: each position's rotary cosines, then sines
     /// (`reference::rope_table`).
     pub rope: Buffer<f32>,
-    pub attn_norm: Buffer<bf16>, // [L, hidden]
-    pub qkv: Buffer<bf16>,       // [L, q_dim + 2 kv_dim, hidden]
-    pub q_norm: Buffer<bf16>,    // [L, head_dim]
-    pub k_norm: Buffer<bf16>,    // [L, head_dim]
-    pub o_proj: Buffer<bf16>,    // [L, hidden, q_dim]
-    pub mlp_norm: Buffer<bf16>,  // [L, hidden]
-    pub gate_up: Buffer<bf16>,   // [L, 2 intermediate, hidden]
-    pub down: Buffer<bf16>,      // [L, hidden, intermediate]
+    pub input_layernorm: Buffer<bf16>,          // [L, hidden]
+    pub qkv_proj: Buffer<bf16>,                 // [L, q_dim + 2 kv_dim, hidden]: [q; k; v]
+    pub q_norm: Buffer<bf16>,                   // [L, head_dim]
+    pub k_norm: Buffer<bf16>,                   // [L, head_dim]
+    pub o_proj: Buffer<bf16>,                   // [L, hidden, q_dim]
+    pub post_attention_layernorm: Buffer<bf16>, // [L, hidden]
+    pub gate_up_proj: Buffer<bf16>,             // [L, 2 intermediate, hidden]: [gate; up]
+    pub down_proj: Buffer<bf16>,                // [L, hidden, intermediate]
 }
 
 impl DeviceWeights {
     /// The output head: `lm_head`, or the embedding table when they are tied.
     pub fn head(&self) -> &Buffer<bf16> {
-        self.lm_head.as_ref().unwrap_or(&self.embed)
+        self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
     }
 }
 
@@ -228,21 +230,21 @@ impl DeviceModel {
         let ls = &weights.layers;
         let rope = crate::reference::rope_table(&crate::reference::rope_inv_freq(&cfg), max_seq);
         let w = DeviceWeights {
-            embed: up(&weights.embed_tokens.data)?,
+            embed_tokens: up(&weights.embed_tokens.data)?,
             lm_head: weights.lm_head.as_ref().map(|t| up(&t.data)).transpose()?,
-            final_norm: up(&weights.norm.data)?,
+            norm: up(&weights.norm.data)?,
             rope: dev.upload(&rope).map_err(e)?,
-            attn_norm: up(&stack(ls.iter().map(|lw| &lw.input_layernorm)))?,
-            qkv: up(&ls.iter().flat_map(|lw| lw.fused_qkv()).collect::<Vec<_>>())?,
+            input_layernorm: up(&stack(ls.iter().map(|lw| &lw.input_layernorm)))?,
+            qkv_proj: up(&ls.iter().flat_map(|lw| lw.fused_qkv()).collect::<Vec<_>>())?,
             q_norm: up(&stack(ls.iter().map(|lw| &lw.q_norm)))?,
             k_norm: up(&stack(ls.iter().map(|lw| &lw.k_norm)))?,
             o_proj: up(&stack(ls.iter().map(|lw| &lw.o_proj)))?,
-            mlp_norm: up(&stack(ls.iter().map(|lw| &lw.post_attention_layernorm)))?,
-            gate_up: up(&ls
+            post_attention_layernorm: up(&stack(ls.iter().map(|lw| &lw.post_attention_layernorm)))?,
+            gate_up_proj: up(&ls
                 .iter()
                 .flat_map(|lw| lw.fused_gate_up())
                 .collect::<Vec<_>>())?,
-            down: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
+            down_proj: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
         };
         let a = activations(engine, &cfg, &tiles, &dev)?;
         let prefill = crate::prefill::Prefill::new(&dev);
