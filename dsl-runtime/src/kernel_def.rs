@@ -2,12 +2,13 @@
 //! derived from it per constexpr binding: the specialised IR, the CUDA C, the loaded GPU
 //! function. `launch` checks the arguments, then interprets or launches.
 use crate::cuda::{self, CudaSource, EmitOptions, DEFAULT_NUM_STAGES};
-use crate::device::{Device, HostBuffers, Kind, PtrArg};
+use crate::device::{CudaDev, Device, HostBuffers, Kind, PtrArg};
 use crate::error::{Error, Result};
 use crate::interp::{self, InterpArg, InterpOptions};
+use crate::launch_args;
 use crate::nvrtc;
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
-use dsl_ir::{ConstVal, DType, Kernel, ParamKind};
+use cudarc::driver::{CudaFunction, LaunchConfig};
+use dsl_ir::{ConstVal, Kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -186,14 +187,21 @@ pub struct KernelDef {
     tuned: OnceLock<Mutex<HashMap<String, usize>>>,
 }
 
-/// A kernel specialised for one constexpr binding, and its GPU functions by lowering facts.
-/// A loaded GPU function's key: warps per program, pipelining depth, the lowering facts
-/// (16-byte alignment and divisibility per parameter), and the CUDA context.
-type FunctionKey = (u32, u32, Vec<bool>, usize);
+/// A loaded GPU function's key: what its source was generated for, and where it was loaded.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct FunctionKey {
+    num_warps: u32,
+    num_stages: u32,
+    /// 16-byte alignment and divisibility per parameter (`launch_args::facts`).
+    facts: Vec<bool>,
+    /// The CUDA context (its address).
+    ctx: usize,
+}
 
 /// A loaded function and the dynamic shared memory its launch asks for (0: static only).
 type Loaded = (CudaFunction, u32);
 
+/// A kernel specialised for one constexpr binding, and its GPU functions by lowering facts.
 struct Spec {
     kernel: Kernel,
     functions: Mutex<HashMap<FunctionKey, Loaded>>,
@@ -397,8 +405,16 @@ impl KernelDef {
         num_warps: u32,
     ) -> Result<String> {
         let spec = self.spec(constexprs)?;
-        let facts = vec![true; spec.kernel.params.len()];
-        let (f, _) = self.function(dev, &spec, (num_warps, DEFAULT_NUM_STAGES), facts)?;
+        let cuda_dev = dev
+            .cuda_dev()
+            .ok_or_else(|| self.err("not a GPU device".into()))?;
+        let key = FunctionKey {
+            num_warps,
+            num_stages: DEFAULT_NUM_STAGES,
+            facts: vec![true; spec.kernel.params.len()],
+            ctx: Arc::as_ptr(&cuda_dev.ctx) as usize,
+        };
+        let (f, _) = self.function(cuda_dev, &spec, key)?;
         Ok(format!(
             "registers/thread: {}, static shared memory: {} B, local memory (spills): {} B/thread",
             f.num_regs()?,
@@ -415,49 +431,7 @@ impl KernelDef {
     }
 
     fn check_args(&self, k: &Kernel, args: &[Arg<'_>]) -> Result<()> {
-        let params: Vec<_> = k.runtime_params().collect();
-        if params.len() != args.len() {
-            return Err(self.err(format!(
-                "expects {} arguments, got {}",
-                params.len(),
-                args.len()
-            )));
-        }
-        for (n, ((_, p), a)) in params.iter().zip(args).enumerate() {
-            let ok = match (p.kind, a) {
-                (ParamKind::Ptr(d), Arg::Ptr(pa)) => pa.dtype == d,
-                (ParamKind::Scalar(DType::I32), Arg::I32(_))
-                | (ParamKind::Scalar(DType::F32), Arg::F32(_)) => true,
-                _ => false,
-            };
-            if !ok {
-                let want = match p.kind {
-                    ParamKind::Ptr(d) => format!("Ptr<{d}>"),
-                    ParamKind::Scalar(d) => d.to_string(),
-                    ParamKind::Constexpr(_) => "constexpr".into(),
-                };
-                let got = match a {
-                    Arg::Ptr(pa) => format!("Ptr<{}>", pa.dtype),
-                    Arg::I32(_) => "i32".into(),
-                    Arg::F32(_) => "f32".into(),
-                };
-                return Err(self.err(format!(
-                    "argument {} (`{}`) expects {want}, got {got}",
-                    n + 1,
-                    p.name
-                )));
-            }
-            if let Arg::Ptr(pa) = a {
-                if pa.len == 0 {
-                    return Err(self.err(format!(
-                        "argument {} (`{}`) is an empty buffer",
-                        n + 1,
-                        p.name
-                    )));
-                }
-            }
-        }
-        Ok(())
+        launch_args::check(&sigs(k), args).map_err(|m| self.err(m))
     }
 
     fn interpret(&self, k: &Kernel, grid: [u32; 3], args: &[Arg<'_>]) -> Result<()> {
@@ -483,51 +457,25 @@ impl KernelDef {
             .map_err(|e| Error::Interp(e.to_string()))
     }
 
-    fn function(
-        &self,
-        dev: &Device,
-        spec: &Spec,
-        (num_warps, num_stages): (u32, u32),
-        facts: Vec<bool>,
-    ) -> Result<Loaded> {
-        let cuda_dev = dev
-            .cuda_dev()
-            .ok_or_else(|| self.err("not a GPU device".into()))?;
-        let key = (
-            num_warps,
-            num_stages,
-            facts,
-            Arc::as_ptr(&cuda_dev.ctx) as usize,
-        );
+    fn function(&self, dev: &CudaDev, spec: &Spec, key: FunctionKey) -> Result<Loaded> {
         if let Some(f) = lock_map(&spec.functions).get(&key) {
             return Ok(f.clone());
         }
         let src = cuda::emit(
             &spec.kernel,
             &EmitOptions {
-                num_warps,
-                divisible16: key.2.clone(),
+                num_warps: key.num_warps,
+                divisible16: key.facts.clone(),
                 early: vec![],
-                num_stages,
+                num_stages: key.num_stages,
                 stage_boxes: false,
             },
         )
         .map_err(Error::Lower)?;
-        let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
-        let module = cuda_dev
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
-        let f = module.load_function(&src.entry)?;
-        let dynamic = src.dynamic_smem_bytes as u32;
-        if dynamic > 0 {
-            // Above 48 KiB a kernel must opt in to more dynamic shared memory.
-            f.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dynamic as i32,
-            )?;
-        }
-        lock_map(&spec.functions).insert(key, (f.clone(), dynamic));
-        Ok((f, dynamic))
+        let dynamic = src.dynamic_smem_bytes;
+        let f = launch_args::load_function(dev, &src.code, &src.entry, dynamic)?;
+        lock_map(&spec.functions).insert(key, (f.clone(), dynamic as u32));
+        Ok((f, dynamic as u32))
     }
 
     fn launch_cuda(
@@ -539,37 +487,16 @@ impl KernelDef {
         args: &[Arg<'_>],
     ) -> Result<()> {
         let cuda_dev = dev.cuda_dev().expect("checked by the caller");
-        // Lowering facts (Triton's specialisation): 16-byte aligned pointers and i32 values
-        // divisible by 16 allow vector loads. Part of the function's key.
-        let mut facts = vec![false; spec.kernel.params.len()];
-        let mut words: Vec<u64> = Vec::with_capacity(args.len());
-        for ((i, _), a) in spec.kernel.runtime_params().zip(args) {
-            match a {
-                Arg::Ptr(p) => {
-                    let addr = p.device_addr().ok_or_else(|| {
-                        self.err("a host buffer was passed to a GPU launch".into())
-                    })?;
-                    facts[i] = addr % 16 == 0;
-                    words.push(addr);
-                }
-                Arg::I32(v) => {
-                    facts[i] = v % 16 == 0;
-                    words.push(*v as u32 as u64);
-                }
-                Arg::F32(v) => words.push(v.to_bits() as u64),
-            }
-        }
-        let (f, dynamic) = self.function(dev, spec, (num_warps, num_stages), facts)?;
-        // Kernel parameters are passed by address with their C sizes: 8 bytes for pointers,
-        // 4 for int and float. Keep the 4-byte values in their own storage.
-        let small: Vec<u32> = words.iter().map(|&w| w as u32).collect();
+        let packed = launch_args::Packed::new(args).map_err(|m| self.err(m))?;
+        let key = FunctionKey {
+            num_warps,
+            num_stages,
+            facts: launch_args::facts(&sigs(&spec.kernel), args, spec.kernel.params.len()),
+            ctx: Arc::as_ptr(&cuda_dev.ctx) as usize,
+        };
+        let (f, dynamic) = self.function(cuda_dev, spec, key)?;
         let mut b = cuda_dev.stream.launch_builder(&f);
-        for (n, a) in args.iter().enumerate() {
-            match a {
-                Arg::Ptr(_) => b.arg(&words[n]),
-                Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
-            };
-        }
+        packed.push(&mut b);
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (32 * num_warps, 1, 1),
@@ -580,6 +507,17 @@ impl KernelDef {
         unsafe { b.launch(cfg) }?;
         Ok(())
     }
+}
+
+/// The kernel's run-time parameters, as `launch_args` checks them.
+fn sigs(k: &Kernel) -> Vec<launch_args::Sig<'_>> {
+    k.runtime_params()
+        .map(|(index, p)| launch_args::Sig {
+            index,
+            name: &p.name,
+            kind: p.kind,
+        })
+        .collect()
 }
 
 fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

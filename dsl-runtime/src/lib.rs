@@ -12,6 +12,7 @@ pub mod element;
 pub mod error;
 pub mod interp;
 pub mod kernel_def;
+mod launch_args;
 pub mod mega;
 pub mod nvrtc;
 

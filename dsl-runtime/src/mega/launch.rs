@@ -10,9 +10,9 @@ use super::schedule::{schedule, sync_text, Schedule};
 use crate::device::{Device, HostBuffers, Kind, PtrArg, RawBuf};
 use crate::error::{Error, Result};
 use crate::kernel_def::{Arg, Binding};
-use crate::nvrtc;
+use crate::launch_args;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
-use dsl_ir::{ConstVal, DType, ParamKind};
+use dsl_ir::ConstVal;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -115,19 +115,29 @@ struct SyncBuf {
     clean: bool,
 }
 
-/// Everything the generated source depends on, and the context it was loaded into.
-type FnKey = (PlanKey, Vec<bool>, usize, GenKey);
+/// A loaded persistent kernel's key: everything its source depends on, and the context
+/// it was loaded into.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct FnKey {
+    plan: PlanKey,
+    /// 16-byte alignment and divisibility per parameter (`launch_args::facts`).
+    facts: Vec<bool>,
+    /// The CUDA context (its address).
+    ctx: usize,
+    gen: GenKey,
+}
 
 /// The options the generated source depends on (`gen_key`).
-type GenKey = (
-    u32,
-    Vec<usize>,
-    Option<usize>,
-    u64,
-    bool,
-    Option<usize>,
-    bool,
-);
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct GenKey {
+    num_warps: u32,
+    drop_syncs: Vec<usize>,
+    break_sync: Option<usize>,
+    wait_prefetch_bytes: u64,
+    profile: bool,
+    stage_ring: Option<usize>,
+    stage_boxes: bool,
+}
 
 /// The part of `opts` that changes the generated source. Every field is named, so a new
 /// option does not compile until it is placed here or among the run-time ones (an option
@@ -148,15 +158,15 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         stage_ring,
         stage_boxes,
     } = opts;
-    (
-        *num_warps,
-        drop_syncs.clone(),
-        *break_sync,
-        *wait_prefetch_bytes,
-        *profile,
-        *stage_ring,
-        *stage_boxes,
-    )
+    GenKey {
+        num_warps: *num_warps,
+        drop_syncs: drop_syncs.clone(),
+        break_sync: *break_sync,
+        wait_prefetch_bytes: *wait_prefetch_bytes,
+        profile: *profile,
+        stage_ring: *stage_ring,
+        stage_boxes: *stage_boxes,
+    }
 }
 
 /// A loaded persistent kernel.
@@ -301,40 +311,16 @@ impl MegaDef {
     }
 
     fn check_args(&self, r: &Resolved, args: &[Arg<'_>]) -> Result<()> {
-        let params: Vec<_> = r.program.runtime_params().collect();
-        if params.len() != args.len() {
-            return Err(self.err(format!(
-                "expects {} arguments, got {}",
-                params.len(),
-                args.len()
-            )));
-        }
-        let mut ptrs: Vec<(usize, &PtrArg)> = vec![];
-        for (n, ((i, p), a)) in params.iter().zip(args).enumerate() {
-            let ok = match (p.kind, a) {
-                (ParamKind::Ptr(d), Arg::Ptr(pa)) => pa.dtype == d,
-                (ParamKind::Scalar(DType::F32), Arg::F32(_)) => true,
-                (ParamKind::Scalar(_), Arg::I32(_)) => true,
-                _ => false,
-            };
-            if !ok {
-                return Err(self.err(format!(
-                    "argument {} (`{}`) has the wrong type",
-                    n + 1,
-                    p.name
-                )));
-            }
-            if let Arg::Ptr(pa) = a {
-                if pa.len == 0 {
-                    return Err(self.err(format!(
-                        "argument {} (`{}`) is an empty buffer",
-                        n + 1,
-                        p.name
-                    )));
-                }
-                ptrs.push((*i, pa));
-            }
-        }
+        let sigs = sigs(r);
+        launch_args::check(&sigs, args).map_err(|m| self.err(m))?;
+        let ptrs: Vec<(usize, &PtrArg)> = sigs
+            .iter()
+            .zip(args)
+            .filter_map(|(p, a)| match a {
+                Arg::Ptr(pa) => Some((p.index, pa)),
+                _ => None,
+            })
+            .collect();
         // The schedule assumes distinct pointer parameters never overlap (as Rust's `&mut`):
         // two that do, one of them written, could hide a hazard.
         for (x, (i, a)) in ptrs.iter().enumerate() {
@@ -392,22 +378,13 @@ impl MegaDef {
     ) -> Result<()> {
         let cuda_dev = dev.cuda_dev().expect("checked by the caller");
         let r = plan.r();
-        // Lowering facts from the actual arguments (they change the generated source, so
-        // they are part of the cache key): aligned base pointers, i32 values divisible by 16.
-        let mut facts = MegaFacts(vec![false; r.params().len()]);
-        for ((i, _), a) in r.program.runtime_params().zip(args) {
-            facts.0[i] = match a {
-                Arg::Ptr(p) => p.device_addr().is_some_and(|x| x % 16 == 0),
-                Arg::I32(v) => v % 16 == 0,
-                Arg::F32(_) => false,
-            };
-        }
-        let key: FnKey = (
-            plan.key.clone(),
-            facts.0.clone(),
-            Arc::as_ptr(&cuda_dev.ctx) as usize,
-            gen_key(opts),
-        );
+        let facts = MegaFacts(launch_args::facts(&sigs(r), args, r.params().len()));
+        let key = FnKey {
+            plan: plan.key.clone(),
+            facts: facts.0.clone(),
+            ctx: Arc::as_ptr(&cuda_dev.ctx) as usize,
+            gen: gen_key(opts),
+        };
         let fmap = self.functions.get_or_init(Default::default);
         let cached = lock_map(fmap).get(&key).cloned();
         let k = match cached {
@@ -420,18 +397,8 @@ impl MegaDef {
                         src.smem_bytes, cuda_dev.smem_optin
                     )));
                 }
-                let compiled = nvrtc::compile(&src.code, cuda_dev.arch, true)?;
-                let module = cuda_dev
-                    .ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;
-                let f = module.load_function(&src.entry)?;
-                if src.smem_bytes > 48 << 10 {
-                    // Above 48 KiB a block must ask for its dynamic shared memory.
-                    f.set_attribute(
-                        cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        src.smem_bytes as i32,
-                    )?;
-                }
+                let f =
+                    launch_args::load_function(cuda_dev, &src.code, &src.entry, src.smem_bytes)?;
                 let k = Arc::new(Compiled {
                     f,
                     block_threads: src.block_threads,
@@ -463,17 +430,7 @@ impl MegaDef {
             )));
         }
         let stream = &cuda_dev.stream;
-        let mut words: Vec<u64> = vec![];
-        for a in args {
-            words.push(match a {
-                Arg::Ptr(p) => p
-                    .device_addr()
-                    .ok_or_else(|| self.err("a host buffer was passed to a GPU launch"))?,
-                Arg::I32(v) => *v as u32 as u64,
-                Arg::F32(v) => v.to_bits() as u64,
-            });
-        }
-        let small: Vec<u32> = words.iter().map(|&w| w as u32).collect();
+        let packed = launch_args::Packed::new(args).map_err(|m| self.err(m))?;
         let timeout_ns: u64 = opts.timeout_ms.saturating_mul(1_000_000);
         let bufs = self.sync_bufs.get_or_init(Default::default);
         let mut bufs = lock_map(bufs);
@@ -507,12 +464,7 @@ impl MegaDef {
         }
         sync.clean = false;
         let mut b = stream.launch_builder(&k.f);
-        for (n, a) in args.iter().enumerate() {
-            match a {
-                Arg::Ptr(_) => b.arg(&words[n]),
-                Arg::I32(_) | Arg::F32(_) => b.arg(&small[n]),
-            };
-        }
+        packed.push(&mut b);
         b.arg(&sync.words);
         b.arg(&timeout_ns);
         let cfg = LaunchConfig {
@@ -686,6 +638,18 @@ fn overlap(a: &PtrArg, b: &PtrArg) -> bool {
     let (ia, la, ha) = span(a);
     let (ib, lb, hb) = span(b);
     ia == ib && la < hb && lb < ha
+}
+
+/// The megakernel's run-time parameters, as `launch_args` checks them.
+fn sigs(r: &Resolved) -> Vec<launch_args::Sig<'_>> {
+    r.program
+        .runtime_params()
+        .map(|(index, p)| launch_args::Sig {
+            index,
+            name: &p.name,
+            kind: p.kind,
+        })
+        .collect()
 }
 
 fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
