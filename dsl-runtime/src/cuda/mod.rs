@@ -39,6 +39,7 @@ pub mod prelude;
 mod staging;
 
 use dsl_ir::Kernel;
+pub(crate) use emit::C_KEYWORDS;
 pub use emit::SMEM_LIMIT;
 
 #[derive(Clone, Debug)]

@@ -14,6 +14,7 @@
 use super::program::{ArgExpr, Expr, Op, Val};
 use super::resolve::{Node, Resolved};
 use super::schedule::{hazard_lines, sync_text, Schedule, SyncKind};
+use crate::cuda::C_KEYWORDS;
 use dsl_ir::{ConstKind, DType, ParamKind};
 use std::fmt::Write;
 
@@ -175,66 +176,9 @@ __device__ __forceinline__ void tsr_prefetch_l2(const void* p, long long bytes, 
 #endif
 "#;
 
-const C_WORDS: &[&str] = &[
-    "auto",
-    "break",
-    "case",
-    "char",
-    "const",
-    "continue",
-    "default",
-    "do",
-    "double",
-    "else",
-    "enum",
-    "extern",
-    "float",
-    "for",
-    "goto",
-    "if",
-    "inline",
-    "int",
-    "long",
-    "register",
-    "restrict",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "struct",
-    "switch",
-    "typedef",
-    "union",
-    "unsigned",
-    "void",
-    "volatile",
-    "while",
-    "bool",
-    "class",
-    "delete",
-    "new",
-    "template",
-    "this",
-    "true",
-    "false",
-    "typename",
-    "namespace",
-    "operator",
-    "private",
-    "public",
-    "protected",
-    "virtual",
-    "friend",
-    "smem",
-    "nullptr",
-    "bf16_t",
-    "f16_t",
-];
-
 /// A user name as a C identifier that cannot clash with C keywords or generated names.
 pub fn c_name(s: &str) -> String {
-    if C_WORDS.contains(&s) || s.starts_with("tsr_") {
+    if C_KEYWORDS.contains(&s) || s == "smem" || s.starts_with("tsr_") {
         format!("{s}_")
     } else {
         s.to_string()
