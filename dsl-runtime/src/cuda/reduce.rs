@@ -287,22 +287,7 @@ impl Emitter<'_> {
         let l = &r.l;
         let (acc_t, ident, ident_i, rows) = (r.acc_t, &r.ident, &r.ident_i, p.rows);
         let wpr = l.tpr / 32;
-        let part = self.region(
-            &format!("{}_part", r.n),
-            acc_t,
-            rows * wpr,
-            format!("{}: one partial per warp and row", r.what),
-        )?;
-        let part_i = if r.arg {
-            Some(self.region(
-                &format!("{}_part_i", r.n),
-                "int",
-                rows * wpr,
-                format!("{}: indices", r.what),
-            )?)
-        } else {
-            None
-        };
+        let (part, part_i) = self.partials(r, rows * wpr, "one partial per warp and row")?;
         self.sync_before_reuse();
         let slot = if rows == 1 {
             format!("(tid % {}) / 32", l.tpr)
@@ -421,22 +406,7 @@ impl Emitter<'_> {
         } else {
             (l.rpp, format!("tid / {}", l.tpr), "true".to_string())
         };
-        let part = self.region(
-            &format!("{}_part", r.n),
-            acc_t,
-            groups * cols,
-            format!("{}: partials per thread group", r.what),
-        )?;
-        let part_i = if r.arg {
-            Some(self.region(
-                &format!("{}_part_i", r.n),
-                "int",
-                groups * cols,
-                format!("{}: indices", r.what),
-            )?)
-        } else {
-            None
-        };
+        let (part, part_i) = self.partials(r, groups * cols, "partials per thread group")?;
         let res = self.region(
             &format!("{}_res", r.n),
             r.res_t(),
@@ -476,6 +446,27 @@ impl Emitter<'_> {
         self.close("}");
         self.barrier("");
         self.finish_rows(&r.n, &res, r.out_lay, r.id)
+    }
+
+    /// Shared memory for `len` partial results (and, for argmax / argmin, their indices).
+    fn partials(&mut self, r: &Red, len: usize, about: &str) -> R<(String, Option<String>)> {
+        let part = self.region(
+            &format!("{}_part", r.n),
+            r.acc_t,
+            len,
+            format!("{}: {about}", r.what),
+        )?;
+        let part_i = if r.arg {
+            Some(self.region(
+                &format!("{}_part_i", r.n),
+                "int",
+                len,
+                format!("{}: indices", r.what),
+            )?)
+        } else {
+            None
+        };
+        Ok((part, part_i))
     }
 
     /// Loops over a register array's index must unroll (or the array goes to local memory).
