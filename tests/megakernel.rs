@@ -391,3 +391,58 @@ fn a_broken_barrier_is_a_deadlock_naming_it() {
         "{e}"
     );
 }
+
+/// `toy_mlp::launch_with` (named `Args` and `Consts`) runs the same program as the
+/// positional `launch`, bit for bit; and `Consts::bindings` is `constexprs(..)`.
+#[test]
+fn named_arguments_launch_the_same_program() {
+    use tessera::runtime::ptr;
+    let dev = Device::interpreter();
+    let (layers, d, f) = (2, 32, 64);
+    let positional = ToyBuffers::random(&dev, &mut Rng::new(5), layers, d, f).unwrap();
+    let named = ToyBuffers::random(&dev, &mut Rng::new(5), layers, d, f).unwrap();
+    let opts = MegaOptions::default();
+    positional
+        .megakernel(&dev, &opts, layers, d, f, EPS)
+        .unwrap();
+    let b = &named;
+    let consts = toy_mlp::Consts { D: d, F: f };
+    assert_eq!(consts.bindings(), toy_mlp::constexprs(d, f));
+    toy_mlp::launch_with(
+        &dev,
+        &opts,
+        &toy_mlp::Args {
+            x: ptr(&b.x),
+            res: ptr(&b.res),
+            norm_w: ptr(&b.norm_w),
+            w_gate: ptr(&b.w_gate),
+            w_up: ptr(&b.w_up),
+            w_down: ptr(&b.w_down),
+            h: ptr(&b.h),
+            g: ptr(&b.g),
+            u: ptr(&b.u),
+            a: ptr(&b.a),
+            n_layers: layers as i32,
+            eps: EPS,
+        },
+        &consts,
+    )
+    .unwrap();
+    let bits = |buf: &tessera::runtime::Buffer<tessera::runtime::bf16>| {
+        buf.to_vec()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&positional.x), bits(&named.x));
+    assert_ne!(
+        bits(&named.x),
+        bits(
+            &ToyBuffers::random(&dev, &mut Rng::new(5), layers, d, f)
+                .unwrap()
+                .x
+        ),
+        "the launch changed x"
+    );
+}

@@ -514,6 +514,9 @@ fn emit(
     let mut mparams = vec![];
     let (mut decls, mut args, mut const_decls, mut consts, mut signature) =
         (vec![], vec![], vec![], vec![], vec![]);
+    // The named forms: `Args` fields and how each becomes a launch argument, `Consts`
+    // fields and how each becomes a binding.
+    let (mut arg_fields, mut arg_values, mut const_values) = (vec![], vec![], vec![]);
     let prim = |s: &str| {
         let i = format_ident!("{}", s);
         quote!(::core::primitive::#i)
@@ -530,6 +533,8 @@ fn emit(
                 let t = elem_type(*d, rt);
                 decls.push(quote!(#id: &impl #rt::AsPtr<#t>));
                 args.push(quote!(#rt::Arg::Ptr(#rt::AsPtr::<#t>::as_ptr_arg(#id))));
+                arg_fields.push(quote!(pub #id: #rt::TypedPtr<'a, #t>));
+                arg_values.push(quote!(self.#id.arg()));
                 signature.push(format!("{id_str}: Ptr<{d}>"));
                 let dt = dtype(d);
                 quote!(#rt::ir::ParamKind::Ptr(#dt))
@@ -541,6 +546,11 @@ fn emit(
                     DType::F32 => quote!(#rt::Arg::F32(#id)),
                     _ => quote!(#rt::Arg::I32(#id)),
                 });
+                arg_fields.push(quote!(pub #id: #t));
+                arg_values.push(match d {
+                    DType::F32 => quote!(#rt::Arg::F32(self.#id)),
+                    _ => quote!(#rt::Arg::I32(self.#id)),
+                });
                 signature.push(format!("{id_str}: {d}"));
                 let dt = dtype(d);
                 quote!(#rt::ir::ParamKind::Scalar(#dt))
@@ -549,12 +559,16 @@ fn emit(
                 let t = prim(&t.to_string());
                 const_decls.push(quote!(#id: #t));
                 consts.push(quote!((#id_str, #rt::ConstVal::Int(#id as ::core::primitive::i64))));
+                const_values.push(
+                    quote!((#id_str, #rt::ConstVal::Int(self.#id as ::core::primitive::i64))),
+                );
                 signature.push(format!("#[constexpr] {id_str}"));
                 quote!(#rt::ir::ParamKind::Constexpr(#rt::ir::ConstKind::Int))
             }
             PTy::ConstBool => {
                 const_decls.push(quote!(#id: ::core::primitive::bool));
                 consts.push(quote!((#id_str, #rt::ConstVal::Bool(#id))));
+                const_values.push(quote!((#id_str, #rt::ConstVal::Bool(self.#id))));
                 signature.push(format!("#[constexpr] {id_str}: bool"));
                 quote!(#rt::ir::ParamKind::Constexpr(#rt::ir::ConstKind::Bool))
             }
@@ -571,6 +585,12 @@ fn emit(
         .map(|p| &p.ident)
         .collect();
     let _ = Span::call_site();
+    // `Args<'a>` needs its lifetime in a field: a pointer's, or (no pointer parameter) this.
+    let no_ptr_field = if params.iter().any(|p| matches!(p.ty, PTy::Ptr(_))) {
+        quote!()
+    } else {
+        quote!(pub _no_buffers: ::core::marker::PhantomData<&'a ()>,)
+    };
     quote! {
         #[doc(hidden)]
         #[allow(non_snake_case, unused, clippy::all)]
@@ -603,14 +623,52 @@ fn emit(
             }
 
             /// The schedule for these constexprs: stages, syncs and why, prefetches.
+            #[allow(clippy::too_many_arguments)]
             pub fn explain(opts: &#rt::mega::MegaOptions, #(#const_decls),*) -> ::std::result::Result<::std::string::String, #rt::Error> {
                 MEGAKERNEL.explain(&[#(#consts),*], opts)
             }
 
             /// The constexpr bindings, as `MEGAKERNEL`'s methods take them.
+            #[allow(clippy::too_many_arguments)]
             pub fn constexprs(#(#const_decls),*) -> ::std::vec::Vec<#rt::Binding> {
                 let _ = (#(&#const_names,)*);
                 vec![#(#consts),*]
+            }
+
+            /// The run-time arguments by name (pointers as `ptr(&buffer)`), for [`launch_with`].
+            pub struct Args<'a> {
+                #(#arg_fields,)*
+                #no_ptr_field
+            }
+
+            impl<'a> Args<'a> {
+                /// The launch arguments, in the parameters' order.
+                pub fn list(&self) -> ::std::vec::Vec<#rt::Arg<'a>> {
+                    vec![#(#arg_values),*]
+                }
+            }
+
+            /// The constexprs by name, for [`launch_with`] and `MEGAKERNEL`'s methods.
+            #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+            pub struct Consts {
+                #(pub #const_decls,)*
+            }
+
+            impl Consts {
+                /// The constexpr bindings, as `MEGAKERNEL`'s methods take them.
+                pub fn bindings(&self) -> ::std::vec::Vec<#rt::Binding> {
+                    vec![#(#const_values),*]
+                }
+            }
+
+            /// [`launch`] with named arguments and constexprs.
+            pub fn launch_with(
+                dev: &#rt::Device,
+                opts: &#rt::mega::MegaOptions,
+                args: &Args<'_>,
+                consts: &Consts,
+            ) -> ::std::result::Result<(), #rt::Error> {
+                MEGAKERNEL.launch(dev, opts, &args.list(), &consts.bindings())
             }
         }
     }

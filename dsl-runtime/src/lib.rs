@@ -16,7 +16,7 @@ mod launch_args;
 pub mod mega;
 pub mod nvrtc;
 
-pub use device::{AsPtr, Buffer, BufferView, Device, PtrArg, INTERPRET_ENV};
+pub use device::{ptr, AsPtr, Buffer, BufferView, Device, PtrArg, TypedPtr, INTERPRET_ENV};
 pub use dsl_ir as ir;
 pub use dsl_ir::ConstVal;
 pub use element::{bf16, f16, Element};

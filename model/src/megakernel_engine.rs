@@ -21,8 +21,6 @@
 //! sampling, which reads the logits instead). Nothing else goes on the stream per token:
 //! the kernel leaves its sync words zeroed for the next launch, and the watchdog's error
 //! word is read every `CHECK_EVERY` steps (a hang is a bug; it is reported that late).
-// The generated `decode_step::constexprs` / `explain` take every constexpr (21).
-#![allow(clippy::too_many_arguments)]
 use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
@@ -39,7 +37,7 @@ use crate::sampling::SamplingParams;
 use crate::weights::Weights;
 use dsl_runtime::mega::MegaOptions;
 use dsl_runtime::prelude::*;
-use dsl_runtime::Binding;
+use dsl_runtime::{ptr, Binding};
 
 /// One decode step of a dense Qwen3. Inputs: `token` and `pos` (one i32 each); outputs:
 /// `next` (the chosen token), `logits`, and the K/V of `pos` written into the caches.
@@ -231,30 +229,35 @@ pub fn decode_step(
 }
 
 /// `decode_step`'s constexprs for a model and its tiles.
+pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
+    decode_step::Consts {
+        LAYERS: cfg.num_hidden_layers,
+        HIDDEN: cfg.hidden_size,
+        INTER: cfg.intermediate_size,
+        VOCAB: cfg.vocab_size,
+        HEADS: cfg.num_attention_heads,
+        KV_HEADS: cfg.num_key_value_heads,
+        HEAD_DIM: cfg.head_dim,
+        EMBED_BLOCK: t.embed_block,
+        QKV_BM: t.qkv.bm,
+        QKV_BK: t.qkv.bk,
+        O_BM: t.o_proj.bm,
+        O_BK: t.o_proj.bk,
+        GU_BM: t.gate_up.bm,
+        GU_BK: t.gate_up.bk,
+        DOWN_BM: t.down.bm,
+        DOWN_BK: t.down.bk,
+        LM_BM: t.lm_head.bm,
+        LM_BK: t.lm_head.bk,
+        ATTN_BLOCK_N: t.attn_block_n,
+        ATTN_SPLITS: t.attn_splits,
+        ARGMAX_BLOCK: t.argmax_block,
+    }
+}
+
+/// The same as bindings (`MEGAKERNEL`'s methods: explain, the CUDA source, launch).
 pub fn constexprs(cfg: &Config, t: &Tiles) -> Vec<Binding> {
-    decode_step::constexprs(
-        cfg.num_hidden_layers,
-        cfg.hidden_size,
-        cfg.intermediate_size,
-        cfg.vocab_size,
-        cfg.num_attention_heads,
-        cfg.num_key_value_heads,
-        cfg.head_dim,
-        t.embed_block,
-        t.qkv.bm,
-        t.qkv.bk,
-        t.o_proj.bm,
-        t.o_proj.bk,
-        t.gate_up.bm,
-        t.gate_up.bk,
-        t.down.bm,
-        t.down.bk,
-        t.lm_head.bm,
-        t.lm_head.bk,
-        t.attn_block_n,
-        t.attn_splits,
-        t.argmax_block,
-    )
+    consts(cfg, t).bindings()
 }
 
 /// How to build a [`MegakernelEngine`].
@@ -486,67 +489,46 @@ impl MegakernelEngine {
     /// The one launch of a step; the token id and position are already on the device.
     fn launch(&mut self) -> Result<(), dsl_runtime::Error> {
         let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
-        let (cfg, t) = (&m.cfg, &m.tiles);
+        let cfg = &m.cfg;
         self.launches += 1;
-        decode_step::launch(
-            &m.dev,
-            &self.opts,
-            &a.token,
-            &a.pos,
-            &a.seed,
-            &a.inv_temp,
-            &w.embed_tokens,
-            w.head(),
-            &w.norm,
-            &w.rope,
-            &w.input_layernorm,
-            &w.qkv_proj,
-            &w.q_norm,
-            &w.k_norm,
-            &w.o_proj,
-            &w.post_attention_layernorm,
-            &w.gate_up_proj,
-            &w.down_proj,
-            &m.k_cache,
-            &m.v_cache,
-            &a.x,
-            &a.qkv,
-            &a.q,
-            &a.attn,
-            &a.act,
-            &a.part_m,
-            &a.part_l,
-            &a.part_acc,
-            &a.tickets,
-            &a.logits,
-            &a.part_max,
-            &a.part_idx,
-            &a.next,
-            m.max_seq as i32,
-            cfg.rms_norm_eps as f32,
-            1.0 / (cfg.head_dim as f32).sqrt(),
-            cfg.num_hidden_layers,
-            cfg.hidden_size,
-            cfg.intermediate_size,
-            cfg.vocab_size,
-            cfg.num_attention_heads,
-            cfg.num_key_value_heads,
-            cfg.head_dim,
-            t.embed_block,
-            t.qkv.bm,
-            t.qkv.bk,
-            t.o_proj.bm,
-            t.o_proj.bk,
-            t.gate_up.bm,
-            t.gate_up.bk,
-            t.down.bm,
-            t.down.bk,
-            t.lm_head.bm,
-            t.lm_head.bk,
-            t.attn_block_n,
-            t.attn_splits,
-            t.argmax_block,
-        )
+        let args = decode_step::Args {
+            token: ptr(&a.token),
+            pos: ptr(&a.pos),
+            seed: ptr(&a.seed),
+            inv_temp: ptr(&a.inv_temp),
+            embed_tokens: ptr(&w.embed_tokens),
+            lm_head: ptr(w.head()),
+            norm: ptr(&w.norm),
+            rope: ptr(&w.rope),
+            input_layernorm: ptr(&w.input_layernorm),
+            qkv_proj: ptr(&w.qkv_proj),
+            q_norm: ptr(&w.q_norm),
+            k_norm: ptr(&w.k_norm),
+            o_proj: ptr(&w.o_proj),
+            post_attention_layernorm: ptr(&w.post_attention_layernorm),
+            gate_up_proj: ptr(&w.gate_up_proj),
+            down_proj: ptr(&w.down_proj),
+            k_cache: ptr(&m.k_cache),
+            v_cache: ptr(&m.v_cache),
+            x: ptr(&a.x),
+            qkv: ptr(&a.qkv),
+            q: ptr(&a.q),
+            attn: ptr(&a.attn),
+            act: ptr(&a.act),
+            part_m: ptr(&a.part_m),
+            part_l: ptr(&a.part_l),
+            part_acc: ptr(&a.part_acc),
+            tickets: ptr(&a.tickets),
+            logits: ptr(&a.logits),
+            part_max: ptr(&a.part_max),
+            part_idx: ptr(&a.part_idx),
+            next: ptr(&a.next),
+            max_seq: m.max_seq as i32,
+            eps: cfg.rms_norm_eps as f32,
+            scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+        };
+        // The constexprs bound once (`new`, `retune`), not rebuilt per step.
+        decode_step::MEGAKERNEL.launch(&m.dev, &self.opts, &args.list(), &self.constexprs)
     }
 }
 
