@@ -22,6 +22,7 @@
 mod emit;
 mod lower;
 mod mega;
+mod named;
 mod parse;
 mod stdlib;
 

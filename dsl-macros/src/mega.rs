@@ -249,7 +249,7 @@ impl Cx<'_> {
                     built.push(
                         quote!(#rt::mega::ArgExpr::Ptr { param: #param, offset: #off, end: #end }),
                     );
-                    let t = elem_type(dtype, rt);
+                    let t = crate::named::elem_type(dtype, rt);
                     checks.push(respan(quote!(#rt::mega::typecheck::ptr::<#t>()), span));
                 }
                 V::Scalar(t, e) => {
@@ -486,17 +486,6 @@ fn respan(ts: TokenStream, span: Span) -> TokenStream {
         .collect()
 }
 
-fn elem_type(d: DType, rt: &TokenStream) -> TokenStream {
-    match d {
-        DType::BF16 => quote!(#rt::bf16),
-        DType::F16 => quote!(#rt::f16),
-        other => {
-            let i = format_ident!("{}", other.name());
-            quote!(::core::primitive::#i)
-        }
-    }
-}
-
 fn emit(
     sig: &KernelSig,
     body: Vec<TokenStream>,
@@ -514,9 +503,7 @@ fn emit(
     let mut mparams = vec![];
     let (mut decls, mut args, mut const_decls, mut consts, mut signature) =
         (vec![], vec![], vec![], vec![], vec![]);
-    // The named forms: `Args` fields and how each becomes a launch argument, `Consts`
-    // fields and how each becomes a binding.
-    let (mut arg_fields, mut arg_values, mut const_values) = (vec![], vec![], vec![]);
+
     let prim = |s: &str| {
         let i = format_ident!("{}", s);
         quote!(::core::primitive::#i)
@@ -530,11 +517,9 @@ fn emit(
         let id_str = id.to_string();
         let kind = match &p.ty {
             PTy::Ptr(d) => {
-                let t = elem_type(*d, rt);
+                let t = crate::named::elem_type(*d, rt);
                 decls.push(quote!(#id: &impl #rt::AsPtr<#t>));
                 args.push(quote!(#rt::Arg::Ptr(#rt::AsPtr::<#t>::as_ptr_arg(#id))));
-                arg_fields.push(quote!(pub #id: #rt::TypedPtr<'a, #t>));
-                arg_values.push(quote!(self.#id.arg()));
                 signature.push(format!("{id_str}: Ptr<{d}>"));
                 let dt = dtype(d);
                 quote!(#rt::ir::ParamKind::Ptr(#dt))
@@ -546,11 +531,6 @@ fn emit(
                     DType::F32 => quote!(#rt::Arg::F32(#id)),
                     _ => quote!(#rt::Arg::I32(#id)),
                 });
-                arg_fields.push(quote!(pub #id: #t));
-                arg_values.push(match d {
-                    DType::F32 => quote!(#rt::Arg::F32(self.#id)),
-                    _ => quote!(#rt::Arg::I32(self.#id)),
-                });
                 signature.push(format!("{id_str}: {d}"));
                 let dt = dtype(d);
                 quote!(#rt::ir::ParamKind::Scalar(#dt))
@@ -559,16 +539,12 @@ fn emit(
                 let t = prim(&t.to_string());
                 const_decls.push(quote!(#id: #t));
                 consts.push(quote!((#id_str, #rt::ConstVal::Int(#id as ::core::primitive::i64))));
-                const_values.push(
-                    quote!((#id_str, #rt::ConstVal::Int(self.#id as ::core::primitive::i64))),
-                );
                 signature.push(format!("#[constexpr] {id_str}"));
                 quote!(#rt::ir::ParamKind::Constexpr(#rt::ir::ConstKind::Int))
             }
             PTy::ConstBool => {
                 const_decls.push(quote!(#id: ::core::primitive::bool));
                 consts.push(quote!((#id_str, #rt::ConstVal::Bool(#id))));
-                const_values.push(quote!((#id_str, #rt::ConstVal::Bool(self.#id))));
                 signature.push(format!("#[constexpr] {id_str}: bool"));
                 quote!(#rt::ir::ParamKind::Constexpr(#rt::ir::ConstKind::Bool))
             }
@@ -585,12 +561,7 @@ fn emit(
         .map(|p| &p.ident)
         .collect();
     let _ = Span::call_site();
-    // `Args<'a>` needs its lifetime in a field: a pointer's, or (no pointer parameter) this.
-    let no_ptr_field = if params.iter().any(|p| matches!(p.ty, PTy::Ptr(_))) {
-        quote!()
-    } else {
-        quote!(pub _no_buffers: ::core::marker::PhantomData<&'a ()>,)
-    };
+    let named = crate::named::structs(params, rt);
     quote! {
         #[doc(hidden)]
         #[allow(non_snake_case, unused, clippy::all)]
@@ -635,31 +606,7 @@ fn emit(
                 vec![#(#consts),*]
             }
 
-            /// The run-time arguments by name (pointers as `ptr(&buffer)`), for [`launch_with`].
-            pub struct Args<'a> {
-                #(#arg_fields,)*
-                #no_ptr_field
-            }
-
-            impl<'a> Args<'a> {
-                /// The launch arguments, in the parameters' order.
-                pub fn list(&self) -> ::std::vec::Vec<#rt::Arg<'a>> {
-                    vec![#(#arg_values),*]
-                }
-            }
-
-            /// The constexprs by name, for [`launch_with`] and `MEGAKERNEL`'s methods.
-            #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-            pub struct Consts {
-                #(pub #const_decls,)*
-            }
-
-            impl Consts {
-                /// The constexpr bindings, as `MEGAKERNEL`'s methods take them.
-                pub fn bindings(&self) -> ::std::vec::Vec<#rt::Binding> {
-                    vec![#(#const_values),*]
-                }
-            }
+            #named
 
             /// [`launch`] with named arguments and constexprs.
             pub fn launch_with(

@@ -29,7 +29,7 @@ use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::kernels::{attention, embedding, gemv, lm_head, mlp, rope, Tiles};
 use crate::weights::Weights;
-use dsl_runtime::{cdiv, Buffer, Device, Launch};
+use dsl_runtime::{cdiv, ptr, Buffer, Device, Launch};
 
 /// What a step returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,14 +156,23 @@ impl KernelsEngine {
         let eps = cfg.rms_norm_eps as f32;
         let grid = |n: usize| Launch::grid(n as u32).warps(t.warps);
 
-        embedding::embedding::launch(
+        use attention::{attn_merge, attn_split};
+        use gemv::{gemv_residual, rmsnorm_gemv};
+        use lm_head::{argmax_merge, lm_head_argmax};
+        use mlp::rmsnorm_gate_up_silu;
+        use rope::qk_norm_rope;
+        embedding::embedding::launch_with(
             dev,
             &grid(cdiv(h as i64, t.embed_block as i64) as usize),
-            &w.embed_tokens,
-            &a.token,
-            &a.x,
-            h as i32,
-            t.embed_block,
+            &embedding::embedding::Args {
+                table: ptr(&w.embed_tokens),
+                token: ptr(&a.token),
+                x: ptr(&a.x),
+                hidden: h as i32,
+            },
+            &embedding::embedding::Consts {
+                BLOCK: t.embed_block,
+            },
         )?;
 
         let cache_per_layer = kv_heads * m.max_seq * hd;
@@ -176,137 +185,155 @@ impl KernelsEngine {
 
             // Attention block.
             let g = t.qkv;
-            gemv::rmsnorm_gemv::launch(
+            rmsnorm_gemv::launch_with(
                 dev,
                 &grid(g.programs(qkv_rows)),
-                &a.x,
-                &view(&w.input_layernorm, h),
-                &view(&w.qkv_proj, qkv_rows * h),
-                &a.qkv,
-                qkv_rows as i32,
-                h as i32,
-                eps,
-                g.bm,
-                g.bk,
+                &rmsnorm_gemv::Args {
+                    x: ptr(&a.x),
+                    g: ptr(&view(&w.input_layernorm, h)),
+                    w: ptr(&view(&w.qkv_proj, qkv_rows * h)),
+                    y: ptr(&a.qkv),
+                    m: qkv_rows as i32,
+                    k: h as i32,
+                    eps,
+                },
+                &rmsnorm_gemv::Consts { BM: g.bm, BK: g.bk },
             )?;
-            rope::qk_norm_rope::launch(
+            qk_norm_rope::launch_with(
                 dev,
                 &grid(heads + kv_heads),
-                &a.qkv,
-                &view(&w.q_norm, hd),
-                &view(&w.k_norm, hd),
-                &w.rope,
-                &a.pos,
-                &a.q,
-                &k_cache,
-                &v_cache,
-                heads as i32,
-                kv_heads as i32,
-                m.max_seq as i32,
-                eps,
-                hd,
+                &qk_norm_rope::Args {
+                    qkv: ptr(&a.qkv),
+                    q_norm: ptr(&view(&w.q_norm, hd)),
+                    k_norm: ptr(&view(&w.k_norm, hd)),
+                    rope: ptr(&w.rope),
+                    pos: ptr(&a.pos),
+                    q_out: ptr(&a.q),
+                    k_cache: ptr(&k_cache),
+                    v_cache: ptr(&v_cache),
+                    n_heads: heads as i32,
+                    n_kv_heads: kv_heads as i32,
+                    max_seq: m.max_seq as i32,
+                    eps,
+                },
+                &qk_norm_rope::Consts { D: hd },
             )?;
             let split = Launch::grid((heads as u32, t.attn_splits as u32)).warps(t.warps);
-            attention::attn_split::launch(
+            attn_split::launch_with(
                 dev,
                 &split,
-                &a.q,
-                &k_cache,
-                &v_cache,
-                &a.pos,
-                &a.part_m,
-                &a.part_l,
-                &a.part_acc,
-                cfg.gqa_group() as i32,
-                m.max_seq as i32,
-                1.0 / (hd as f32).sqrt(),
-                hd,
-                t.attn_block_n,
-                t.attn_splits,
+                &attn_split::Args {
+                    q: ptr(&a.q),
+                    k_cache: ptr(&k_cache),
+                    v_cache: ptr(&v_cache),
+                    pos: ptr(&a.pos),
+                    part_m: ptr(&a.part_m),
+                    part_l: ptr(&a.part_l),
+                    part_acc: ptr(&a.part_acc),
+                    group: cfg.gqa_group() as i32,
+                    max_seq: m.max_seq as i32,
+                    scale: 1.0 / (hd as f32).sqrt(),
+                },
+                &attn_split::Consts {
+                    D: hd,
+                    BLOCK_N: t.attn_block_n,
+                    SPLITS: t.attn_splits,
+                },
             )?;
-            attention::attn_merge::launch(
+            attn_merge::launch_with(
                 dev,
                 &grid(heads),
-                &a.part_m,
-                &a.part_l,
-                &a.part_acc,
-                &a.attn,
-                hd,
-                t.attn_splits,
+                &attn_merge::Args {
+                    part_m: ptr(&a.part_m),
+                    part_l: ptr(&a.part_l),
+                    part_acc: ptr(&a.part_acc),
+                    out: ptr(&a.attn),
+                },
+                &attn_merge::Consts {
+                    D: hd,
+                    SPLITS: t.attn_splits,
+                },
             )?;
             let g = t.o_proj;
-            gemv::gemv_residual::launch(
+            gemv_residual::launch_with(
                 dev,
                 &grid(g.programs(h)),
-                &view(&w.o_proj, h * q_dim),
-                &a.attn,
-                &a.x,
-                h as i32,
-                q_dim as i32,
-                g.bm,
-                g.bk,
+                &gemv_residual::Args {
+                    w: ptr(&view(&w.o_proj, h * q_dim)),
+                    x: ptr(&a.attn),
+                    res: ptr(&a.x),
+                    m: h as i32,
+                    k: q_dim as i32,
+                },
+                &gemv_residual::Consts { BM: g.bm, BK: g.bk },
             )?;
 
             // MLP block.
             let g = t.gate_up;
-            mlp::rmsnorm_gate_up_silu::launch(
+            rmsnorm_gate_up_silu::launch_with(
                 dev,
                 &grid(g.programs(inter)),
-                &a.x,
-                &view(&w.post_attention_layernorm, h),
-                &view(&w.gate_up_proj, 2 * inter * h),
-                &a.act,
-                inter as i32,
-                h as i32,
-                eps,
-                g.bm,
-                g.bk,
+                &rmsnorm_gate_up_silu::Args {
+                    x: ptr(&a.x),
+                    g: ptr(&view(&w.post_attention_layernorm, h)),
+                    w: ptr(&view(&w.gate_up_proj, 2 * inter * h)),
+                    act: ptr(&a.act),
+                    inter: inter as i32,
+                    k: h as i32,
+                    eps,
+                },
+                &rmsnorm_gate_up_silu::Consts { BM: g.bm, BK: g.bk },
             )?;
             let g = t.down;
-            gemv::gemv_residual::launch(
+            gemv_residual::launch_with(
                 dev,
                 &grid(g.programs(h)),
-                &view(&w.down_proj, h * inter),
-                &a.act,
-                &a.x,
-                h as i32,
-                inter as i32,
-                g.bm,
-                g.bk,
+                &gemv_residual::Args {
+                    w: ptr(&view(&w.down_proj, h * inter)),
+                    x: ptr(&a.act),
+                    res: ptr(&a.x),
+                    m: h as i32,
+                    k: inter as i32,
+                },
+                &gemv_residual::Consts { BM: g.bm, BK: g.bk },
             )?;
         }
 
         let g = t.lm_head;
-        let head = w.head();
         let blocks = g.programs(cfg.vocab_size);
-        lm_head::lm_head_argmax::launch(
+        lm_head_argmax::launch_with(
             dev,
             &grid(blocks),
-            &a.x,
-            &w.norm,
-            head,
-            &a.logits,
-            &a.part_max,
-            &a.part_idx,
-            &a.pos,
-            &a.seed,
-            &a.inv_temp,
-            cfg.vocab_size as i32,
-            h as i32,
-            eps,
-            g.bm,
-            g.bk,
+            &lm_head_argmax::Args {
+                x: ptr(&a.x),
+                g: ptr(&w.norm),
+                w: ptr(w.head()),
+                logits: ptr(&a.logits),
+                part_max: ptr(&a.part_max),
+                part_idx: ptr(&a.part_idx),
+                pos: ptr(&a.pos),
+                seed: ptr(&a.seed),
+                inv_temp: ptr(&a.inv_temp),
+                vocab: cfg.vocab_size as i32,
+                k: h as i32,
+                eps,
+            },
+            &lm_head_argmax::Consts { BM: g.bm, BK: g.bk },
         )?;
-        lm_head::argmax_merge::launch(
+        argmax_merge::launch_with(
             dev,
             &grid(1),
-            &a.part_max,
-            &a.part_idx,
-            &a.next,
-            &a.token,
-            &a.pos,
-            blocks as i32,
-            t.argmax_block,
+            &argmax_merge::Args {
+                part_max: ptr(&a.part_max),
+                part_idx: ptr(&a.part_idx),
+                next: ptr(&a.next),
+                token: ptr(&a.token),
+                pos: ptr(&a.pos),
+                n: blocks as i32,
+            },
+            &argmax_merge::Consts {
+                BLOCK: t.argmax_block,
+            },
         )?;
         Ok(())
     }
