@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::ModelError;
 use crate::kernels::{TileRule, Tiles};
 use crate::weights::{Tensor, Weights};
-use dsl_runtime::{bf16, Buffer, Device};
+use dsl_runtime::{bf16, ptr, Buffer, Device, Launch};
 
 /// The weights on the device, each kind stacked over layers (a layer is a window), named
 /// as in the checkpoint (`model.layers.N.NAME`; `qkv_proj` and `gate_up_proj` are the
@@ -192,6 +192,54 @@ pub fn kv_capacity(
 }
 
 impl DeviceModel {
+    /// The decode step's last two launches, shared by both device engines' kernel paths
+    /// (the kernels engine's step, prefill's last row): final norm + lm_head + per-block
+    /// argmax over the residual stream `a.x`, then the argmax over blocks, which writes the
+    /// next token and position into `a.token` / `a.pos`.
+    pub(crate) fn launch_head(&self) -> Result<(), dsl_runtime::Error> {
+        use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
+        let (cfg, t, w, a, dev) = (&self.cfg, &self.tiles, &self.w, &self.a, &self.dev);
+        let grid = |n: usize| Launch::grid(n as u32).warps(t.warps);
+        let (h, eps) = (cfg.hidden_size, cfg.rms_norm_eps as f32);
+        let g = t.lm_head;
+        let blocks = g.programs(cfg.vocab_size);
+        lm_head_argmax::launch_with(
+            dev,
+            &grid(blocks),
+            &lm_head_argmax::Args {
+                x: ptr(&a.x),
+                g: ptr(&w.norm),
+                w: ptr(w.head()),
+                logits: ptr(&a.logits),
+                part_max: ptr(&a.part_max),
+                part_idx: ptr(&a.part_idx),
+                pos: ptr(&a.pos),
+                seed: ptr(&a.seed),
+                inv_temp: ptr(&a.inv_temp),
+                vocab: cfg.vocab_size as i32,
+                k: h as i32,
+                eps,
+            },
+            &lm_head_argmax::Consts { BM: g.bm, BK: g.bk },
+        )?;
+        argmax_merge::launch_with(
+            dev,
+            &grid(1),
+            &argmax_merge::Args {
+                part_max: ptr(&a.part_max),
+                part_idx: ptr(&a.part_idx),
+                next: ptr(&a.next),
+                token: ptr(&a.token),
+                pos: ptr(&a.pos),
+                n: blocks as i32,
+            },
+            &argmax_merge::Consts {
+                BLOCK: t.argmax_block,
+            },
+        )?;
+        Ok(())
+    }
+
     /// Repacks, stacks and uploads the weights; allocates activations and a KV cache of
     /// `max_seq` positions.
     pub fn new(

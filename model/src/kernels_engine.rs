@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::{attention, embedding, gemv, lm_head, mlp, rope, Tiles};
+use crate::kernels::{attention, embedding, gemv, mlp, rope, Tiles};
 use crate::weights::Weights;
 use dsl_runtime::{cdiv, ptr, Buffer, Device, Launch};
 
@@ -158,7 +158,6 @@ impl KernelsEngine {
 
         use attention::{attn_merge, attn_split};
         use gemv::{gemv_residual, rmsnorm_gemv};
-        use lm_head::{argmax_merge, lm_head_argmax};
         use mlp::rmsnorm_gate_up_silu;
         use rope::qk_norm_rope;
         embedding::embedding::launch_with(
@@ -299,42 +298,7 @@ impl KernelsEngine {
             )?;
         }
 
-        let g = t.lm_head;
-        let blocks = g.programs(cfg.vocab_size);
-        lm_head_argmax::launch_with(
-            dev,
-            &grid(blocks),
-            &lm_head_argmax::Args {
-                x: ptr(&a.x),
-                g: ptr(&w.norm),
-                w: ptr(w.head()),
-                logits: ptr(&a.logits),
-                part_max: ptr(&a.part_max),
-                part_idx: ptr(&a.part_idx),
-                pos: ptr(&a.pos),
-                seed: ptr(&a.seed),
-                inv_temp: ptr(&a.inv_temp),
-                vocab: cfg.vocab_size as i32,
-                k: h as i32,
-                eps,
-            },
-            &lm_head_argmax::Consts { BM: g.bm, BK: g.bk },
-        )?;
-        argmax_merge::launch_with(
-            dev,
-            &grid(1),
-            &argmax_merge::Args {
-                part_max: ptr(&a.part_max),
-                part_idx: ptr(&a.part_idx),
-                next: ptr(&a.next),
-                token: ptr(&a.token),
-                pos: ptr(&a.pos),
-                n: blocks as i32,
-            },
-            &argmax_merge::Consts {
-                BLOCK: t.argmax_block,
-            },
-        )?;
+        m.launch_head()?;
         Ok(())
     }
 }

@@ -15,12 +15,12 @@
 //! decode step at the prompt's last position leaves them.
 use crate::device_model::DeviceModel;
 use crate::error::ModelError;
+use crate::kernels::norm;
 use crate::kernels::prefill::{
     embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
     qk_norm_rope_rows, widen,
 };
-use crate::kernels::{lm_head, norm};
-use dsl_runtime::{bf16, cdiv, Buffer, BufferView, Device, Element, Launch};
+use dsl_runtime::{bf16, cdiv, ptr, Buffer, BufferView, Device, Element, Launch};
 
 /// Tile sizes and launch options of the prefill kernels, and the chunk length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,14 +248,17 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
     };
     let (ti, hi) = (t as i32, h as i32);
 
-    embed_rows::launch(
+    let gemm_consts = (p.gemm_bm, p.gemm_bn, p.gemm_bk, p.group_m);
+    embed_rows::launch_with(
         dev,
         &Launch::grid((cdiv(h as i64, block as i64) as u32, t as u32)).warps(p.row_warps),
-        &w.embed_tokens,
-        &s.tokens,
-        &s.x,
-        hi,
-        block,
+        &embed_rows::Args {
+            table: ptr(&w.embed_tokens),
+            tokens: ptr(&s.tokens),
+            x: ptr(&s.x),
+            hidden: hi,
+        },
+        &embed_rows::Consts { BLOCK: block },
     )?;
     let cache_per_layer = kv_heads * m.max_seq * hd;
     for l in 0..cfg.num_hidden_layers {
@@ -263,124 +266,139 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
             layer_view(&m.k_cache, l, cache_per_layer),
             layer_view(&m.v_cache, l, cache_per_layer),
         );
+        let (bm, bn, bk, group_m) = gemm_consts;
         // Attention block.
-        norm::rmsnorm::launch(
+        norm::rmsnorm::launch_with(
             dev,
             &rows_launch(t),
-            &s.x,
-            &layer_view(&w.input_layernorm, l, h),
-            &s.xn,
-            hi,
-            eps,
-            block,
+            &norm::rmsnorm::Args {
+                x: ptr(&s.x),
+                w: ptr(&layer_view(&w.input_layernorm, l, h)),
+                y: ptr(&s.xn),
+                n_cols: hi,
+                eps,
+            },
+            &norm::rmsnorm::Consts { BLOCK: block },
         )?;
-        gemm_nt::launch(
+        gemm_nt::launch_with(
             dev,
             &gemm(qkv_rows),
-            &s.xn,
-            &layer_view(&w.qkv_proj, l, qkv_rows * h),
-            &s.qkv,
-            ti,
-            qkv_rows as i32,
-            hi,
-            p.gemm_bm,
-            p.gemm_bn,
-            p.gemm_bk,
-            p.group_m,
+            &gemm_nt::Args {
+                x: ptr(&s.xn),
+                w: ptr(&layer_view(&w.qkv_proj, l, qkv_rows * h)),
+                y: ptr(&s.qkv),
+                m: ti,
+                n: qkv_rows as i32,
+                k: hi,
+            },
+            &gemm_nt::Consts {
+                BM: bm,
+                BN: bn,
+                BK: bk,
+                GROUP_M: group_m,
+            },
         )?;
-        qk_norm_rope_rows::launch(
+        qk_norm_rope_rows::launch_with(
             dev,
             &Launch::grid(((heads + kv_heads) as u32, t.div_ceil(p.rope_bt) as u32))
                 .warps(p.row_warps),
-            &s.qkv,
-            &layer_view(&w.q_norm, l, hd),
-            &layer_view(&w.k_norm, l, hd),
-            &w.rope,
-            &s.q,
-            &k_cache,
-            &v_cache,
-            ti,
-            pos as i32,
-            heads as i32,
-            kv_heads as i32,
-            m.max_seq as i32,
-            eps,
-            hd,
-            p.rope_bt,
+            &qk_norm_rope_rows::Args {
+                qkv: ptr(&s.qkv),
+                q_norm: ptr(&layer_view(&w.q_norm, l, hd)),
+                k_norm: ptr(&layer_view(&w.k_norm, l, hd)),
+                rope: ptr(&w.rope),
+                q_out: ptr(&s.q),
+                k_cache: ptr(&k_cache),
+                v_cache: ptr(&v_cache),
+                t_len: ti,
+                start_pos: pos as i32,
+                n_heads: heads as i32,
+                n_kv_heads: kv_heads as i32,
+                max_seq: m.max_seq as i32,
+                eps,
+            },
+            &qk_norm_rope_rows::Consts {
+                D: hd,
+                BT: p.rope_bt,
+            },
         )?;
-        prefill_attention::launch(
+        prefill_attention::launch_with(
             dev,
             &Launch::grid((t.div_ceil(p.attn_bm) as u32, heads as u32))
                 .warps(p.attn_warps)
                 .stages(p.attn_stages),
-            &s.q,
-            &k_cache,
-            &v_cache,
-            &s.attn,
-            ti,
-            pos as i32,
-            heads as i32,
-            cfg.gqa_group() as i32,
-            m.max_seq as i32,
-            1.0 / (hd as f32).sqrt(),
-            p.attn_bm,
-            p.attn_bn,
-            hd,
+            &prefill_attention::Args {
+                q: ptr(&s.q),
+                k_cache: ptr(&k_cache),
+                v_cache: ptr(&v_cache),
+                out: ptr(&s.attn),
+                t_len: ti,
+                start_pos: pos as i32,
+                n_heads: heads as i32,
+                group: cfg.gqa_group() as i32,
+                max_seq: m.max_seq as i32,
+                scale: 1.0 / (hd as f32).sqrt(),
+            },
+            &prefill_attention::Consts {
+                BM: p.attn_bm,
+                BN: p.attn_bn,
+                D: hd,
+            },
         )?;
-        gemm_nt_residual::launch(
-            dev,
-            &gemm(h),
-            &s.attn,
-            &layer_view(&w.o_proj, l, h * q_dim),
-            &s.x,
-            ti,
-            hi,
-            q_dim as i32,
-            p.gemm_bm,
-            p.gemm_bn,
-            p.gemm_bk,
-            p.group_m,
-        )?;
+        let residual = |x: &Buffer<bf16>, w: BufferView<'_, bf16>, k: usize| {
+            gemm_nt_residual::launch_with(
+                dev,
+                &gemm(h),
+                &gemm_nt_residual::Args {
+                    x: ptr(x),
+                    w: ptr(&w),
+                    res: ptr(&s.x),
+                    m: ti,
+                    n: hi,
+                    k: k as i32,
+                },
+                &gemm_nt_residual::Consts {
+                    BM: bm,
+                    BN: bn,
+                    BK: bk,
+                    GROUP_M: group_m,
+                },
+            )
+        };
+        residual(&s.attn, layer_view(&w.o_proj, l, h * q_dim), q_dim)?;
 
         // MLP block.
-        norm::rmsnorm::launch(
+        norm::rmsnorm::launch_with(
             dev,
             &rows_launch(t),
-            &s.x,
-            &layer_view(&w.post_attention_layernorm, l, h),
-            &s.xn,
-            hi,
-            eps,
-            block,
+            &norm::rmsnorm::Args {
+                x: ptr(&s.x),
+                w: ptr(&layer_view(&w.post_attention_layernorm, l, h)),
+                y: ptr(&s.xn),
+                n_cols: hi,
+                eps,
+            },
+            &norm::rmsnorm::Consts { BLOCK: block },
         )?;
-        gemm_nt_gate_up_silu::launch(
+        gemm_nt_gate_up_silu::launch_with(
             dev,
             &gemm(inter),
-            &s.xn,
-            &layer_view(&w.gate_up_proj, l, 2 * inter * h),
-            &s.act,
-            ti,
-            inter as i32,
-            hi,
-            p.gemm_bm,
-            p.gemm_bn,
-            p.gemm_bk,
-            p.group_m,
+            &gemm_nt_gate_up_silu::Args {
+                x: ptr(&s.xn),
+                w: ptr(&layer_view(&w.gate_up_proj, l, 2 * inter * h)),
+                act: ptr(&s.act),
+                m: ti,
+                inter: inter as i32,
+                k: hi,
+            },
+            &gemm_nt_gate_up_silu::Consts {
+                BM: bm,
+                BN: bn,
+                BK: bk,
+                GROUP_M: group_m,
+            },
         )?;
-        gemm_nt_residual::launch(
-            dev,
-            &gemm(h),
-            &s.act,
-            &layer_view(&w.down_proj, l, h * inter),
-            &s.x,
-            ti,
-            hi,
-            inter as i32,
-            p.gemm_bm,
-            p.gemm_bn,
-            p.gemm_bk,
-            p.group_m,
-        )?;
+        residual(&s.act, layer_view(&w.down_proj, l, h * inter), inter)?;
     }
     Ok(())
 }
@@ -389,47 +407,20 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
 /// kernels (the row widened into the decode's f32 residual stream first); `a.pos` holds
 /// that row's position.
 fn launch_head(m: &DeviceModel, row: usize) -> Result<(), dsl_runtime::Error> {
-    let (cfg, t, w, a, dev) = (&m.cfg, &m.tiles, &m.w, &m.a, &m.dev);
+    let (t, a) = (&m.tiles, &m.a);
     let s = m.prefill.scratch.as_ref().expect("allocated by run");
-    let h = cfg.hidden_size;
-    let grid = |n: usize| Launch::grid(n as u32).warps(t.warps);
-    let g = t.lm_head;
-    let blocks = g.programs(cfg.vocab_size);
-    widen::launch(
-        dev,
-        &grid(h.div_ceil(t.embed_block)),
-        &s.x.slice(row * h..(row + 1) * h),
-        &a.x,
-        h as i32,
-        t.embed_block,
+    let h = m.cfg.hidden_size;
+    widen::launch_with(
+        &m.dev,
+        &Launch::grid(h.div_ceil(t.embed_block) as u32).warps(t.warps),
+        &widen::Args {
+            src: ptr(&s.x.slice(row * h..(row + 1) * h)),
+            x: ptr(&a.x),
+            n: h as i32,
+        },
+        &widen::Consts {
+            BLOCK: t.embed_block,
+        },
     )?;
-    lm_head::lm_head_argmax::launch(
-        dev,
-        &grid(blocks),
-        &a.x,
-        &w.norm,
-        w.head(),
-        &a.logits,
-        &a.part_max,
-        &a.part_idx,
-        &a.pos,
-        &a.seed,
-        &a.inv_temp,
-        cfg.vocab_size as i32,
-        h as i32,
-        cfg.rms_norm_eps as f32,
-        g.bm,
-        g.bk,
-    )?;
-    lm_head::argmax_merge::launch(
-        dev,
-        &grid(1),
-        &a.part_max,
-        &a.part_idx,
-        &a.next,
-        &a.token,
-        &a.pos,
-        blocks as i32,
-        t.argmax_block,
-    )
+    m.launch_head()
 }
