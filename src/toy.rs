@@ -44,19 +44,10 @@ pub fn toy_mlp(
     #[constexpr] F: usize,
 ) {
     for layer in 0..n_layers {
-        add_rmsnorm(
-            grid(1),
-            x,
-            res,
-            &norm_w[layer * D..(layer + 1) * D],
-            h,
-            D,
-            eps,
-            D,
-        );
+        add_rmsnorm(grid(1), x, res, norm_w.layer(layer, D), h, D, eps, D);
         gemv(
             grid(cdiv(F, 8)),
-            &w_gate[layer * F * D..(layer + 1) * F * D],
+            w_gate.layer(layer, F * D),
             h,
             g,
             F,
@@ -66,7 +57,7 @@ pub fn toy_mlp(
         );
         gemv(
             grid(cdiv(F, 4)),
-            &w_up[layer * F * D..(layer + 1) * F * D],
+            w_up.layer(layer, F * D),
             h,
             u,
             F,
@@ -77,7 +68,7 @@ pub fn toy_mlp(
         silu_mul(grid(cdiv(F, 128)), g, u, a, F, 128);
         gemv(
             grid(cdiv(D, 4)),
-            &w_down[layer * D * F..(layer + 1) * D * F],
+            w_down.layer(layer, D * F),
             a,
             x,
             D,

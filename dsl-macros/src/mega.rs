@@ -463,8 +463,45 @@ impl Cx<'_> {
                 };
                 Ok(V::Ptr { param, dtype, offset: Some(start), end })
             }
-            other => err(other, "not a megakernel argument: use parameters, loop variables, literals, `+ - * / %`, `cdiv`, `as`, `p + offset` and `&p[a..b]`"),
+            Expr::MethodCall(mc) if mc.method == "layer" => {
+                // `w.layer(i, n)`: layer i of a stacked weight, `&w[i * n..(i + 1) * n]`.
+                let V::Ptr { param, dtype, offset, end } = self.expr(&mc.receiver)? else {
+                    return err(&mc.receiver, "only pointer parameters have layers: `w.layer(i, n)`");
+                };
+                if offset.is_some() || end.is_some() {
+                    return err(&mc.receiver, "take the layer of the parameter itself: `w.layer(i, n)`");
+                }
+                if mc.args.len() != 2 {
+                    return err(&mc.args, "`w.layer(i, n)` takes the layer index and the elements per layer");
+                }
+                let i = self.int(&mc.args[0], "a layer index")?;
+                let ex = quote!(#rt::mega::Expr);
+                let op = quote!(#rt::mega::Op);
+                // Exactly `&w[i * a * b..(i + 1) * a * b]` for `n` written `a * b`: the same
+                // expression (and generated C) as the window written out.
+                let (mut start, mut end) = (i.clone(), quote!(#ex::bin(#op::Add, #i, #ex::int(1))));
+                for f in mul_factors(&mc.args[1]) {
+                    let f = self.int(f, "the elements per layer")?;
+                    start = quote!(#ex::bin(#op::Mul, #start, #f));
+                    end = quote!(#ex::bin(#op::Mul, #end, #f));
+                }
+                Ok(V::Ptr { param, dtype, offset: Some(start), end: Some(end) })
+            }
+            other => err(other, "not a megakernel argument: use parameters, loop variables, literals, `+ - * / %`, `cdiv`, `as`, `p + offset`, `&p[a..b]` and `p.layer(i, n)`"),
         }
+    }
+}
+
+/// `a * b * c` as its factors `[a, b, c]` (left to right, as Rust groups them); anything
+/// else, parenthesised products included, as one factor.
+fn mul_factors(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::Binary(b) if matches!(b.op, BinOp::Mul(_)) => {
+            let mut f = mul_factors(&b.left);
+            f.push(&b.right);
+            f
+        }
+        _ => vec![e],
     }
 }
 

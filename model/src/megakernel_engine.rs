@@ -125,16 +125,16 @@ pub fn decode_step(
         rmsnorm_qkv_rope(
             grid(cdiv(qkv_rows, QKV_BM)),
             x,
-            &input_layernorm[layer * HIDDEN..(layer + 1) * HIDDEN],
-            &qkv_proj[layer * qkv_rows * HIDDEN..(layer + 1) * qkv_rows * HIDDEN],
+            input_layernorm.layer(layer, HIDDEN),
+            qkv_proj.layer(layer, qkv_rows * HIDDEN),
             qkv,
-            &q_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
-            &k_norm[layer * HEAD_DIM..(layer + 1) * HEAD_DIM],
+            q_norm.layer(layer, HEAD_DIM),
+            k_norm.layer(layer, HEAD_DIM),
             rope,
             pos,
             q,
-            &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
-            &v_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            k_cache.layer(layer, kv_layer),
+            v_cache.layer(layer, kv_layer),
             &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
             qkv_rows,
             HIDDEN,
@@ -149,8 +149,8 @@ pub fn decode_step(
         attn_split_merge(
             grid(HEADS, ATTN_SPLITS),
             q,
-            &k_cache[layer * kv_layer..(layer + 1) * kv_layer],
-            &v_cache[layer * kv_layer..(layer + 1) * kv_layer],
+            k_cache.layer(layer, kv_layer),
+            v_cache.layer(layer, kv_layer),
             pos,
             part_m,
             part_l,
@@ -166,7 +166,7 @@ pub fn decode_step(
         );
         gemv_residual(
             grid(cdiv(HIDDEN, O_BM)),
-            &o_proj[layer * HIDDEN * q_dim..(layer + 1) * HIDDEN * q_dim],
+            o_proj.layer(layer, HIDDEN * q_dim),
             attn,
             x,
             HIDDEN,
@@ -178,8 +178,8 @@ pub fn decode_step(
         rmsnorm_gate_up_silu(
             grid(cdiv(INTER, GU_BM)),
             x,
-            &post_attention_layernorm[layer * HIDDEN..(layer + 1) * HIDDEN],
-            &gate_up_proj[layer * 2 * INTER * HIDDEN..(layer + 1) * 2 * INTER * HIDDEN],
+            post_attention_layernorm.layer(layer, HIDDEN),
+            gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
             act,
             INTER,
             HIDDEN,
@@ -189,7 +189,7 @@ pub fn decode_step(
         );
         gemv_residual(
             grid(cdiv(HIDDEN, DOWN_BM)),
-            &down_proj[layer * HIDDEN * INTER..(layer + 1) * HIDDEN * INTER],
+            down_proj.layer(layer, HIDDEN * INTER),
             act,
             x,
             HIDDEN,
