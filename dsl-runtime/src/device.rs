@@ -374,20 +374,3 @@ impl<T: Element> AsPtr<T> for BufferView<'_, T> {
         }
     }
 }
-
-/// A pointer argument whose element type is checked at compile time: a field of a
-/// megakernel's named arguments (`name::Args`), made with [`ptr`].
-#[derive(Clone, Copy)]
-pub struct TypedPtr<'a, T: Element>(PtrArg<'a>, std::marker::PhantomData<T>);
-
-/// `ptr(&buffer)` or `ptr(&buffer.slice(a..b))`: a [`TypedPtr`] for a named argument.
-pub fn ptr<T: Element>(p: &impl AsPtr<T>) -> TypedPtr<'_, T> {
-    TypedPtr(p.as_ptr_arg(), std::marker::PhantomData)
-}
-
-impl<'a, T: Element> TypedPtr<'a, T> {
-    /// As a launch argument.
-    pub fn arg(&self) -> crate::kernel_def::Arg<'a> {
-        crate::kernel_def::Arg::Ptr(self.0)
-    }
-}

@@ -2,23 +2,15 @@
 //! derived from it per constexpr binding: the specialised IR, the CUDA C, the loaded GPU
 //! function. `launch` checks the arguments, then interprets or launches.
 use crate::cuda::{self, CudaSource, EmitOptions, DEFAULT_NUM_STAGES};
-use crate::device::{CudaDev, Device, HostBuffers, Kind, PtrArg};
+use crate::device::{CudaDev, Device, HostBuffers, Kind};
 use crate::error::{Error, Result};
 use crate::interp::{self, InterpArg, InterpOptions};
-use crate::launch_args;
+use crate::launch_args::{self, Arg};
 use crate::nvrtc;
 use cudarc::driver::{CudaFunction, LaunchConfig};
 use dsl_ir::{ConstVal, Kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// One launch argument, in the order of the kernel's run-time parameters.
-#[derive(Clone, Copy)]
-pub enum Arg<'a> {
-    Ptr(PtrArg<'a>),
-    I32(i32),
-    F32(f32),
-}
 
 /// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
 pub type Binding = (&'static str, ConstVal);

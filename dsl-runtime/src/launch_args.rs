@@ -1,12 +1,38 @@
-//! What every launch does with its arguments, a kernel's or a megakernel's: check them
-//! against the signature, read the lowering facts they allow, pack them for the driver,
-//! and load the compiled function. `kernel_def.rs` and `mega/launch.rs` both go through it.
-use crate::device::CudaDev;
+//! A launch's arguments, a kernel's or a megakernel's: what one is ([`Arg`], and the typed
+//! [`ptr`] of the named forms), and what every launch does with them: check them against
+//! the signature, read the lowering facts they allow, pack them for the driver, and load
+//! the compiled function. `kernel_def.rs` and `mega/launch.rs` both go through it.
+use crate::device::{AsPtr, CudaDev, PtrArg};
+use crate::element::Element;
 use crate::error::Result;
-use crate::kernel_def::Arg;
 use crate::nvrtc;
 use cudarc::driver::{CudaFunction, LaunchArgs, PushKernelArg};
 use dsl_ir::{DType, ParamKind};
+
+/// One launch argument, in the order of the kernel's run-time parameters.
+#[derive(Clone, Copy)]
+pub enum Arg<'a> {
+    Ptr(PtrArg<'a>),
+    I32(i32),
+    F32(f32),
+}
+
+/// A pointer argument whose element type is checked at compile time: a field of a
+/// megakernel's named arguments (`name::Args`), made with [`ptr`].
+#[derive(Clone, Copy)]
+pub struct TypedPtr<'a, T: Element>(PtrArg<'a>, std::marker::PhantomData<T>);
+
+/// `ptr(&buffer)` or `ptr(&buffer.slice(a..b))`: a [`TypedPtr`] for a named argument.
+pub fn ptr<T: Element>(p: &impl AsPtr<T>) -> TypedPtr<'_, T> {
+    TypedPtr(p.as_ptr_arg(), std::marker::PhantomData)
+}
+
+impl<'a, T: Element> TypedPtr<'a, T> {
+    /// As a launch argument.
+    pub fn arg(&self) -> Arg<'a> {
+        Arg::Ptr(self.0)
+    }
+}
 
 /// A run-time parameter as a launch sees it: its index among all the parameters
 /// (constexprs included), its name and kind.

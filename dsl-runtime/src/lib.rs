@@ -12,18 +12,19 @@ pub mod element;
 pub mod error;
 pub mod interp;
 pub mod kernel_def;
-mod launch_args;
+pub mod launch_args;
 pub mod mega;
 pub mod nvrtc;
 
-pub use device::{ptr, AsPtr, Buffer, BufferView, Device, PtrArg, TypedPtr, INTERPRET_ENV};
+pub use device::{AsPtr, Buffer, BufferView, Device, PtrArg, INTERPRET_ENV};
 pub use dsl_ir as ir;
 pub use dsl_ir::ConstVal;
 pub use element::{bf16, f16, Element};
 pub use error::{Error, Result};
 pub use kernel_def::{
-    cdiv, Arg, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune,
+    cdiv, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune,
 };
+pub use launch_args::{ptr, Arg, TypedPtr};
 
 /// A kernel parameter type: a pointer to elements of `T` in device memory. Only the
 /// `#[kernel]` macro reads it; it never exists at run time.
