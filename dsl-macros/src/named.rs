@@ -60,6 +60,8 @@ pub fn structs(params: &[KParam], rt: &TokenStream) -> TokenStream {
     } else {
         quote!(pub _no_buffers: ::core::marker::PhantomData<&'a ()>,)
     };
+    // Arrays, not Vecs: a launch in a per-token loop allocates nothing for them.
+    let (n_args, n_consts) = (values.len(), bindings.len());
     quote! {
         /// The run-time arguments by name (pointers as `ptr(&buffer)`), for `launch_with`.
         pub struct Args<'a> {
@@ -69,8 +71,8 @@ pub fn structs(params: &[KParam], rt: &TokenStream) -> TokenStream {
 
         impl<'a> Args<'a> {
             /// The launch arguments, in the parameters' order.
-            pub fn list(&self) -> ::std::vec::Vec<#rt::Arg<'a>> {
-                vec![#(#values),*]
+            pub fn list(&self) -> [#rt::Arg<'a>; #n_args] {
+                [#(#values),*]
             }
         }
 
@@ -82,8 +84,8 @@ pub fn structs(params: &[KParam], rt: &TokenStream) -> TokenStream {
 
         impl Consts {
             /// The constexpr bindings, as the runtime's methods take them.
-            pub fn bindings(&self) -> ::std::vec::Vec<#rt::Binding> {
-                vec![#(#bindings),*]
+            pub fn bindings(&self) -> [#rt::Binding; #n_consts] {
+                [#(#bindings),*]
             }
         }
     }

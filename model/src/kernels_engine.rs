@@ -27,9 +27,9 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::{attention, embedding, gemv, mlp, rope, Tiles};
+use crate::kernels::{attention, embedding, gemv, mlp, rope, Gemv, Tiles};
 use crate::weights::Weights;
-use dsl_runtime::{cdiv, ptr, Buffer, Device, Launch};
+use dsl_runtime::{bf16, cdiv, ptr, Buffer, BufferView, Device, Launch};
 
 /// What a step returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,19 +253,23 @@ impl KernelsEngine {
                     SPLITS: t.attn_splits,
                 },
             )?;
-            let g = t.o_proj;
-            gemv_residual::launch_with(
-                dev,
-                &grid(g.programs(h)),
-                &gemv_residual::Args {
-                    w: ptr(&view(&w.o_proj, h * q_dim)),
-                    x: ptr(&a.attn),
-                    res: ptr(&a.x),
-                    m: h as i32,
-                    k: q_dim as i32,
-                },
-                &gemv_residual::Consts { BM: g.bm, BK: g.bk },
-            )?;
+            // x += W · input: o_proj here, down below.
+            let residual =
+                |g: Gemv, weight: BufferView<'_, bf16>, input: &Buffer<bf16>, k: usize| {
+                    gemv_residual::launch_with(
+                        dev,
+                        &grid(g.programs(h)),
+                        &gemv_residual::Args {
+                            w: ptr(&weight),
+                            x: ptr(input),
+                            res: ptr(&a.x),
+                            m: h as i32,
+                            k: k as i32,
+                        },
+                        &gemv_residual::Consts { BM: g.bm, BK: g.bk },
+                    )
+                };
+            residual(t.o_proj, view(&w.o_proj, h * q_dim), &a.attn, q_dim)?;
 
             // MLP block.
             let g = t.gate_up;
@@ -283,19 +287,7 @@ impl KernelsEngine {
                 },
                 &rmsnorm_gate_up_silu::Consts { BM: g.bm, BK: g.bk },
             )?;
-            let g = t.down;
-            gemv_residual::launch_with(
-                dev,
-                &grid(g.programs(h)),
-                &gemv_residual::Args {
-                    w: ptr(&view(&w.down_proj, h * inter)),
-                    x: ptr(&a.act),
-                    res: ptr(&a.x),
-                    m: h as i32,
-                    k: inter as i32,
-                },
-                &gemv_residual::Consts { BM: g.bm, BK: g.bk },
-            )?;
+            residual(t.down, view(&w.down_proj, h * inter), &a.act, inter)?;
         }
 
         m.launch_head()?;

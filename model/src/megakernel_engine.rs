@@ -257,7 +257,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
 
 /// The same as bindings (`MEGAKERNEL`'s methods: explain, the CUDA source, launch).
 pub fn constexprs(cfg: &Config, t: &Tiles) -> Vec<Binding> {
-    consts(cfg, t).bindings()
+    consts(cfg, t).bindings().to_vec()
 }
 
 /// How to build a [`MegakernelEngine`].

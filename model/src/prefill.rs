@@ -248,7 +248,7 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
     };
     let (ti, hi) = (t as i32, h as i32);
 
-    let gemm_consts = (p.gemm_bm, p.gemm_bn, p.gemm_bk, p.group_m);
+    let (bm, bn, bk, group_m) = (p.gemm_bm, p.gemm_bn, p.gemm_bk, p.group_m);
     embed_rows::launch_with(
         dev,
         &Launch::grid((cdiv(h as i64, block as i64) as u32, t as u32)).warps(p.row_warps),
@@ -266,7 +266,6 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
             layer_view(&m.k_cache, l, cache_per_layer),
             layer_view(&m.v_cache, l, cache_per_layer),
         );
-        let (bm, bn, bk, group_m) = gemm_consts;
         // Attention block.
         norm::rmsnorm::launch_with(
             dev,
