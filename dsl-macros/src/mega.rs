@@ -122,13 +122,14 @@ impl Cx<'_> {
                     self.scope.push((pi.ident.to_string(), v));
                 }
                 Stmt::Expr(Expr::ForLoop(fl), _) => items.push(self.for_loop(fl)?),
+                Stmt::Expr(Expr::If(ifx), _) => items.push(self.if_const(ifx)?),
                 Stmt::Expr(Expr::Call(c), _) => items.push(self.call(c, &c.attrs)?),
                 Stmt::Expr(e, _) => {
                     // `#[barrier] f(...);` parses as an expression with attributes.
                     if let Expr::Call(c) = e {
                         items.push(self.call(c, &c.attrs)?);
                     } else {
-                        return err(e, "a megakernel body holds kernel calls `kernel(grid(..), args..)`, `for` loops over ranges and `let`s");
+                        return err(e, "a megakernel body holds kernel calls `kernel(grid(..), args..)`, `for` loops over ranges, `if`s on constexprs and `let`s");
                     }
                 }
                 Stmt::Item(i) => return err(i, "items cannot be declared inside a megakernel"),
@@ -178,6 +179,42 @@ impl Cx<'_> {
         self.scope.pop();
         Ok(quote! {
             #rt::mega::Item::Loop(#rt::mega::Loop { id: #id, var: #name.into(), start: #start, end: #end, body: vec![#(#body),*] })
+        })
+    }
+
+    /// `if COND { .. } else { .. }` on a bool of constexprs: `resolve` keeps one branch when
+    /// it binds them (both are type-checked here), so a variant of a program is one constexpr.
+    fn if_const(&mut self, ifx: &syn::ExprIf) -> syn::Result<TokenStream> {
+        let rt = self.rt;
+        let cond = match self.expr(&ifx.cond)? {
+            V::Scalar(STy::Bool, c) => c,
+            V::Scalar(t, _) => {
+                return err(
+                    &ifx.cond,
+                    format!(
+                        "an `if` in a megakernel tests a bool constexpr, this is {}",
+                        t.name()
+                    ),
+                )
+            }
+            V::Ptr { .. } => {
+                return err(
+                    &ifx.cond,
+                    "an `if` in a megakernel tests a bool constexpr, not a pointer",
+                )
+            }
+        };
+        let then = self.block(&ifx.then_branch)?;
+        let els = match &ifx.else_branch {
+            None => vec![],
+            Some((_, e)) => match &**e {
+                Expr::Block(b) => self.block(&b.block)?,
+                Expr::If(i) => vec![self.if_const(i)?],
+                e => return err(e, "`else` takes a block or another `if`"),
+            },
+        };
+        Ok(quote! {
+            #rt::mega::Item::If(#rt::mega::If { cond: #cond, then: vec![#(#then),*], els: vec![#(#els),*] })
         })
     }
 

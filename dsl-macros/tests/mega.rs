@@ -122,6 +122,30 @@ fn nested(x: Ptr<f32>, y: Ptr<f32>, z: Ptr<f32>, outer: i32, #[constexpr] N: usi
     }
 }
 
+/// A variant chosen by a bool constexpr: `resolve` keeps one branch (`else if` chains too),
+/// so the other's stages, syncs and loop do not exist.
+#[megakernel]
+fn variant(
+    x: Ptr<f32>,
+    y: Ptr<f32>,
+    z: Ptr<f32>,
+    #[constexpr] TWICE: bool,
+    #[constexpr] FILL: bool,
+    #[constexpr] N: usize,
+) {
+    if TWICE {
+        for i in 0..2 {
+            inc(grid(cdiv(N, 32)), x, y, N, 32);
+            inc(grid(cdiv(N, 32)), y, x, N, 32);
+        }
+    } else if FILL {
+        fill(grid(cdiv(N, 32)), x, 7.0, N, 32);
+    } else {
+        inc(grid(cdiv(N, 32)), x, y, N, 32);
+    }
+    total(grid(1), x, z, N, 512);
+}
+
 fn syncs(p: dsl_runtime::mega::Plan) -> Vec<(usize, SyncKind, Vec<usize>)> {
     p.schedule
         .syncs
@@ -154,6 +178,31 @@ fn disjoint_windows_need_no_sync_and_a_reader_waits_for_all_of_them() {
         // y[0..64] = x + 1: total = 2016 + 64.
         assert_eq!(z.to_vec().unwrap(), vec![2080.0], "{:?}", opts.interp);
     }
+}
+
+#[test]
+fn an_if_on_constexprs_keeps_one_branch() {
+    let dev = Device::interpreter();
+    // (TWICE, FILL): stages (call sites), and z = the total of x after them (x = 0..64 at
+    // first: 2016).
+    for (twice, fill, stages, want) in [
+        (true, false, 3, 2016.0 + 4.0 * 64.0), // x += 2 per iteration (through y), two of them
+        (false, true, 2, 7.0 * 64.0),
+        (false, false, 2, 2016.0),
+    ] {
+        let p = variant::MEGAKERNEL
+            .plan(&variant::constexprs(twice, fill, 64), &MegaOptions::default())
+            .unwrap();
+        assert_eq!(p.resolved.stages.len(), stages, "TWICE={twice} FILL={fill}");
+        let x = dev
+            .upload(&(0..64).map(|i| i as f32).collect::<Vec<_>>())
+            .unwrap();
+        let (y, z) = (dev.zeros::<f32>(64).unwrap(), dev.zeros::<f32>(1).unwrap());
+        variant::launch(&dev, &MegaOptions::default(), &x, &y, &z, twice, fill, 64).unwrap();
+        assert_eq!(z.to_vec().unwrap(), vec![want], "TWICE={twice} FILL={fill}");
+    }
+    let text = variant::explain(&MegaOptions::default(), false, true, 64).unwrap();
+    assert!(text.contains("stage 1 fill") && !text.contains("inc"), "{text}");
 }
 
 #[test]

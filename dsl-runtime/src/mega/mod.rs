@@ -22,7 +22,7 @@ pub mod staging;
 pub use interp::{InterpMode, Policy};
 pub use launch::{MegaDef, MegaOptions, Plan};
 pub use profile::Profile;
-pub use program::{ArgExpr, Call, Expr, Hints, Item, Loop, MParam, Op, Program};
+pub use program::{ArgExpr, Call, Expr, Hints, If, Item, Loop, MParam, Op, Program};
 pub use schedule::{Carried, Hazard, HazardKind, Schedule, Sync, SyncKind};
 
 /// What the code `#[megakernel]` generates uses: never-called functions that let rustc

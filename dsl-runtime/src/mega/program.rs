@@ -420,10 +420,19 @@ pub struct Loop {
     pub body: Vec<Item>,
 }
 
+/// `if cond { then } else { els }` on constexprs: `resolve` keeps one branch.
+#[derive(Clone, Debug)]
+pub struct If {
+    pub cond: Expr,
+    pub then: Vec<Item>,
+    pub els: Vec<Item>,
+}
+
 #[derive(Clone, Debug)]
 pub enum Item {
     Call(Call),
     Loop(Loop),
+    If(If),
 }
 
 /// A megakernel as written.
@@ -450,12 +459,19 @@ impl Program {
     pub fn loop_vars(&self) -> Vec<String> {
         fn walk(items: &[Item], out: &mut Vec<String>) {
             for it in items {
-                if let Item::Loop(l) = it {
-                    if out.len() <= l.id {
-                        out.resize(l.id + 1, String::new());
+                match it {
+                    Item::Loop(l) => {
+                        if out.len() <= l.id {
+                            out.resize(l.id + 1, String::new());
+                        }
+                        out[l.id] = l.var.clone();
+                        walk(&l.body, out);
                     }
-                    out[l.id] = l.var.clone();
-                    walk(&l.body, out);
+                    Item::If(i) => {
+                        walk(&i.then, out);
+                        walk(&i.els, out);
+                    }
+                    Item::Call(_) => {}
                 }
             }
         }

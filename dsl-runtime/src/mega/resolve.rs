@@ -211,6 +211,27 @@ fn nodes(
                     body,
                 });
             }
+            Item::If(i) => {
+                let what = format!("megakernel `{}`: the condition of an `if`", r.program.name);
+                if i.cond.ty(r.params())? != ETy::Bool || !i.cond.is_const(r.params()) {
+                    return Err(format!("{what} must be a bool of constexprs and literals"));
+                }
+                let env = Env {
+                    params: &r.const_env,
+                    vars: &[],
+                };
+                let taken = match i.cond.eval(&env, r.params()) {
+                    Ok(Val::Bool(b)) => b,
+                    Ok(v) => return Err(format!("{what} is {v:?}, not a bool")),
+                    Err(e) => return Err(format!("{what}: {e}")),
+                };
+                out.extend(nodes(
+                    if taken { &i.then } else { &i.els },
+                    loops,
+                    calls,
+                    r,
+                )?);
+            }
         }
     }
     Ok(out)
