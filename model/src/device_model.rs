@@ -50,9 +50,6 @@ pub struct Activations {
     /// The residual stream, updated in place by the two residual GEMVs; f32
     /// (`kernels/embedding.rs` says why).
     pub x: Buffer<f32>,
-    /// A copy of `x` after the attention block, the split MLP's input while its programs
-    /// add into `x` (`kernels/mlp.rs`); unused otherwise.
-    pub h: Buffer<f32>,
     pub qkv: Buffer<bf16>,
     pub q: Buffer<bf16>,
     pub attn: Buffer<bf16>,
@@ -479,7 +476,6 @@ fn activations(
         seed: zi(1)?,
         inv_temp: z32(1)?,
         x: z32(h)?,
-        h: z32(h)?,
         qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
         q: z16(cfg.q_dim())?,
         attn: z16(cfg.q_dim())?,

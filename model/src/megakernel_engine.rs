@@ -27,9 +27,9 @@ use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
-use crate::kernels::gemv::{gemv_residual, gemv_residual_copy};
+use crate::kernels::gemv::gemv_residual;
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
-use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_mlp_split};
+use crate::kernels::mlp::rmsnorm_gate_up_silu;
 use crate::kernels::rope::rmsnorm_qkv_rope;
 use crate::kernels::Tiles;
 use crate::kernels_engine::Output;
@@ -67,7 +67,6 @@ pub fn decode_step(
     v_cache: Ptr<bf16>,
     // Activations (the residual stream `x` in f32) and the two-phase ops' scratch.
     x: Ptr<f32>,
-    h: Ptr<f32>,
     qkv: Ptr<bf16>,
     q: Ptr<bf16>,
     attn: Ptr<bf16>,
@@ -106,12 +105,6 @@ pub fn decode_step(
     #[constexpr] ATTN_BLOCK_N: usize,
     #[constexpr] ATTN_SPLITS: usize,
     #[constexpr] ARGMAX_BLOCK: usize,
-    // The MLP as one split-k stage (an experiment, off by default) and its tiles.
-    #[constexpr] SPLIT_MLP: bool,
-    #[constexpr] MLP_CHUNK: usize,
-    #[constexpr] MLP_BM: usize,
-    #[constexpr] MLP_BK: usize,
-    #[constexpr] MLP_BN: usize,
 ) {
     let q_dim = HEADS * HEAD_DIM;
     let qkv_rows = (HEADS + 2 * KV_HEADS) * HEAD_DIM;
@@ -171,70 +164,39 @@ pub fn decode_step(
             ATTN_BLOCK_N,
             ATTN_SPLITS,
         );
-        if SPLIT_MLP {
-            // o_proj also leaves a copy of x, which the MLP reads while its programs add
-            // their shares of down's output into x (split-k, one hop fewer per layer).
-            gemv_residual_copy(
-                grid(cdiv(HIDDEN, O_BM)),
-                o_proj.layer(layer, HIDDEN * q_dim),
-                attn,
-                x,
-                h,
-                HIDDEN,
-                q_dim,
-                O_BM,
-                O_BK,
-            );
-            rmsnorm_mlp_split(
-                grid(cdiv(INTER, MLP_CHUNK)),
-                h,
-                post_attention_layernorm.layer(layer, HIDDEN),
-                gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                down_proj.layer(layer, HIDDEN * INTER),
-                x,
-                INTER,
-                HIDDEN,
-                eps,
-                MLP_CHUNK,
-                MLP_BM,
-                MLP_BK,
-                MLP_BN,
-            );
-        } else {
-            gemv_residual(
-                grid(cdiv(HIDDEN, O_BM)),
-                o_proj.layer(layer, HIDDEN * q_dim),
-                attn,
-                x,
-                HIDDEN,
-                q_dim,
-                O_BM,
-                O_BK,
-            );
-            // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
-            rmsnorm_gate_up_silu(
-                grid(cdiv(INTER, GU_BM)),
-                x,
-                post_attention_layernorm.layer(layer, HIDDEN),
-                gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                act,
-                INTER,
-                HIDDEN,
-                eps,
-                GU_BM,
-                GU_BK,
-            );
-            gemv_residual(
-                grid(cdiv(HIDDEN, DOWN_BM)),
-                down_proj.layer(layer, HIDDEN * INTER),
-                act,
-                x,
-                HIDDEN,
-                INTER,
-                DOWN_BM,
-                DOWN_BK,
-            );
-        }
+        gemv_residual(
+            grid(cdiv(HIDDEN, O_BM)),
+            o_proj.layer(layer, HIDDEN * q_dim),
+            attn,
+            x,
+            HIDDEN,
+            q_dim,
+            O_BM,
+            O_BK,
+        );
+        // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
+        rmsnorm_gate_up_silu(
+            grid(cdiv(INTER, GU_BM)),
+            x,
+            post_attention_layernorm.layer(layer, HIDDEN),
+            gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+            act,
+            INTER,
+            HIDDEN,
+            eps,
+            GU_BM,
+            GU_BK,
+        );
+        gemv_residual(
+            grid(cdiv(HIDDEN, DOWN_BM)),
+            down_proj.layer(layer, HIDDEN * INTER),
+            act,
+            x,
+            HIDDEN,
+            INTER,
+            DOWN_BM,
+            DOWN_BK,
+        );
     }
     // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
     lm_head_argmax(
@@ -290,11 +252,6 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_BLOCK_N: t.attn_block_n,
         ATTN_SPLITS: t.attn_splits,
         ARGMAX_BLOCK: t.argmax_block,
-        SPLIT_MLP: t.split_mlp,
-        MLP_CHUNK: t.mlp_split.chunk,
-        MLP_BM: t.mlp_split.bm,
-        MLP_BK: t.mlp_split.bk,
-        MLP_BN: t.mlp_split.bn,
     }
 }
 
@@ -554,7 +511,6 @@ impl MegakernelEngine {
             k_cache: ptr(&m.k_cache),
             v_cache: ptr(&m.v_cache),
             x: ptr(&a.x),
-            h: ptr(&a.h),
             qkv: ptr(&a.qkv),
             q: ptr(&a.q),
             attn: ptr(&a.attn),

@@ -6,9 +6,7 @@
 //! rounding costs ≤ 2^-9 relative (2e-3), so TOL = 1e-2 passes right answers with room
 //! for f32 summation order, and fails a wrong index, mask or formula by far.
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
-use model::kernels::{
-    attention, embedding, gemv, lm_head, mlp, norm, rope, Gemv, MlpSplit, NUM_WARPS,
-};
+use model::kernels::{attention, embedding, gemv, lm_head, mlp, norm, rope, Gemv, NUM_WARPS};
 use model::reference::{matvec, rms_norm, rope as rope_ref, silu, softmax_in_place};
 use model::sampling::SplitMix64;
 use model::Tensor;
@@ -235,122 +233,6 @@ fn gate_up_silu_matches_the_reference_mlp_half() {
             &f32s(&down(&act)),
             &want,
         );
-    }
-}
-
-/// The residual GEMV that also leaves a copy of the sum (o_proj before the split MLP).
-#[test]
-fn gemv_residual_copy_adds_in_place_and_copies() {
-    let mut rng = SplitMix64::new(14);
-    for (m, k, t) in GEMV_SHAPES {
-        let g = tiles(m, k, t);
-        let (x, res, w) = (
-            rand_bf16(&mut rng, k, 1.0),
-            rand_bf16(&mut rng, m, 1.0),
-            rand_bf16(&mut rng, m * k, 0.1),
-        );
-        let rb = up(&f32s(&res));
-        let copy = up(&vec![f32::NAN; m]);
-        gemv::gemv_residual_copy::launch(
-            &dev(),
-            &grid(g.programs(m)),
-            &up(&w),
-            &up(&x),
-            &rb,
-            &copy,
-            m as i32,
-            k as i32,
-            g.bm,
-            g.bk,
-        )
-        .unwrap();
-        let want: Vec<f32> = matvec(&tensor(w, &[m, k]), &f32s(&x))
-            .iter()
-            .zip(&res)
-            .map(|(a, r)| a + r.to_f32())
-            .collect();
-        check(
-            &format!("gemv_residual_copy {m}x{k} {g:?}"),
-            &down(&rb),
-            &want,
-        );
-        assert_eq!(down(&rb), down(&copy), "the copy equals the sum");
-    }
-}
-
-/// The whole MLP split over the intermediate dimension, its down projection added into the
-/// residual with atomics: x + down · (silu(gate · h) * (up · h)), h = rmsnorm(x), at chunks
-/// that do not divide the intermediate size and tiles narrower than the hidden size.
-#[test]
-fn split_mlp_adds_the_reference_mlp_into_the_residual() {
-    let mut rng = SplitMix64::new(15);
-    let rule = |ctas| model::kernels::TileRule {
-        ctas,
-        ..Default::default()
-    };
-    // (intermediate, hidden, the split's tiles)
-    for (inter, h, s) in [
-        (128, 64, MlpSplit::with_rule(128, 64, &rule(132))),
-        (160, 64, MlpSplit::with_rule(160, 64, &rule(7))),
-        (3072, 1024, MlpSplit::with_rule(3072, 1024, &rule(132))),
-        (
-            37,
-            100,
-            MlpSplit {
-                chunk: 5,
-                bm: 8,
-                bk: 32,
-                bn: 16,
-            },
-        ),
-        (
-            96,
-            72,
-            MlpSplit {
-                chunk: 16,
-                bm: 16,
-                bk: 64,
-                bn: 32,
-            },
-        ),
-    ] {
-        let (x, nw) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
-        let (gate, upw, dw) = (
-            rand_bf16(&mut rng, inter * h, 0.1),
-            rand_bf16(&mut rng, inter * h, 0.1),
-            rand_bf16(&mut rng, h * inter, 0.1),
-        );
-        let fused: Vec<bf16> = gate.iter().chain(&upw).copied().collect(); // rows [gate; up]
-        let res = up(&f32s(&x));
-        mlp::rmsnorm_mlp_split::launch(
-            &dev(),
-            &grid(s.programs(inter)),
-            &up(&f32s(&x)),
-            &up(&nw),
-            &up(&fused),
-            &up(&dw),
-            &res,
-            inter as i32,
-            h as i32,
-            1e-6,
-            s.chunk,
-            s.bm,
-            s.bk,
-            s.bn,
-        )
-        .unwrap();
-        let hn = rms_norm(&f32s(&x), &tensor(nw, &[h]), 1e-6);
-        let (gv, uv) = (
-            matvec(&tensor(gate, &[inter, h]), &hn),
-            matvec(&tensor(upw, &[inter, h]), &hn),
-        );
-        let act: Vec<f32> = gv.iter().zip(&uv).map(|(g, u)| silu(*g) * u).collect();
-        let want: Vec<f32> = matvec(&tensor(dw, &[h, inter]), &act)
-            .iter()
-            .zip(&x)
-            .map(|(d, x)| d + x.to_f32())
-            .collect();
-        check(&format!("split MLP {inter}x{h} {s:?}"), &down(&res), &want);
     }
 }
 

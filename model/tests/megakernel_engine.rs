@@ -313,64 +313,6 @@ fn schedule_uses_counter_waits_only() {
     assert_eq!(plan.schedule.syncs.len(), 7);
 }
 
-/// The MLP as one split-k stage (`Tiles::split_mlp`, off by default): 4 stages per layer,
-/// counter waits only; teacher-forced logits within the engines' tolerance of the reference
-/// and transformers (its f32 atomics sum in another order than the kernels engine), greedy
-/// tokens equal to transformers' on the decisive prefix, in every interleaving.
-#[test]
-fn split_mlp_tracks_the_reference_and_transformers() {
-    for (mode, opts) in modes() {
-        for name in CHECKPOINTS {
-            let exp = expected(name);
-            let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
-            let opts = MegakernelOptions {
-                tiles: Some(model::kernels::Tiles {
-                    split_mlp: true,
-                    ..model::kernels::Tiles::for_config(&cfg)
-                }),
-                ..opts.clone()
-            };
-            let mut m = mega(name, Output::Logits, &opts);
-            let plan = model::megakernel_engine::decode_step::MEGAKERNEL
-                .plan(m.constexprs(), m.mega_options())
-                .unwrap();
-            assert_eq!(plan.resolved.stages.len(), 7, "{name}: stages");
-            assert!(plan
-                .schedule
-                .syncs
-                .iter()
-                .all(|s| s.kind == dsl_runtime::mega::SyncKind::Counter));
-            let mut r = reference(name);
-            let prompt = ids(&exp["prompt_ids"]);
-            let greedy = ids(&exp["greedy_ids"]);
-            let golden = exp["logits"].as_array().unwrap();
-            let decisive = decisive_prefix(&exp);
-            let mut worst = 0f32;
-            for (pos, &t) in prompt.iter().chain(&greedy).enumerate() {
-                let got = logits(m.step(t, pos).unwrap());
-                let e = rel_err(&got, &r.forward(t, pos).unwrap());
-                assert!(
-                    e < ENGINE_LOGIT_TOL,
-                    "{name} ({mode}) pos {pos}: relative error {e} vs the reference"
-                );
-                worst = worst.max(e);
-                let step = (pos + 1).checked_sub(prompt.len());
-                if let Some(want) = step.and_then(|s| golden.get(s)) {
-                    let e = rel_err(&got, &floats(want));
-                    assert!(
-                        e < ENGINE_LOGIT_TOL,
-                        "{name} ({mode}) pos {pos}: relative error {e} vs transformers"
-                    );
-                }
-                if let Some(s) = step.filter(|&s| s < decisive) {
-                    assert_eq!(argmax(&got), greedy[s], "{name} ({mode}) greedy step {s}");
-                }
-            }
-            eprintln!("{name} ({mode}), split MLP: worst relative logit error vs the reference {worst:.2e}");
-        }
-    }
-}
-
 /// Qwen3-0.6B's layer shape (two layers, small vocab): the real tile sizes (BM 4..16,
 /// BK 512, 16 splits) through the megakernel, against the reference.
 #[test]
@@ -383,36 +325,26 @@ fn qwen3_0_6b_shaped_megakernel_tracks_the_reference() {
         ..model::kernels::qwen3_0_6b()
     };
     let w = model::embedded::weights(&cfg);
-    // The default step, and the MLP as one split-k stage (chunks of 24 rows: one program
-    // per CTA of an H100).
-    for split_mlp in [false, true] {
-        let opts = MegakernelOptions {
-            output: Output::Logits,
-            tiles: Some(model::kernels::Tiles {
-                split_mlp,
-                ..model::kernels::Tiles::for_config(&cfg)
-            }),
-            ..Default::default()
-        };
-        let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
-        let mut r = Reference::new(cfg.clone(), Arc::new(w.clone()));
-        for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
-            let want = r.forward(t, pos).unwrap();
-            let got = logits(m.step(t, pos).unwrap());
-            let e = rel_err(&got, &want);
-            eprintln!("0.6B-shaped megakernel (split MLP {split_mlp}) pos {pos}: relative logit error {e:.2e}");
-            assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
-            assert_eq!(m.next_token().unwrap(), argmax(&got));
-        }
-        assert_eq!(m.launches(), 3);
+    let opts = MegakernelOptions {
+        output: Output::Logits,
+        ..Default::default()
+    };
+    let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
+    let mut r = Reference::new(cfg, Arc::new(w));
+    for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
+        let want = r.forward(t, pos).unwrap();
+        let got = logits(m.step(t, pos).unwrap());
+        let e = rel_err(&got, &want);
+        eprintln!("0.6B-shaped megakernel pos {pos}: relative logit error {e:.2e}");
+        assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
+        assert_eq!(m.next_token().unwrap(), argmax(&got));
     }
+    assert_eq!(m.launches(), 3);
 }
 
 /// Every sync of the schedule is needed: with any one left out, one of a few adversarial
 /// interleavings (CTAs running ahead as far as the remaining syncs allow, or picked at
-/// random) computes different logits, or reports the hazard, within a few steps. Both forms
-/// of the MLP; the split one's atomics sum in interleaving order, so its logits count as
-/// the same within 1e-4 (a missed sync reads a stale or half-written activation: far more).
+/// random) computes different logits, or reports the hazard, within a few steps.
 #[test]
 fn every_sync_is_needed() {
     let name = "tied_gqa2_v4";
@@ -434,75 +366,49 @@ fn every_sync_is_needed() {
         }
         Ok(out)
     };
+    // Tiny attention tiles, so that several splits hold positions within a few steps (with
+    // every position in split 0, each merge runs on the CTA that ran the split it reads).
     let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
-    for split_mlp in [false, true] {
-        let same = |got: &Steps, want: &Steps| {
-            got.iter().zip(want).all(|(g, w)| {
-                let close = if split_mlp {
-                    rel_err(&g.0, &w.0) < 1e-4
-                } else {
-                    g.0 == w.0
-                };
-                close && (g.1, g.2) == (w.1, w.2)
-            })
-        };
-        // Tiny attention tiles, so that several splits hold positions within a few steps
-        // (with every position in split 0, each merge runs on the CTA that ran the split it
-        // reads).
-        let tiles = model::kernels::Tiles {
-            attn_block_n: 1,
-            split_mlp,
-            ..model::kernels::Tiles::for_config(&cfg)
-        };
-        let base = MegakernelOptions {
-            tiles: Some(tiles),
-            ..Default::default()
-        };
-        let want = run(&base).unwrap();
-        let plan = model::megakernel_engine::decode_step::MEGAKERNEL
-            .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
-            .unwrap();
-        // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
-        let interleavings = [
-            (3, Policy::RunAhead),
-            (5, Policy::RunAhead),
-            (3, Policy::Shuffled(1)),
-            (5, Policy::Shuffled(2)),
-            // One lm_head block per CTA: the argmax merge (CTA 0) can overtake most of them.
-            (600, Policy::Shuffled(3)),
-        ];
-        // With every sync, every interleaving is right.
-        for &(ctas, policy) in &interleavings {
-            let got = run(&MegakernelOptions {
-                mega: base.mega.clone().adversarial(ctas, policy),
+    let tiles = model::kernels::Tiles {
+        attn_block_n: 1,
+        ..model::kernels::Tiles::for_config(&cfg)
+    };
+    let base = MegakernelOptions {
+        tiles: Some(tiles),
+        ..Default::default()
+    };
+    let want = run(&base).unwrap();
+    let plan = model::megakernel_engine::decode_step::MEGAKERNEL
+        .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
+        .unwrap();
+    // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
+    let interleavings = [
+        (3, Policy::RunAhead),
+        (5, Policy::RunAhead),
+        (3, Policy::Shuffled(1)),
+        (5, Policy::Shuffled(2)),
+        // One lm_head block per CTA: the argmax merge (CTA 0) can overtake most of them.
+        (600, Policy::Shuffled(3)),
+    ];
+    for sync in &plan.schedule.syncs {
+        let caught = interleavings.iter().find_map(|&(ctas, policy)| {
+            let mut mega_opts = base.mega.clone().adversarial(ctas, policy);
+            mega_opts.drop_syncs = vec![sync.id];
+            match run(&MegakernelOptions {
+                mega: mega_opts,
                 ..base.clone()
-            })
-            .unwrap();
-            assert!(
-                same(&got, &want),
-                "split MLP {split_mlp}, every sync, {ctas} CTAs, {policy:?}"
-            );
-        }
-        for sync in &plan.schedule.syncs {
-            let caught = interleavings.iter().find_map(|&(ctas, policy)| {
-                let mut mega_opts = base.mega.clone().adversarial(ctas, policy);
-                mega_opts.drop_syncs = vec![sync.id];
-                match run(&MegakernelOptions {
-                    mega: mega_opts,
-                    ..base.clone()
-                }) {
-                    Ok(got) if same(&got, &want) => None,
-                    Ok(_) => Some(format!("wrong logits or token ({ctas} CTAs, {policy:?})")),
-                    Err(e) => Some(e),
-                }
-            });
-            let Some(how) = caught else {
-                panic!(
-                    "split MLP {split_mlp}: sync {} left out: every adversarial interleaving still got the right logits",
-                    sync.id
-                )
-            };
-            eprintln!("split MLP {split_mlp}: sync {} left out: {how}", sync.id);
-        }
+            }) {
+                Ok(got) if got == want => None,
+                Ok(_) => Some(format!("wrong logits or token ({ctas} CTAs, {policy:?})")),
+                Err(e) => Some(e),
+            }
+        });
+        let Some(how) = caught else {
+            panic!(
+                "sync {} left out: every adversarial interleaving still got the right logits",
+                sync.id
+            )
+        };
+        eprintln!("sync {} left out: {how}", sync.id);
     }
 }

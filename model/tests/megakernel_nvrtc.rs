@@ -26,20 +26,15 @@ fn decode_megakernel_compiles_with_nvrtc() {
     .unwrap()
     .config;
     // The 0.6B shape also with the staging ring (the weights copied ahead, as an H100
-    // allows), its copies' ranges reduced or written from the loads' boxes, and with the
-    // MLP as one split-k stage (its f32 atomics into the residual).
-    for (cfg, profile, staged, boxes, split_mlp) in [
-        (qwen3_0_6b(), false, false, false, false),
-        (qwen3_0_6b(), false, true, false, false),
-        (qwen3_0_6b(), false, true, true, false),
-        (qwen3_0_6b(), true, false, false, true),
-        (qwen3_1_7b, true, false, false, false),
-        (tiny, false, false, false, false),
+    // allows), its copies' ranges reduced or written from the loads' boxes.
+    for (cfg, profile, staged, boxes) in [
+        (qwen3_0_6b(), false, false, false),
+        (qwen3_0_6b(), false, true, false),
+        (qwen3_0_6b(), false, true, true),
+        (qwen3_1_7b, true, false, false),
+        (tiny, false, false, false),
     ] {
-        let t = Tiles {
-            split_mlp,
-            ..Tiles::for_config(&cfg)
-        };
+        let t = Tiles::for_config(&cfg);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;
         opts.stage_ring = if staged { None } else { Some(0) };
@@ -47,7 +42,6 @@ fn decode_megakernel_compiles_with_nvrtc() {
         let cx = constexprs(&cfg, &t);
         let src = decode_step::MEGAKERNEL.cuda_source(&cx, &opts).unwrap();
         assert_eq!(src.code.contains("tsr_top_up("), staged);
-        assert_eq!(src.code.contains("rmsnorm_mlp_split_body("), split_mlp);
         // Every weight tile of the step is whole rows: a box, so no issue reduces ranges.
         assert_eq!(src.code.contains("if (tid == 0) tsr_stage_box("), boxes);
         if boxes {

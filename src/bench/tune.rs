@@ -30,8 +30,6 @@ pub struct Knobs {
     pub stage_ring: RingKib,
     /// With a ring: copies' ranges from the loads' boxes (`MegaOptions::stage_boxes`).
     pub stage_boxes: bool,
-    /// The MLP as one split-k stage (`Tiles::split_mlp`).
-    pub split_mlp: bool,
 }
 
 impl Default for Knobs {
@@ -47,7 +45,6 @@ impl Default for Knobs {
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             stage_boxes: m.stage_boxes,
-            split_mlp: Tiles::for_config(&model::kernels::qwen3_0_6b()).split_mlp,
         }
     }
 }
@@ -125,11 +122,7 @@ pub fn run(
             check: false,
             ..MegaOptions::default()
         };
-        let tiles = Tiles {
-            split_mlp: k.split_mlp,
-            ..Tiles::with_rule(cfg, &rule)
-        };
-        let res = one(&mut engine, tiles, mega, position, tokens, profile);
+        let res = one(&mut engine, cfg, rule, mega, position, tokens, profile);
         rows.push(match res {
             Ok((ms, tokens, prof)) => TuneRow {
                 knobs: *k,
@@ -152,13 +145,14 @@ pub fn run(
 
 fn one(
     engine: &mut MegakernelEngine,
-    tiles: Tiles,
+    cfg: &Config,
+    rule: TileRule,
     mega: MegaOptions,
     position: usize,
     tokens: usize,
     profile: bool,
 ) -> Result<(f64, Vec<u32>, Option<String>), ModelError> {
-    engine.retune(tiles, mega)?;
+    engine.retune(Tiles::with_rule(cfg, &rule), mega)?;
     engine.compile()?;
     let tok = crate::bench::token_of;
     let mut t = 0u32;
@@ -197,12 +191,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | boxes | split MLP | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | boxes | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -215,7 +209,6 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.prefetch_depth,
             k.stage_ring,
             k.stage_boxes,
-            k.split_mlp,
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

@@ -44,9 +44,6 @@ pub struct TuneArgs {
     /// thread's addresses (`false`).
     #[arg(long, value_name = "LIST")]
     pub stage_boxes: Option<String>,
-    /// The MLP as one split-k stage (gate/up and down fused, f32 atomics into the residual).
-    #[arg(long, value_name = "LIST")]
-    pub split_mlp: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -130,11 +127,6 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("stage-boxes", &a.stage_boxes, d.stage_boxes)?,
         |k, v| k.stage_boxes = v,
-    );
-    grid = times(
-        grid,
-        list("split-mlp", &a.split_mlp, d.split_mlp)?,
-        |k, v| k.split_mlp = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

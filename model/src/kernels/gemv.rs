@@ -72,35 +72,8 @@ pub fn rmsnorm_gemv(
     store(y + rows, out.to(bf16), row_mask);
 }
 
-/// `W[rows, :] · a` for a bf16 W of row length `k` and a bf16 vector `a`.
-#[tile_fn]
-pub fn gemv_rows(
-    w: Ptr<bf16>,
-    a: Ptr<bf16>,
-    rows: Tile<i32, BM>,
-    row_mask: Tile<bool, BM>,
-    k: i32,
-    #[constexpr] BK: usize,
-) -> Tile<f32, BM> {
-    let mut acc = zeros([BM, BK], f32);
-    for k0 in (0..k).step_by(BK) {
-        let cols = k0 + arange(0, BK);
-        let col_mask = cols < k;
-        let av = load(a + cols, col_mask, 0.0).to(f32);
-        let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
-        let wv = load(
-            w + rows.expand_dims(1) * k + cols.expand_dims(0),
-            tile_mask,
-            0.0,
-        )
-        .to(f32);
-        acc += wv * av.expand_dims(0);
-    }
-    sum(acc, 1)
-}
-
 /// res += W · x: a projection whose output is added to the residual stream (o_proj, down).
-#[kernel(helpers(gemv_rows))]
+#[kernel]
 pub fn gemv_residual(
     w: Ptr<bf16>,
     x: Ptr<bf16>,
@@ -112,28 +85,21 @@ pub fn gemv_residual(
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let out = gemv_rows(w, x, rows, row_mask, k, BK);
+    let mut acc = zeros([BM, BK], f32);
+    for k0 in (0..k).step_by(BK) {
+        let cols = k0 + arange(0, BK);
+        let col_mask = cols < k;
+        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
+        let wv = load(
+            w + rows.expand_dims(1) * k + cols.expand_dims(0),
+            tile_mask,
+            0.0,
+        )
+        .to(f32);
+        acc += wv * xv.expand_dims(0);
+    }
     // Epilogue: the residual stream is f32 (`embedding.rs` says why).
     let r = load(res + rows, row_mask, 0.0);
-    store(res + rows, r + out, row_mask);
-}
-
-/// res += W · x, and the sum copied to `copy`: o_proj before the split MLP
-/// (`mlp::rmsnorm_mlp_split`), which reads `copy` while its programs add into `res`.
-#[kernel(helpers(gemv_rows))]
-pub fn gemv_residual_copy(
-    w: Ptr<bf16>,
-    x: Ptr<bf16>,
-    res: Ptr<f32>,
-    copy: Ptr<f32>,
-    m: i32,
-    k: i32,
-    #[constexpr] BM: usize,
-    #[constexpr] BK: usize,
-) {
-    let rows = program_id(0) * BM + arange(0, BM);
-    let row_mask = rows < m;
-    let out = load(res + rows, row_mask, 0.0) + gemv_rows(w, x, rows, row_mask, k, BK);
-    store(res + rows, out, row_mask);
-    store(copy + rows, out, row_mask);
+    store(res + rows, r + sum(acc, 1), row_mask);
 }

@@ -135,48 +135,6 @@ pub struct Tiles {
     pub attn_splits: usize,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
-    /// The megakernel's MLP as one split-k stage (`mlp::rmsnorm_mlp_split`) instead of
-    /// gate/up then down: an experiment, off by default until an A/B on a GPU says so.
-    pub split_mlp: bool,
-    pub mlp_split: MlpSplit,
-}
-
-/// Tiles of the split MLP (`mlp::rmsnorm_mlp_split`): `chunk` intermediate rows per
-/// program, a multiple of 8 spreading them over the CTAs (about one program each); `bm`
-/// the tile (a power of two ≥ chunk); `bk` gate/up's k step; `bn` down's rows per step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MlpSplit {
-    pub chunk: usize,
-    pub bm: usize,
-    pub bk: usize,
-    pub bn: usize,
-}
-
-impl MlpSplit {
-    pub fn with_rule(inter: usize, hidden: usize, r: &TileRule) -> MlpSplit {
-        let chunk = inter
-            .div_ceil(r.ctas.max(1))
-            .next_multiple_of(8)
-            .min(inter.max(1));
-        let bm = chunk.next_power_of_two();
-        let elems = 32 * r.warps as usize * r.elems_per_thread;
-        let width = |tiles: usize| {
-            floor_pow2(elems / (bm * tiles))
-                .min(hidden.next_power_of_two())
-                .min(r.bk_max.max(1))
-        };
-        MlpSplit {
-            chunk,
-            bm,
-            // Two weight tiles (gate, up) per step, as `Gemv::with_rule` counts them.
-            bk: width(2),
-            bn: width(1),
-        }
-    }
-    /// Programs for `inter` intermediate rows.
-    pub fn programs(&self, inter: usize) -> usize {
-        inter.div_ceil(self.chunk)
-    }
 }
 
 impl Tiles {
@@ -221,8 +179,6 @@ impl Tiles {
                 .programs(cfg.vocab_size)
                 .next_power_of_two()
                 .min(8192),
-            split_mlp: false,
-            mlp_split: MlpSplit::with_rule(cfg.intermediate_size, h, r),
         }
     }
 }
@@ -313,21 +269,6 @@ pub fn shipped() -> Vec<Shipped> {
             &mlp::rmsnorm_gate_up_silu::KERNEL,
             gemv(t.gate_up),
             "act = silu(gate·h) * (up·h), h = rmsnorm(x): post-attn norm + fused gate/up",
-        ),
-        k(
-            &gemv::gemv_residual_copy::KERNEL,
-            gemv(t.o_proj),
-            "res += W · x, and a copy of the sum: o_proj before the split MLP (experiment)",
-        ),
-        k(
-            &mlp::rmsnorm_mlp_split::KERNEL,
-            vec![
-                ("CHUNK", int(t.mlp_split.chunk)),
-                ("BM", int(t.mlp_split.bm)),
-                ("BK", int(t.mlp_split.bk)),
-                ("BN", int(t.mlp_split.bn)),
-            ],
-            "res += down · silu(gate·h) * (up·h), split over the intermediate rows, atomics (experiment)",
         ),
         k(
             &lm_head::lm_head_argmax::KERNEL,
