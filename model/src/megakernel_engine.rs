@@ -96,6 +96,7 @@ pub fn decode_step(
     #[constexpr] QKV_BK: usize,
     #[constexpr] O_BM: usize,
     #[constexpr] O_BK: usize,
+    #[constexpr] GU_ROWS: usize,
     #[constexpr] GU_BM: usize,
     #[constexpr] GU_BK: usize,
     #[constexpr] DOWN_BM: usize,
@@ -176,7 +177,7 @@ pub fn decode_step(
         );
         // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
         rmsnorm_gate_up_silu(
-            grid(cdiv(INTER, GU_BM)),
+            grid(cdiv(INTER, GU_ROWS)),
             x,
             post_attention_layernorm.layer(layer, HIDDEN),
             gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
@@ -184,6 +185,7 @@ pub fn decode_step(
             INTER,
             HIDDEN,
             eps,
+            GU_ROWS,
             GU_BM,
             GU_BK,
         );
@@ -243,6 +245,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         QKV_BK: t.qkv.bk,
         O_BM: t.o_proj.bm,
         O_BK: t.o_proj.bk,
+        GU_ROWS: t.gate_up.rows,
         GU_BM: t.gate_up.bm,
         GU_BK: t.gate_up.bk,
         DOWN_BM: t.down.bm,

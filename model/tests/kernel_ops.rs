@@ -122,7 +122,7 @@ const GEMV_SHAPES: [Shape; 5] = [
 ];
 
 fn tiles(m: usize, k: usize, t: Option<(usize, usize)>) -> Gemv {
-    t.map_or(Gemv::for_shape(m, k), |(bm, bk)| Gemv { bm, bk })
+    t.map_or(Gemv::for_shape(m, k), |(bm, bk)| Gemv { bm, bk, rows: bm })
 }
 
 #[test]
@@ -194,13 +194,24 @@ fn gemv_residual_adds_the_projection_in_place() {
 #[test]
 fn gate_up_silu_matches_the_reference_mlp_half() {
     let mut rng = SplitMix64::new(5);
-    for (inter, h, t) in [
-        (128, 64, None),
-        (160, 64, None),
-        (3072, 1024, None),
-        (37, 100, Some((4, 48))),
+    let per_cta = |inter, h, ctas| {
+        let r = model::kernels::TileRule {
+            ctas,
+            ..Default::default()
+        };
+        Gemv::one_per_cta(inter, h, 2, &r)
+    };
+    // Power-of-two row blocks, and one program per CTA (rows not a power of two, masked in
+    // their tile; a ragged last program).
+    for (inter, h, g) in [
+        (128, 64, tiles(128, 64, None)),
+        (160, 64, tiles(160, 64, None)),
+        (3072, 1024, tiles(3072, 1024, None)),
+        (37, 100, tiles(37, 100, Some((4, 48)))),
+        (3072, 1024, per_cta(3072, 1024, 132)),
+        (160, 64, per_cta(160, 64, 7)),
+        (37, 100, per_cta(37, 100, 5)),
     ] {
-        let g = tiles(inter, h, t);
         let (x, nw) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
         let (gate, upw) = (
             rand_bf16(&mut rng, inter * h, 0.1),
@@ -218,6 +229,7 @@ fn gate_up_silu_matches_the_reference_mlp_half() {
             inter as i32,
             h as i32,
             1e-6,
+            g.rows,
             g.bm,
             g.bk,
         )
@@ -731,7 +743,12 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
             for bm in [1, 2, 4, 8, 16, 32] {
                 if bm * g.bk * tiles <= threads * rule.elems_per_thread {
                     assert!(
-                        busiest(g) <= busiest(Gemv { bm, bk: g.bk }),
+                        busiest(g)
+                            <= busiest(Gemv {
+                                bm,
+                                bk: g.bk,
+                                rows: bm
+                            }),
                         "{g:?} vs BM {bm}"
                     );
                 }

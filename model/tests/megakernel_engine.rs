@@ -325,21 +325,31 @@ fn qwen3_0_6b_shaped_megakernel_tracks_the_reference() {
         ..model::kernels::qwen3_0_6b()
     };
     let w = model::embedded::weights(&cfg);
-    let opts = MegakernelOptions {
-        output: Output::Logits,
-        ..Default::default()
-    };
-    let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
-    let mut r = Reference::new(cfg, Arc::new(w));
-    for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
-        let want = r.forward(t, pos).unwrap();
-        let got = logits(m.step(t, pos).unwrap());
-        let e = rel_err(&got, &want);
-        eprintln!("0.6B-shaped megakernel pos {pos}: relative logit error {e:.2e}");
-        assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
-        assert_eq!(m.next_token().unwrap(), argmax(&got));
+    // The default tiles, and gate/up as one program per CTA (24 rows in a 32-row tile).
+    for gate_up_one_per_cta in [false, true] {
+        let rule = model::kernels::TileRule {
+            gate_up_one_per_cta,
+            ..Default::default()
+        };
+        let opts = MegakernelOptions {
+            output: Output::Logits,
+            tiles: Some(model::kernels::Tiles::with_rule(&cfg, &rule)),
+            ..Default::default()
+        };
+        let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
+        let mut r = Reference::new(cfg.clone(), Arc::new(w.clone()));
+        for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
+            let want = r.forward(t, pos).unwrap();
+            let got = logits(m.step(t, pos).unwrap());
+            let e = rel_err(&got, &want);
+            eprintln!(
+                "0.6B-shaped megakernel (gate/up one per CTA: {gate_up_one_per_cta}) pos {pos}: relative logit error {e:.2e}"
+            );
+            assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
+            assert_eq!(m.next_token().unwrap(), argmax(&got));
+        }
+        assert_eq!(m.launches(), 3);
     }
-    assert_eq!(m.launches(), 3);
 }
 
 /// Every sync of the schedule is needed: with any one left out, one of a few adversarial

@@ -30,6 +30,10 @@ pub struct Knobs {
     pub stage_ring: RingKib,
     /// With a ring: copies' ranges from the loads' boxes (`MegaOptions::stage_boxes`).
     pub stage_boxes: bool,
+    /// gate/up as one program per CTA (`TileRule::gate_up_one_per_cta`).
+    pub gate_up_one_per_cta: bool,
+    /// Attention splits per head; 0: the tile rule's.
+    pub attn_splits: usize,
 }
 
 impl Default for Knobs {
@@ -45,6 +49,8 @@ impl Default for Knobs {
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             stage_boxes: m.stage_boxes,
+            gate_up_one_per_cta: r.gate_up_one_per_cta,
+            attn_splits: 0,
         }
     }
 }
@@ -112,6 +118,7 @@ pub fn run(
             warps: k.warps,
             elems_per_thread: k.elems_per_thread,
             bk_max: k.bk_max,
+            gate_up_one_per_cta: k.gate_up_one_per_cta,
         };
         let mega = MegaOptions {
             ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
@@ -122,7 +129,11 @@ pub fn run(
             check: false,
             ..MegaOptions::default()
         };
-        let res = one(&mut engine, cfg, rule, mega, position, tokens, profile);
+        let mut tiles = Tiles::with_rule(cfg, &rule);
+        if k.attn_splits > 0 {
+            tiles.attn_splits = k.attn_splits;
+        }
+        let res = one(&mut engine, tiles, mega, position, tokens, profile);
         rows.push(match res {
             Ok((ms, tokens, prof)) => TuneRow {
                 knobs: *k,
@@ -145,14 +156,13 @@ pub fn run(
 
 fn one(
     engine: &mut MegakernelEngine,
-    cfg: &Config,
-    rule: TileRule,
+    tiles: Tiles,
     mega: MegaOptions,
     position: usize,
     tokens: usize,
     profile: bool,
 ) -> Result<(f64, Vec<u32>, Option<String>), ModelError> {
-    engine.retune(Tiles::with_rule(cfg, &rule), mega)?;
+    engine.retune(tiles, mega)?;
     engine.compile()?;
     let tok = crate::bench::token_of;
     let mut t = 0u32;
@@ -191,12 +201,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | boxes | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | boxes | gate/up one per CTA | attention splits | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -209,6 +219,12 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.prefetch_depth,
             k.stage_ring,
             k.stage_boxes,
+            k.gate_up_one_per_cta,
+            if k.attn_splits == 0 {
+                "rule".to_string()
+            } else {
+                k.attn_splits.to_string()
+            },
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",
