@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::attn_split_merge;
+use crate::kernels::attention::{attn_group_split_merge, attn_split_merge};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::gemv_residual;
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
@@ -105,6 +105,7 @@ pub fn decode_step(
     #[constexpr] LM_BK: usize,
     #[constexpr] ATTN_BLOCK_N: usize,
     #[constexpr] ATTN_SPLITS: usize,
+    #[constexpr] ATTN_SHARE_KV: bool,
     #[constexpr] ARGMAX_BLOCK: usize,
 ) {
     let q_dim = HEADS * HEAD_DIM;
@@ -147,24 +148,46 @@ pub fn decode_step(
             QKV_BK,
             HEAD_DIM,
         );
-        attn_split_merge(
-            grid(HEADS, ATTN_SPLITS),
-            q,
-            k_cache.layer(layer, kv_layer),
-            v_cache.layer(layer, kv_layer),
-            pos,
-            part_m,
-            part_l,
-            part_acc,
-            &tickets[0..HEADS],
-            attn,
-            HEADS / KV_HEADS,
-            max_seq,
-            scale,
-            HEAD_DIM,
-            ATTN_BLOCK_N,
-            ATTN_SPLITS,
-        );
+        if ATTN_SHARE_KV {
+            // Each K/V tile loaded once for the query heads that share it.
+            attn_group_split_merge(
+                grid(KV_HEADS, ATTN_SPLITS),
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                pos,
+                part_m,
+                part_l,
+                part_acc,
+                &tickets[0..KV_HEADS],
+                attn,
+                max_seq,
+                scale,
+                HEAD_DIM,
+                ATTN_BLOCK_N,
+                ATTN_SPLITS,
+                HEADS / KV_HEADS,
+            );
+        } else {
+            attn_split_merge(
+                grid(HEADS, ATTN_SPLITS),
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                pos,
+                part_m,
+                part_l,
+                part_acc,
+                &tickets[0..HEADS],
+                attn,
+                HEADS / KV_HEADS,
+                max_seq,
+                scale,
+                HEAD_DIM,
+                ATTN_BLOCK_N,
+                ATTN_SPLITS,
+            );
+        }
         gemv_residual(
             grid(cdiv(HIDDEN, O_BM)),
             o_proj.layer(layer, HIDDEN * q_dim),
@@ -254,6 +277,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         LM_BK: t.lm_head.bk,
         ATTN_BLOCK_N: t.attn_block_n,
         ATTN_SPLITS: t.attn_splits,
+        ATTN_SHARE_KV: t.attn_share_kv,
         ARGMAX_BLOCK: t.argmax_block,
     }
 }

@@ -563,6 +563,46 @@ fn split_kv_attention_matches_softmax_attention() {
             );
             assert_eq!(down(&tickets), vec![0; nh], "tickets not reset");
         }
+        // The K/V tiles shared by a KV head's query heads, grid (kv_heads, SPLITS): each
+        // head's arithmetic is the same, in the same order, so the same bits again.
+        let tickets = dev().zeros::<i32>(nkv).unwrap();
+        for layer in 0..2 {
+            let (pm, pl, pa) = (
+                dev().zeros::<f32>(parts).unwrap(),
+                dev().zeros::<f32>(parts).unwrap(),
+                dev().zeros::<f32>(parts * hd).unwrap(),
+            );
+            let shared = dev().zeros::<bf16>(nh * hd).unwrap();
+            attention::attn_group_split_merge::launch(
+                &dev(),
+                &Launch::grid((nkv as u32, splits as u32)).warps(NUM_WARPS),
+                &qb,
+                &kb,
+                &vb,
+                &pb,
+                &pm,
+                &pl,
+                &pa,
+                &tickets,
+                &shared,
+                max_seq as i32,
+                scale,
+                hd,
+                block_n,
+                splits,
+                nh / nkv,
+            )
+            .unwrap();
+            assert_eq!(
+                down(&shared)
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect::<Vec<_>>(),
+                down(&out).iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "attn_group_split_merge (layer {layer}) != attn_split + attn_merge"
+            );
+            assert_eq!(down(&tickets), vec![0; nkv], "tickets not reset");
+        }
         let want = attention_ref(
             &f32s(&q),
             &f32s(&kc),

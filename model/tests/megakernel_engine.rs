@@ -154,6 +154,62 @@ fn logits_equal_kernels_engine_and_track_reference_and_transformers() {
     }
 }
 
+/// The attention that shares each K/V tile among a KV head's query heads
+/// (`TileRule::attn_share_kv`, off by default): every head's arithmetic is unchanged, so
+/// the step's logits equal the kernels engine's at the same tiles bit for bit, in every
+/// interleaving, and the schedule keeps its shape (8 stages, 7 counter waits).
+#[test]
+fn shared_kv_attention_equals_kernels_engine() {
+    for (mode, opts) in modes() {
+        for name in CHECKPOINTS {
+            let exp = expected(name);
+            let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+            let rule = model::kernels::TileRule {
+                attn_share_kv: true,
+                ..Default::default()
+            };
+            let tiles = model::kernels::Tiles::with_rule(&ck.config, &rule);
+            let mut m = mega(
+                name,
+                Output::Logits,
+                &MegakernelOptions {
+                    tiles: Some(tiles.clone()),
+                    ..opts.clone()
+                },
+            );
+            let plan = model::megakernel_engine::decode_step::MEGAKERNEL
+                .plan(m.constexprs(), m.mega_options())
+                .unwrap();
+            assert_eq!(plan.resolved.stages.len(), 8);
+            assert_eq!(plan.schedule.syncs.len(), 7);
+            assert!(plan.resolved.stages[2]
+                .name
+                .starts_with("attn_group_split_merge"));
+            let mut k = KernelsEngine::new(
+                ck.config.clone(),
+                &ck.weights,
+                Device::interpreter(),
+                KernelOptions {
+                    output: Output::Logits,
+                    tiles: Some(tiles),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let prompt = ids(&exp["prompt_ids"]);
+            let greedy = ids(&exp["greedy_ids"]);
+            for (pos, &t) in prompt.iter().chain(&greedy).enumerate() {
+                assert_eq!(
+                    logits(m.step(t, pos).unwrap()),
+                    logits(k.step(t, pos).unwrap()),
+                    "{name} ({mode}) pos {pos}: shared-K/V megakernel != kernels engine"
+                );
+            }
+            eprintln!("{name} ({mode}): shared-K/V attention = kernels engine, bit for bit");
+        }
+    }
+}
+
 /// Temperature sampling in the lm_head: each step's token is the Gumbel-max choice the
 /// host computes from the same logits, seed and position (one int read back per step).
 #[test]
@@ -379,46 +435,56 @@ fn every_sync_is_needed() {
     // Tiny attention tiles, so that several splits hold positions within a few steps (with
     // every position in split 0, each merge runs on the CTA that ran the split it reads).
     let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
-    let tiles = model::kernels::Tiles {
-        attn_block_n: 1,
-        ..model::kernels::Tiles::for_config(&cfg)
-    };
-    let base = MegakernelOptions {
-        tiles: Some(tiles),
-        ..Default::default()
-    };
-    let want = run(&base).unwrap();
-    let plan = model::megakernel_engine::decode_step::MEGAKERNEL
-        .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
-        .unwrap();
-    // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
-    let interleavings = [
-        (3, Policy::RunAhead),
-        (5, Policy::RunAhead),
-        (3, Policy::Shuffled(1)),
-        (5, Policy::Shuffled(2)),
-        // One lm_head block per CTA: the argmax merge (CTA 0) can overtake most of them.
-        (600, Policy::Shuffled(3)),
-    ];
-    for sync in &plan.schedule.syncs {
-        let caught = interleavings.iter().find_map(|&(ctas, policy)| {
-            let mut mega_opts = base.mega.clone().adversarial(ctas, policy);
-            mega_opts.drop_syncs = vec![sync.id];
-            match run(&MegakernelOptions {
-                mega: mega_opts,
-                ..base.clone()
-            }) {
-                Ok(got) if got == want => None,
-                Ok(_) => Some(format!("wrong logits or token ({ctas} CTAs, {policy:?})")),
-                Err(e) => Some(e),
-            }
-        });
-        let Some(how) = caught else {
-            panic!(
-                "sync {} left out: every adversarial interleaving still got the right logits",
-                sync.id
-            )
+    // Both attention forms: per query head, and K/V shared by a KV head's query heads.
+    for attn_share_kv in [false, true] {
+        let rule = model::kernels::TileRule {
+            attn_share_kv,
+            ..Default::default()
         };
-        eprintln!("sync {} left out: {how}", sync.id);
+        let tiles = model::kernels::Tiles {
+            attn_block_n: 1,
+            ..model::kernels::Tiles::with_rule(&cfg, &rule)
+        };
+        let base = MegakernelOptions {
+            tiles: Some(tiles),
+            ..Default::default()
+        };
+        let want = run(&base).unwrap();
+        let plan = model::megakernel_engine::decode_step::MEGAKERNEL
+            .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
+            .unwrap();
+        // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
+        let interleavings = [
+            (3, Policy::RunAhead),
+            (5, Policy::RunAhead),
+            (3, Policy::Shuffled(1)),
+            (5, Policy::Shuffled(2)),
+            // One lm_head block per CTA: the argmax merge (CTA 0) can overtake most of them.
+            (600, Policy::Shuffled(3)),
+        ];
+        for sync in &plan.schedule.syncs {
+            let caught = interleavings.iter().find_map(|&(ctas, policy)| {
+                let mut mega_opts = base.mega.clone().adversarial(ctas, policy);
+                mega_opts.drop_syncs = vec![sync.id];
+                match run(&MegakernelOptions {
+                    mega: mega_opts,
+                    ..base.clone()
+                }) {
+                    Ok(got) if got == want => None,
+                    Ok(_) => Some(format!("wrong logits or token ({ctas} CTAs, {policy:?})")),
+                    Err(e) => Some(e),
+                }
+            });
+            let Some(how) = caught else {
+                panic!(
+                    "sync {} left out: every adversarial interleaving still got the right logits",
+                    sync.id
+                )
+            };
+            eprintln!(
+                "shared K/V {attn_share_kv}: sync {} left out: {how}",
+                sync.id
+            );
+        }
     }
 }

@@ -27,7 +27,8 @@ fn decode_megakernel_compiles_with_nvrtc() {
     .config;
     // The 0.6B shape also with the staging ring (the weights copied ahead, as an H100
     // allows), its copies' ranges reduced or written from the loads' boxes.
-    // And gate/up as one program per CTA.
+    // And gate/up as one program per CTA with the attention sharing K/V tiles among a KV
+    // head's query heads.
     for (cfg, profile, staged, boxes, per_cta) in [
         (qwen3_0_6b(), false, false, false, false),
         (qwen3_0_6b(), false, true, false, false),
@@ -38,6 +39,7 @@ fn decode_megakernel_compiles_with_nvrtc() {
     ] {
         let rule = model::kernels::TileRule {
             gate_up_one_per_cta: per_cta,
+            attn_share_kv: per_cta,
             ..Default::default()
         };
         let t = Tiles::with_rule(&cfg, &rule);

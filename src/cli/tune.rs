@@ -51,6 +51,9 @@ pub struct TuneArgs {
     /// Attention splits per head (0: the tile rule's).
     #[arg(long, value_name = "LIST")]
     pub attn_splits: Option<String>,
+    /// Attention loads each K/V tile once for the query heads that share it (GQA).
+    #[arg(long, value_name = "LIST")]
+    pub attn_share_kv: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -148,6 +151,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("attn-splits", &a.attn_splits, d.attn_splits)?,
         |k, v| k.attn_splits = v,
+    );
+    grid = times(
+        grid,
+        list("attn-share-kv", &a.attn_share_kv, d.attn_share_kv)?,
+        |k, v| k.attn_share_kv = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

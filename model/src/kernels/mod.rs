@@ -55,6 +55,9 @@ pub struct TileRule {
     /// gate/up as one program per CTA (`Gemv::one_per_cta`) instead of power-of-two row
     /// blocks: an experiment, off until an A/B on a GPU says otherwise.
     pub gate_up_one_per_cta: bool,
+    /// Decode attention with each K/V tile shared by a KV head's query heads
+    /// (`attention::attn_group_split_merge`): an experiment, off until an A/B says otherwise.
+    pub attn_share_kv: bool,
 }
 
 impl Default for TileRule {
@@ -66,6 +69,7 @@ impl Default for TileRule {
             elems_per_thread: 64,
             bk_max: 4096,
             gate_up_one_per_cta: false,
+            attn_share_kv: false,
         }
     }
 }
@@ -153,8 +157,11 @@ pub struct Tiles {
     pub lm_head: Gemv,
     /// Positions per attention tile ([BLOCK_N, head_dim] K and V tiles).
     pub attn_block_n: usize,
-    /// Sequence splits per query head (attention phase 1 grid axis 1).
+    /// Sequence splits per query head (attention phase 1 grid axis 1), or per KV head when
+    /// `attn_share_kv`.
     pub attn_splits: usize,
+    /// The megakernel's attention shares each K/V tile among a KV head's query heads.
+    pub attn_share_kv: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -198,8 +205,14 @@ impl Tiles {
             )
             .clamp(16, 128),
             // One round of split programs over the CTAs.
-            attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
-                .clamp(1, 32),
+            attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2)
+                / if r.attn_share_kv {
+                    cfg.num_key_value_heads
+                } else {
+                    cfg.num_attention_heads
+                })
+            .clamp(1, 32),
+            attn_share_kv: r.attn_share_kv,
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
                 .programs(cfg.vocab_size)
