@@ -58,12 +58,13 @@ fn attend_chunk(
         let n = start + arange(0, BLOCK_N);
         let valid = n < hi;
         let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
+        // K and V in one round trip: V's load is in flight while the scores are reduced.
         let kt = load(k_cache + offs, valid.expand_dims(1), 0.0).to(f32);
+        let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
         let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
         let m_new = maximum(m, max(s, 0));
         let alpha = exp(m - m_new); // rescales what was summed against the old max
         let pr = where_(valid, exp(s - m_new), 0.0);
-        let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
         l = l * alpha + sum(pr, 0);
         acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
         m = m_new;
