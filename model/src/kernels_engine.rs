@@ -285,11 +285,7 @@ impl KernelsEngine {
                     k: h as i32,
                     eps,
                 },
-                &rmsnorm_gate_up_silu::Consts {
-                    ROWS: g.rows,
-                    BM: g.bm,
-                    BK: g.bk,
-                },
+                &rmsnorm_gate_up_silu::Consts { BM: g.bm, BK: g.bk },
             )?;
             residual(t.down, view(&w.down_proj, h * inter), &a.act, inter)?;
         }

@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::{attn_group_split_merge, attn_split_merge};
+use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::gemv_residual;
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
@@ -96,7 +96,6 @@ pub fn decode_step(
     #[constexpr] QKV_BK: usize,
     #[constexpr] O_BM: usize,
     #[constexpr] O_BK: usize,
-    #[constexpr] GU_ROWS: usize,
     #[constexpr] GU_BM: usize,
     #[constexpr] GU_BK: usize,
     #[constexpr] DOWN_BM: usize,
@@ -105,7 +104,6 @@ pub fn decode_step(
     #[constexpr] LM_BK: usize,
     #[constexpr] ATTN_BLOCK_N: usize,
     #[constexpr] ATTN_SPLITS: usize,
-    #[constexpr] ATTN_SHARE_KV: bool,
     #[constexpr] ARGMAX_BLOCK: usize,
 ) {
     let q_dim = HEADS * HEAD_DIM;
@@ -148,46 +146,24 @@ pub fn decode_step(
             QKV_BK,
             HEAD_DIM,
         );
-        if ATTN_SHARE_KV {
-            // Each K/V tile loaded once for the query heads that share it.
-            attn_group_split_merge(
-                grid(KV_HEADS, ATTN_SPLITS),
-                q,
-                k_cache.layer(layer, kv_layer),
-                v_cache.layer(layer, kv_layer),
-                pos,
-                part_m,
-                part_l,
-                part_acc,
-                &tickets[0..KV_HEADS],
-                attn,
-                max_seq,
-                scale,
-                HEAD_DIM,
-                ATTN_BLOCK_N,
-                ATTN_SPLITS,
-                HEADS / KV_HEADS,
-            );
-        } else {
-            attn_split_merge(
-                grid(HEADS, ATTN_SPLITS),
-                q,
-                k_cache.layer(layer, kv_layer),
-                v_cache.layer(layer, kv_layer),
-                pos,
-                part_m,
-                part_l,
-                part_acc,
-                &tickets[0..HEADS],
-                attn,
-                HEADS / KV_HEADS,
-                max_seq,
-                scale,
-                HEAD_DIM,
-                ATTN_BLOCK_N,
-                ATTN_SPLITS,
-            );
-        }
+        attn_split_merge(
+            grid(HEADS, ATTN_SPLITS),
+            q,
+            k_cache.layer(layer, kv_layer),
+            v_cache.layer(layer, kv_layer),
+            pos,
+            part_m,
+            part_l,
+            part_acc,
+            &tickets[0..HEADS],
+            attn,
+            HEADS / KV_HEADS,
+            max_seq,
+            scale,
+            HEAD_DIM,
+            ATTN_BLOCK_N,
+            ATTN_SPLITS,
+        );
         gemv_residual(
             grid(cdiv(HIDDEN, O_BM)),
             o_proj.layer(layer, HIDDEN * q_dim),
@@ -200,7 +176,7 @@ pub fn decode_step(
         );
         // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
         rmsnorm_gate_up_silu(
-            grid(cdiv(INTER, GU_ROWS)),
+            grid(cdiv(INTER, GU_BM)),
             x,
             post_attention_layernorm.layer(layer, HIDDEN),
             gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
@@ -208,7 +184,6 @@ pub fn decode_step(
             INTER,
             HIDDEN,
             eps,
-            GU_ROWS,
             GU_BM,
             GU_BK,
         );
@@ -268,7 +243,6 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         QKV_BK: t.qkv.bk,
         O_BM: t.o_proj.bm,
         O_BK: t.o_proj.bk,
-        GU_ROWS: t.gate_up.rows,
         GU_BM: t.gate_up.bm,
         GU_BK: t.gate_up.bk,
         DOWN_BM: t.down.bm,
@@ -277,7 +251,6 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         LM_BK: t.lm_head.bk,
         ATTN_BLOCK_N: t.attn_block_n,
         ATTN_SPLITS: t.attn_splits,
-        ATTN_SHARE_KV: t.attn_share_kv,
         ARGMAX_BLOCK: t.argmax_block,
     }
 }

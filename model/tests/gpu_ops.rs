@@ -188,7 +188,6 @@ fn run_ops(
         inter as i32,
         h as i32,
         eps,
-        t.gate_up.rows,
         t.gate_up.bm,
         t.gate_up.bk,
     )

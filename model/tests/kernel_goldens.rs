@@ -226,7 +226,6 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
                 inter as i32,
                 h as i32,
                 eps,
-                t.gate_up.rows,
                 t.gate_up.bm,
                 t.gate_up.bk,
             )

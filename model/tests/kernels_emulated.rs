@@ -11,7 +11,7 @@ use dsl_ir::{DType, Kernel};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::ConstVal;
 use emu::{emulate, have_gxx, Scalar};
-use model::kernels::attention::{attn_group_split_merge, attn_split_merge};
+use model::kernels::attention::attn_split_merge;
 use model::kernels::prefill::{gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
 use model::kernels::rope::rmsnorm_qkv_rope;
 use model::kernels::NUM_WARPS;
@@ -231,62 +231,6 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
         vec![0.0; heads],
         "the last programs put the tickets back"
     );
-}
-
-/// The same with each K/V tile shared by a KV head's query heads (`attn_group_split_merge`,
-/// grid (kv_heads, SPLITS)), at GQA 2 and 4.
-#[test]
-fn shared_kv_split_attention_emulated_equals_the_interpreter() {
-    if !have_gxx() {
-        eprintln!("no g++: skipped");
-        return;
-    }
-    let mut rng = SplitMix64::new(17);
-    for (heads, kv) in [(4usize, 2usize), (8, 2)] {
-        let (d, max_seq, pos, block_n, splits) = (32usize, 48usize, 37, 8, 5);
-        let int = |v: usize| ConstVal::Int(v as i64);
-        let kern = attn_group_split_merge::KERNEL
-            .specialize(&[
-                ("D", int(d)),
-                ("BLOCK_N", int(block_n)),
-                ("SPLITS", int(splits)),
-                ("GROUP", int(heads / kv)),
-            ])
-            .unwrap();
-        let parts = heads * splits;
-        let bufs = vec![
-            HostMem::from_f32s(DType::BF16, &rand(&mut rng, heads * d, 2.0)),
-            HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
-            HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
-            HostMem::from_f32s(DType::I32, &[pos as f32]),
-            HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
-            HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
-            HostMem::from_f32s(DType::F32, &vec![0.0; parts * d]),
-            HostMem::from_f32s(DType::I32, &vec![0.0; kv]),
-            HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * d]),
-        ];
-        let sc = [
-            Scalar::I32(max_seq as i32),
-            Scalar::F32(1.0 / (d as f32).sqrt()),
-        ];
-        let grid = [kv as u32, splits as u32, 1];
-        same_as_interpreter(
-            &format!("attn_group_split_merge {heads}/{kv}"),
-            &kern,
-            NUM_WARPS,
-            1,
-            grid,
-            bufs.clone(),
-            &sc,
-            8,
-        );
-        let tickets = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[7].to_f32s();
-        assert_eq!(
-            tickets,
-            vec![0.0; kv],
-            "the last programs put the tickets back"
-        );
-    }
 }
 
 #[test]

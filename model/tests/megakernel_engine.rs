@@ -154,62 +154,6 @@ fn logits_equal_kernels_engine_and_track_reference_and_transformers() {
     }
 }
 
-/// The attention that shares each K/V tile among a KV head's query heads
-/// (`TileRule::attn_share_kv`, off by default): every head's arithmetic is unchanged, so
-/// the step's logits equal the kernels engine's at the same tiles bit for bit, in every
-/// interleaving, and the schedule keeps its shape (8 stages, 7 counter waits).
-#[test]
-fn shared_kv_attention_equals_kernels_engine() {
-    for (mode, opts) in modes() {
-        for name in CHECKPOINTS {
-            let exp = expected(name);
-            let ck = Checkpoint::load(&data_dir(name), false).unwrap();
-            let rule = model::kernels::TileRule {
-                attn_share_kv: true,
-                ..Default::default()
-            };
-            let tiles = model::kernels::Tiles::with_rule(&ck.config, &rule);
-            let mut m = mega(
-                name,
-                Output::Logits,
-                &MegakernelOptions {
-                    tiles: Some(tiles.clone()),
-                    ..opts.clone()
-                },
-            );
-            let plan = model::megakernel_engine::decode_step::MEGAKERNEL
-                .plan(m.constexprs(), m.mega_options())
-                .unwrap();
-            assert_eq!(plan.resolved.stages.len(), 8);
-            assert_eq!(plan.schedule.syncs.len(), 7);
-            assert!(plan.resolved.stages[2]
-                .name
-                .starts_with("attn_group_split_merge"));
-            let mut k = KernelsEngine::new(
-                ck.config.clone(),
-                &ck.weights,
-                Device::interpreter(),
-                KernelOptions {
-                    output: Output::Logits,
-                    tiles: Some(tiles),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-            let prompt = ids(&exp["prompt_ids"]);
-            let greedy = ids(&exp["greedy_ids"]);
-            for (pos, &t) in prompt.iter().chain(&greedy).enumerate() {
-                assert_eq!(
-                    logits(m.step(t, pos).unwrap()),
-                    logits(k.step(t, pos).unwrap()),
-                    "{name} ({mode}) pos {pos}: shared-K/V megakernel != kernels engine"
-                );
-            }
-            eprintln!("{name} ({mode}): shared-K/V attention = kernels engine, bit for bit");
-        }
-    }
-}
-
 /// Temperature sampling in the lm_head: each step's token is the Gumbel-max choice the
 /// host computes from the same logits, seed and position (one int read back per step).
 #[test]
@@ -381,31 +325,21 @@ fn qwen3_0_6b_shaped_megakernel_tracks_the_reference() {
         ..model::kernels::qwen3_0_6b()
     };
     let w = model::embedded::weights(&cfg);
-    // The default tiles, and gate/up as one program per CTA (24 rows in a 32-row tile).
-    for gate_up_one_per_cta in [false, true] {
-        let rule = model::kernels::TileRule {
-            gate_up_one_per_cta,
-            ..Default::default()
-        };
-        let opts = MegakernelOptions {
-            output: Output::Logits,
-            tiles: Some(model::kernels::Tiles::with_rule(&cfg, &rule)),
-            ..Default::default()
-        };
-        let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
-        let mut r = Reference::new(cfg.clone(), Arc::new(w.clone()));
-        for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
-            let want = r.forward(t, pos).unwrap();
-            let got = logits(m.step(t, pos).unwrap());
-            let e = rel_err(&got, &want);
-            eprintln!(
-                "0.6B-shaped megakernel (gate/up one per CTA: {gate_up_one_per_cta}) pos {pos}: relative logit error {e:.2e}"
-            );
-            assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
-            assert_eq!(m.next_token().unwrap(), argmax(&got));
-        }
-        assert_eq!(m.launches(), 3);
+    let opts = MegakernelOptions {
+        output: Output::Logits,
+        ..Default::default()
+    };
+    let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
+    let mut r = Reference::new(cfg, Arc::new(w));
+    for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
+        let want = r.forward(t, pos).unwrap();
+        let got = logits(m.step(t, pos).unwrap());
+        let e = rel_err(&got, &want);
+        eprintln!("0.6B-shaped megakernel pos {pos}: relative logit error {e:.2e}");
+        assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
+        assert_eq!(m.next_token().unwrap(), argmax(&got));
     }
+    assert_eq!(m.launches(), 3);
 }
 
 /// Every sync of the schedule is needed: with any one left out, one of a few adversarial
@@ -435,56 +369,46 @@ fn every_sync_is_needed() {
     // Tiny attention tiles, so that several splits hold positions within a few steps (with
     // every position in split 0, each merge runs on the CTA that ran the split it reads).
     let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
-    // Both attention forms: per query head, and K/V shared by a KV head's query heads.
-    for attn_share_kv in [false, true] {
-        let rule = model::kernels::TileRule {
-            attn_share_kv,
-            ..Default::default()
-        };
-        let tiles = model::kernels::Tiles {
-            attn_block_n: 1,
-            ..model::kernels::Tiles::with_rule(&cfg, &rule)
-        };
-        let base = MegakernelOptions {
-            tiles: Some(tiles),
-            ..Default::default()
-        };
-        let want = run(&base).unwrap();
-        let plan = model::megakernel_engine::decode_step::MEGAKERNEL
-            .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
-            .unwrap();
-        // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
-        let interleavings = [
-            (3, Policy::RunAhead),
-            (5, Policy::RunAhead),
-            (3, Policy::Shuffled(1)),
-            (5, Policy::Shuffled(2)),
-            // One lm_head block per CTA: the argmax merge (CTA 0) can overtake most of them.
-            (600, Policy::Shuffled(3)),
-        ];
-        for sync in &plan.schedule.syncs {
-            let caught = interleavings.iter().find_map(|&(ctas, policy)| {
-                let mut mega_opts = base.mega.clone().adversarial(ctas, policy);
-                mega_opts.drop_syncs = vec![sync.id];
-                match run(&MegakernelOptions {
-                    mega: mega_opts,
-                    ..base.clone()
-                }) {
-                    Ok(got) if got == want => None,
-                    Ok(_) => Some(format!("wrong logits or token ({ctas} CTAs, {policy:?})")),
-                    Err(e) => Some(e),
-                }
-            });
-            let Some(how) = caught else {
-                panic!(
-                    "sync {} left out: every adversarial interleaving still got the right logits",
-                    sync.id
-                )
-            };
-            eprintln!(
-                "shared K/V {attn_share_kv}: sync {} left out: {how}",
+    let tiles = model::kernels::Tiles {
+        attn_block_n: 1,
+        ..model::kernels::Tiles::for_config(&cfg)
+    };
+    let base = MegakernelOptions {
+        tiles: Some(tiles),
+        ..Default::default()
+    };
+    let want = run(&base).unwrap();
+    let plan = model::megakernel_engine::decode_step::MEGAKERNEL
+        .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
+        .unwrap();
+    // CTA counts that do not divide the 4 heads: a head's splits then spread over CTAs.
+    let interleavings = [
+        (3, Policy::RunAhead),
+        (5, Policy::RunAhead),
+        (3, Policy::Shuffled(1)),
+        (5, Policy::Shuffled(2)),
+        // One lm_head block per CTA: the argmax merge (CTA 0) can overtake most of them.
+        (600, Policy::Shuffled(3)),
+    ];
+    for sync in &plan.schedule.syncs {
+        let caught = interleavings.iter().find_map(|&(ctas, policy)| {
+            let mut mega_opts = base.mega.clone().adversarial(ctas, policy);
+            mega_opts.drop_syncs = vec![sync.id];
+            match run(&MegakernelOptions {
+                mega: mega_opts,
+                ..base.clone()
+            }) {
+                Ok(got) if got == want => None,
+                Ok(_) => Some(format!("wrong logits or token ({ctas} CTAs, {policy:?})")),
+                Err(e) => Some(e),
+            }
+        });
+        let Some(how) = caught else {
+            panic!(
+                "sync {} left out: every adversarial interleaving still got the right logits",
                 sync.id
-            );
-        }
+            )
+        };
+        eprintln!("sync {} left out: {how}", sync.id);
     }
 }

@@ -27,22 +27,14 @@ fn decode_megakernel_compiles_with_nvrtc() {
     .config;
     // The 0.6B shape also with the staging ring (the weights copied ahead, as an H100
     // allows), its copies' ranges reduced or written from the loads' boxes.
-    // And gate/up as one program per CTA with the attention sharing K/V tiles among a KV
-    // head's query heads.
-    for (cfg, profile, staged, boxes, per_cta) in [
-        (qwen3_0_6b(), false, false, false, false),
-        (qwen3_0_6b(), false, true, false, false),
-        (qwen3_0_6b(), false, true, true, false),
-        (qwen3_0_6b(), true, false, false, true),
-        (qwen3_1_7b, true, false, false, false),
-        (tiny, false, false, false, false),
+    for (cfg, profile, staged, boxes) in [
+        (qwen3_0_6b(), false, false, false),
+        (qwen3_0_6b(), false, true, false),
+        (qwen3_0_6b(), false, true, true),
+        (qwen3_1_7b, true, false, false),
+        (tiny, false, false, false),
     ] {
-        let rule = model::kernels::TileRule {
-            gate_up_one_per_cta: per_cta,
-            attn_share_kv: per_cta,
-            ..Default::default()
-        };
-        let t = Tiles::with_rule(&cfg, &rule);
+        let t = Tiles::for_config(&cfg);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;
         opts.stage_ring = if staged { None } else { Some(0) };

@@ -30,12 +30,8 @@ pub struct Knobs {
     pub stage_ring: RingKib,
     /// With a ring: copies' ranges from the loads' boxes (`MegaOptions::stage_boxes`).
     pub stage_boxes: bool,
-    /// gate/up as one program per CTA (`TileRule::gate_up_one_per_cta`).
-    pub gate_up_one_per_cta: bool,
     /// Attention splits per head; 0: the tile rule's.
     pub attn_splits: usize,
-    /// Attention shares K/V tiles among a KV head's query heads (`TileRule::attn_share_kv`).
-    pub attn_share_kv: bool,
 }
 
 impl Default for Knobs {
@@ -51,9 +47,7 @@ impl Default for Knobs {
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             stage_boxes: m.stage_boxes,
-            gate_up_one_per_cta: r.gate_up_one_per_cta,
             attn_splits: 0,
-            attn_share_kv: r.attn_share_kv,
         }
     }
 }
@@ -121,8 +115,6 @@ pub fn run(
             warps: k.warps,
             elems_per_thread: k.elems_per_thread,
             bk_max: k.bk_max,
-            gate_up_one_per_cta: k.gate_up_one_per_cta,
-            attn_share_kv: k.attn_share_kv,
         };
         let mega = MegaOptions {
             ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
@@ -205,12 +197,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | boxes | gate/up one per CTA | attention splits | shared K/V | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | boxes | attention splits | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -223,13 +215,11 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.prefetch_depth,
             k.stage_ring,
             k.stage_boxes,
-            k.gate_up_one_per_cta,
             if k.attn_splits == 0 {
                 "rule".to_string()
             } else {
                 k.attn_splits.to_string()
             },
-            k.attn_share_kv,
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

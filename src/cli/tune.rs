@@ -44,16 +44,9 @@ pub struct TuneArgs {
     /// thread's addresses (`false`).
     #[arg(long, value_name = "LIST")]
     pub stage_boxes: Option<String>,
-    /// gate/up as one program per CTA (rows rounded up to a power-of-two tile), not
-    /// power-of-two row blocks.
-    #[arg(long, value_name = "LIST")]
-    pub gate_up_one_per_cta: Option<String>,
     /// Attention splits per head (0: the tile rule's).
     #[arg(long, value_name = "LIST")]
     pub attn_splits: Option<String>,
-    /// Attention loads each K/V tile once for the query heads that share it (GQA).
-    #[arg(long, value_name = "LIST")]
-    pub attn_share_kv: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -140,22 +133,8 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
     );
     grid = times(
         grid,
-        list(
-            "gate-up-one-per-cta",
-            &a.gate_up_one_per_cta,
-            d.gate_up_one_per_cta,
-        )?,
-        |k, v| k.gate_up_one_per_cta = v,
-    );
-    grid = times(
-        grid,
         list("attn-splits", &a.attn_splits, d.attn_splits)?,
         |k, v| k.attn_splits = v,
-    );
-    grid = times(
-        grid,
-        list("attn-share-kv", &a.attn_share_kv, d.attn_share_kv)?,
-        |k, v| k.attn_share_kv = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

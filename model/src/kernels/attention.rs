@@ -2,8 +2,9 @@
 //!
 //! Phase 1, `attn_split`, grid (n_heads, SPLITS): program (h, s) takes query head h, its
 //! KV head h / group (GQA: `group` query heads share a KV head; each query head still
-//! gets its own programs, because at decode attention is starved for parallelism, not for
-//! bandwidth: seed 000 measured KV sharing slower), and the s-th chunk of the positions
+//! gets its own programs: seed 000 measured KV sharing slower, and so did a kernel whose
+//! programs load each K/V tile once for the whole group, at every context up to 8192,
+//! docs/PERF.md session 11: the per-tile work, not the bytes, bounds this loop), and the s-th chunk of the positions
 //! 0..=pos. It streams that chunk in [BLOCK_N, head_dim] tiles of K and V with an online
 //! softmax: a running max m, a running sum l of exp(score - m) and an unnormalised
 //! accumulator acc, rescaled by exp(m_old - m_new) whenever the max grows. It writes its
@@ -12,11 +13,6 @@
 //! Phase 2, `attn_merge`, grid n_heads: merges the SPLITS partials of a head with the same
 //! correction, exp(m_s - max m), and divides by the total sum once, at the end.
 //! `attn_split_merge` is both in one grid: the last program of each head merges it.
-//!
-//! `attn_group_split_merge` is the same with the K/V sharing the other way round: program
-//! (kv_head, s) loads each K and V tile of its chunk once and attends every query head of
-//! the group with it, so the cache is read once per KV head, not once per query head (an
-//! experiment, `TileRule::attn_share_kv`: at long contexts the cache is most of the bytes).
 //!
 //! The split count is fixed (a constexpr), and each split's chunk is computed in-kernel
 //! from the position read from the device buffer, so the grid never depends on the
@@ -58,7 +54,8 @@ fn attend_chunk(
         let n = start + arange(0, BLOCK_N);
         let valid = n < hi;
         let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
-        // K and V in one round trip: V's load is in flight while the scores are reduced.
+        // K and V in one round trip: V's load is in flight while the scores are reduced
+        // (docs/PERF.md, session 11: -1 to -5% per token from context 1 to 8192).
         let kt = load(k_cache + offs, valid.expand_dims(1), 0.0).to(f32);
         let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
         let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
@@ -96,69 +93,6 @@ fn merge_head(
         out + head * D + d,
         (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
     );
-}
-
-/// Program (kv_head, split)'s partials (m, l, acc) for the GROUP query heads sharing KV
-/// head `kv_head`, over its chunk of 0..=pos: each K and V tile is loaded once, then every
-/// head of the group takes its turn with it. A head's running (m, l, acc) is row `j` of
-/// [GROUP] / [GROUP, D] tiles, read and written under `g == j`.
-#[tile_fn]
-#[allow(clippy::too_many_arguments)]
-fn attend_chunk_group(
-    q: Ptr<bf16>,
-    k_cache: Ptr<bf16>,
-    v_cache: Ptr<bf16>,
-    pos: Ptr<i32>,
-    part_m: Ptr<f32>,
-    part_l: Ptr<f32>,
-    part_acc: Ptr<f32>,
-    kv_head: i32,
-    split: i32,
-    max_seq: i32,
-    scale: f32,
-    #[constexpr] D: usize,
-    #[constexpr] BLOCK_N: usize,
-    #[constexpr] SPLITS: usize,
-    #[constexpr] GROUP: usize,
-) {
-    let len = load(pos) + 1; // positions 0..=pos, the new token's included
-    let chunk = split_chunk(len, SPLITS, BLOCK_N);
-    let lo = split * chunk;
-    let hi = minimum(lo + chunk, len);
-    let d = arange(0, D);
-    let g = arange(0, GROUP);
-    let heads = kv_head * GROUP + g;
-    let qs = load(q + heads.expand_dims(1) * D + d.expand_dims(0)).to(f32);
-    let base = kv_head * max_seq * D;
-    let mut m = zeros([GROUP], f32) - 3.0e38;
-    let mut l = zeros([GROUP], f32);
-    let mut acc = zeros([GROUP, D], f32);
-    for start in (lo..hi).step_by(BLOCK_N) {
-        let n = start + arange(0, BLOCK_N);
-        let valid = n < hi;
-        let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
-        let kt = load(k_cache + offs, valid.expand_dims(1), 0.0).to(f32);
-        let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
-        for j in 0..GROUP {
-            let sel = g == j;
-            // Row j of q, m and l (the other rows add zeros: exact).
-            let qv = sum(where_(sel.expand_dims(1), qs, 0.0), 0).expand_dims(0);
-            let m_j = sum(where_(sel, m, 0.0), 0);
-            let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
-            let m_new = maximum(m_j, max(s, 0));
-            let alpha = exp(m_j - m_new); // rescales what was summed against the old max
-            let pr = where_(valid, exp(s - m_new), 0.0);
-            let l_j = sum(where_(sel, l, 0.0), 0) * alpha + sum(pr, 0);
-            let acc_j = sum(vt * pr.expand_dims(1), 0).expand_dims(0);
-            acc = where_(sel.expand_dims(1), acc * alpha + acc_j, acc);
-            l = where_(sel, zeros([GROUP], f32) + l_j, l);
-            m = where_(sel, zeros([GROUP], f32) + m_new, m);
-        }
-    }
-    let slot = heads * SPLITS + split;
-    store(part_m + slot, m);
-    store(part_l + slot, l);
-    store(part_acc + slot.expand_dims(1) * D + d.expand_dims(0), acc);
 }
 
 #[kernel(helpers(attend_chunk))]
@@ -254,62 +188,5 @@ pub fn attn_split_merge(
     if done == SPLITS - 1 {
         store(tickets + head, 0);
         merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
-    }
-}
-
-/// `attn_split_merge` with the K/V tiles shared by a KV head's query heads: grid
-/// (kv_heads, SPLITS); program (kv_head, s) writes the partials of the GROUP heads of its
-/// KV head (`attend_chunk_group`), and the last of a KV head's programs merges its GROUP
-/// heads. `tickets[kv_head]` counts them, as `tickets[head]` does there.
-#[kernel(helpers(attend_chunk_group, merge_head))]
-pub fn attn_group_split_merge(
-    q: Ptr<bf16>,
-    k_cache: Ptr<bf16>,
-    v_cache: Ptr<bf16>,
-    pos: Ptr<i32>,
-    part_m: Ptr<f32>,
-    part_l: Ptr<f32>,
-    part_acc: Ptr<f32>,
-    tickets: Ptr<i32>,
-    out: Ptr<bf16>,
-    max_seq: i32,
-    scale: f32,
-    #[constexpr] D: usize,
-    #[constexpr] BLOCK_N: usize,
-    #[constexpr] SPLITS: usize,
-    #[constexpr] GROUP: usize,
-) {
-    let kv_head = program_id(0);
-    attend_chunk_group(
-        q,
-        k_cache,
-        v_cache,
-        pos,
-        part_m,
-        part_l,
-        part_acc,
-        kv_head,
-        program_id(1),
-        max_seq,
-        scale,
-        D,
-        BLOCK_N,
-        SPLITS,
-        GROUP,
-    );
-    let done = atomic_add(tickets + kv_head, 1);
-    if done == SPLITS - 1 {
-        store(tickets + kv_head, 0);
-        for j in 0..GROUP {
-            merge_head(
-                part_m,
-                part_l,
-                part_acc,
-                out,
-                kv_head * GROUP + j,
-                D,
-                SPLITS,
-            );
-        }
     }
 }

@@ -4,9 +4,7 @@
 //! that owns gate rows r..r+BM finds the matching up rows at `intermediate + r`: both dot
 //! products share each load of h, and SiLU·mul happens in registers, in f32. The
 //! post-attention RMSNorm is recomputed by every program in the same loop (as in `gemv.rs`). The grid is
-//! intermediate / ROWS programs, the widest of the layer: the fusion costs no parallelism.
-//! ROWS is BM (power-of-two row blocks), or any count with BM its tile rounded up to a power
-//! of two (`Gemv::one_per_cta`: one program per CTA).
+//! intermediate / BM programs, the widest of the layer: the fusion costs no parallelism.
 use dsl_runtime::prelude::*;
 
 #[kernel]
@@ -18,13 +16,11 @@ pub fn rmsnorm_gate_up_silu(
     inter: i32,
     k: i32,
     eps: f32,
-    #[constexpr] ROWS: usize,
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
 ) {
-    let j = arange(0, BM);
-    let rows = program_id(0) * ROWS + j;
-    let row_mask = (j < ROWS) & (rows < inter);
+    let rows = program_id(0) * BM + arange(0, BM);
+    let row_mask = rows < inter;
     let mut acc_gate = zeros([BM, BK], f32);
     let mut acc_up = zeros([BM, BK], f32);
     let mut sumsq = zeros([BK], f32);

@@ -52,12 +52,6 @@ pub struct TileRule {
     pub elems_per_thread: usize,
     /// The widest k step: k up to this is one step, one round trip to memory.
     pub bk_max: usize,
-    /// gate/up as one program per CTA (`Gemv::one_per_cta`) instead of power-of-two row
-    /// blocks: an experiment, off until an A/B on a GPU says otherwise.
-    pub gate_up_one_per_cta: bool,
-    /// Decode attention with each K/V tile shared by a KV head's query heads
-    /// (`attention::attn_group_split_merge`): an experiment, off until an A/B says otherwise.
-    pub attn_share_kv: bool,
 }
 
 impl Default for TileRule {
@@ -68,8 +62,6 @@ impl Default for TileRule {
             warps: NUM_WARPS,
             elems_per_thread: 64,
             bk_max: 4096,
-            gate_up_one_per_cta: false,
-            attn_share_kv: false,
         }
     }
 }
@@ -85,14 +77,11 @@ impl TileRule {
     }
 }
 
-/// Tile sizes of one GEMV: BM output rows per tile, BK columns per step, and `rows` output
-/// rows per program (BM, except where a kernel takes a `ROWS` constexpr: then the tile
-/// rounds a program's rows up to a power of two and masks the rest).
+/// Tile sizes of one GEMV: BM output rows per program, BK columns per step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gemv {
     pub bm: usize,
     pub bk: usize,
-    pub rows: usize,
 }
 
 impl Gemv {
@@ -119,26 +108,11 @@ impl Gemv {
                 bm = c;
             }
         }
-        Gemv { bm, bk, rows: bm }
+        Gemv { bm, bk }
     }
-
-    /// One program per CTA: each owns ⌈m / ctas⌉ rows (any count), held in a tile of the
-    /// next power of two; BK is what `elems_per_thread` leaves for the `tiles` weight tiles.
-    /// Every CTA then streams its rows in one program, k step after k step, instead of
-    /// several programs one after another (for a kernel with a `ROWS` constexpr).
-    pub fn one_per_cta(m: usize, k: usize, tiles: usize, r: &TileRule) -> Gemv {
-        let rows = m.div_ceil(r.ctas.max(1)).max(1);
-        let bm = rows.next_power_of_two();
-        let threads = 32 * r.warps as usize;
-        let bk = floor_pow2(threads * r.elems_per_thread / (bm * tiles.max(1)))
-            .min(k.next_power_of_two())
-            .min(r.bk_max.max(1));
-        Gemv { bm, bk, rows }
-    }
-
     /// Programs for `m` rows.
     pub fn programs(&self, m: usize) -> usize {
-        m.div_ceil(self.rows)
+        m.div_ceil(self.bm)
     }
 }
 
@@ -157,11 +131,8 @@ pub struct Tiles {
     pub lm_head: Gemv,
     /// Positions per attention tile ([BLOCK_N, head_dim] K and V tiles).
     pub attn_block_n: usize,
-    /// Sequence splits per query head (attention phase 1 grid axis 1), or per KV head when
-    /// `attn_share_kv`.
+    /// Sequence splits per query head (attention phase 1 grid axis 1).
     pub attn_splits: usize,
-    /// The megakernel's attention shares each K/V tile among a KV head's query heads.
-    pub attn_share_kv: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -190,12 +161,8 @@ impl Tiles {
                 }
             },
             o_proj: gemv(h, cfg.q_dim(), 1),
-            // m = intermediate: a program owns gate rows and the matching up rows.
-            gate_up: if r.gate_up_one_per_cta {
-                Gemv::one_per_cta(cfg.intermediate_size, h, 2, r)
-            } else {
-                gemv(cfg.intermediate_size, h, 2)
-            },
+            // m = intermediate: a program owns BM gate rows and the BM matching up rows.
+            gate_up: gemv(cfg.intermediate_size, h, 2),
             down: gemv(h, cfg.intermediate_size, 1),
             lm_head,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
@@ -205,14 +172,8 @@ impl Tiles {
             )
             .clamp(16, 128),
             // One round of split programs over the CTAs.
-            attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2)
-                / if r.attn_share_kv {
-                    cfg.num_key_value_heads
-                } else {
-                    cfg.num_attention_heads
-                })
-            .clamp(1, 32),
-            attn_share_kv: r.attn_share_kv,
+            attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
+                .clamp(1, 32),
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
                 .programs(cfg.vocab_size)
@@ -306,11 +267,7 @@ pub fn shipped() -> Vec<Shipped> {
         ),
         k(
             &mlp::rmsnorm_gate_up_silu::KERNEL,
-            vec![
-                ("ROWS", int(t.gate_up.rows)),
-                ("BM", int(t.gate_up.bm)),
-                ("BK", int(t.gate_up.bk)),
-            ],
+            gemv(t.gate_up),
             "act = silu(gate·h) * (up·h), h = rmsnorm(x): post-attn norm + fused gate/up",
         ),
         k(
