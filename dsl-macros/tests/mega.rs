@@ -191,7 +191,10 @@ fn an_if_on_constexprs_keeps_one_branch() {
         (false, false, 2, 2016.0),
     ] {
         let p = variant::MEGAKERNEL
-            .plan(&variant::constexprs(twice, fill, 64), &MegaOptions::default())
+            .plan(
+                &variant::constexprs(twice, fill, 64),
+                &MegaOptions::default(),
+            )
             .unwrap();
         assert_eq!(p.resolved.stages.len(), stages, "TWICE={twice} FILL={fill}");
         let x = dev
@@ -202,7 +205,10 @@ fn an_if_on_constexprs_keeps_one_branch() {
         assert_eq!(z.to_vec().unwrap(), vec![want], "TWICE={twice} FILL={fill}");
     }
     let text = variant::explain(&MegaOptions::default(), false, true, 64).unwrap();
-    assert!(text.contains("stage 1 fill") && !text.contains("inc"), "{text}");
+    assert!(
+        text.contains("stage 1 fill") && !text.contains("inc"),
+        "{text}"
+    );
 }
 
 #[test]
