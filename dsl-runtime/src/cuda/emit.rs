@@ -27,6 +27,7 @@ use super::analysis::{self, Facts};
 use super::footprint;
 use super::layout::{self, Layout};
 use super::staging::{self, Staging};
+use super::CWriter;
 use super::EmitOptions;
 pub(crate) use c_syntax::C_KEYWORDS;
 use c_syntax::*;
@@ -92,8 +93,8 @@ pub(crate) struct Emitter<'a> {
     regs: Vec<bool>,
     staged: Vec<Option<String>>,
     taken: HashSet<String>,
-    out: String,
-    indent: usize,
+    /// The statements (the header is written after them: it declares only what they use).
+    w: CWriter,
     regions: Vec<Region>,
     pub smem_top: usize,
     loop_depth: usize,
@@ -154,8 +155,7 @@ impl<'a> Emitter<'a> {
                 .chain(GENERATED)
                 .map(|s| s.to_string())
                 .collect(),
-            out: String::new(),
-            indent: 1,
+            w: CWriter::new(1),
             regions: vec![],
             smem_top: 0,
             loop_depth: 0,
@@ -245,36 +245,39 @@ impl<'a> Emitter<'a> {
         n
     }
 
+    /// A statement's line, after the section banner and source line it starts, if any.
     fn line(&mut self, s: impl AsRef<str>) {
+        self.flush_notes();
+        self.w.line(s);
+    }
+
+    /// The pending section banner and `// line N:` comment, at the depth of the next line.
+    fn flush_notes(&mut self) {
         if let Some(sec) = self.pending_section.take() {
             if self.section != Some(sec) {
-                self.out.push('\n');
-                self.push_raw(&format!("// ---- {} ----", sec.name()));
+                self.w.blank();
+                self.w.line(format!("// ---- {} ----", sec.name()));
                 self.section = Some(sec);
             }
         }
         if let Some((l, text)) = self.pending_comment.take() {
-            self.push_raw(&format!("// line {l}: {text}"));
+            self.w.line(format!("// line {l}: {text}"));
             self.last_line = l;
         }
-        self.push_raw(s.as_ref());
-    }
-
-    fn push_raw(&mut self, s: &str) {
-        for _ in 0..self.indent {
-            self.out.push_str("  ");
-        }
-        self.out.push_str(s);
-        self.out.push('\n');
     }
 
     fn open(&mut self, s: impl AsRef<str>) {
-        self.line(s);
-        self.indent += 1;
+        self.flush_notes();
+        self.w.open(s);
     }
     fn close(&mut self, s: &str) {
-        self.indent -= 1;
+        self.w.dedent();
         self.line(s);
+    }
+    /// `} else {`: closes one block and opens the next.
+    fn reopen(&mut self, s: &str) {
+        self.w.dedent();
+        self.open(s);
     }
     /// `#pragma unroll` + a loop over a layout's slots (constant trip count).
     fn open_slots(&mut self, lay: usize, var: &str) {
@@ -718,9 +721,7 @@ impl<'a> Emitter<'a> {
                 self.body(then)?;
                 let after_then = std::mem::replace(&mut self.pending, before);
                 if !els.is_empty() {
-                    self.indent -= 1;
-                    self.line("} else {");
-                    self.indent += 1;
+                    self.reopen("} else {");
                     self.body(els)?;
                 }
                 self.pending.extend(after_then);
@@ -1040,60 +1041,59 @@ impl<'a> Emitter<'a> {
 
     // ---- assembling the translation unit -------------------------------------------------
 
-    /// Declarations that precede the statements: thread coordinates, layout helpers and
-    /// shared-memory regions.
-    pub fn header(&self) -> String {
-        let mut h = String::new();
-        h.push_str("  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;\n");
-        h.push_str("  (void)lane; (void)warp; (void)pid0; (void)pid1; (void)pid2; (void)npid0; (void)npid1; (void)npid2;\n");
+    /// Writes into `w` the declarations that precede the statements: thread coordinates,
+    /// the layout helpers the statements use and shared-memory regions.
+    pub fn header(&self, w: &mut CWriter) {
+        let out = self.w.text();
+        w.line("const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;");
+        w.line("(void)lane; (void)warp; (void)pid0; (void)pid1; (void)pid2; (void)npid0; (void)npid1; (void)npid2;");
         for (i, l) in self.layouts.iter().enumerate() {
-            h.push_str(&format!("  // layout L{i} = {}\n", l.describe()));
+            w.line(format!("// layout L{i} = {}", l.describe()));
             // Only the helpers the statements use (directly or through `_ok`).
             let ok = l
                 .valid_expr(&format!("L{i}"), "s")
-                .filter(|_| self.out.contains(&format!("L{i}_ok(")));
+                .filter(|_| out.contains(&format!("L{i}_ok(")));
             let uses = |f: &str| {
-                self.out.contains(&format!("L{i}_{f}("))
+                out.contains(&format!("L{i}_{f}("))
                     || ok
                         .as_ref()
                         .is_some_and(|c| c.contains(&format!("L{i}_{f}(")))
             };
             if uses("i") {
-                h.push_str(&format!(
-                    "  auto L{i}_i = [&](int s) {{ return {}; }};\n",
+                w.line(format!(
+                    "auto L{i}_i = [&](int s) {{ return {}; }};",
                     strip(&l.row_expr("s"))
                 ));
             }
             if uses("j") {
-                h.push_str(&format!(
-                    "  auto L{i}_j = [&](int s) {{ return {}; }};\n",
+                w.line(format!(
+                    "auto L{i}_j = [&](int s) {{ return {}; }};",
                     strip(&l.col_expr("s"))
                 ));
             }
             if let Some(c) = ok {
-                h.push_str(&format!(
-                    "  auto L{i}_ok = [&](int s) {{ return {c}; }};  // false for padding\n"
+                w.line(format!(
+                    "auto L{i}_ok = [&](int s) {{ return {c}; }};  // false for padding"
                 ));
             }
             if let Some(c) = l
                 .owner_expr()
-                .filter(|_| self.out.contains(&format!("L{i}_owner")))
+                .filter(|_| out.contains(&format!("L{i}_owner")))
             {
-                h.push_str(&format!(
-                    "  const bool L{i}_owner = {c};  // false for replicas: they never store or reduce\n"
+                w.line(format!(
+                    "const bool L{i}_owner = {c};  // false for replicas: they never store or reduce"
                 ));
             }
         }
         if !self.regions.is_empty() {
-            h.push_str("  // shared memory\n");
+            w.line("// shared memory");
             for r in &self.regions {
-                h.push_str(&format!(
-                    "  {}* {} = ({}*)(smem + {});  // [{}] {}\n",
+                w.line(format!(
+                    "{}* {} = ({}*)(smem + {});  // [{}] {}",
                     r.cty, r.name, r.cty, r.offset, r.count, r.what
                 ));
             }
         }
-        h
     }
 
     pub(crate) fn facts(&self) -> &Facts {
@@ -1101,7 +1101,7 @@ impl<'a> Emitter<'a> {
     }
 
     pub fn statements(&self) -> &str {
-        &self.out
+        self.w.text()
     }
 
     pub fn params_c(&self) -> Vec<(String, String)> {

@@ -202,9 +202,7 @@ impl Emitter<'_> {
                     "for (int e = 0; e < {epv}; ++e) {n}[q * {epv} + e] = {at_fn}(raw, e);"
                 ));
                 self.close("}");
-                self.indent -= 1;
-                self.line("} else {  // some element is masked or padding: element by element");
-                self.indent += 1;
+                self.reopen("} else {  // some element is masked or padding: element by element");
                 scalar_path(self)?;
                 self.close("}");
                 self.close("}");
@@ -252,9 +250,9 @@ impl Emitter<'_> {
             k_slots / epv,
             strip(&p)
         ));
-        self.indent -= 1;
-        self.line("} else {  // some element is masked or padding: element by element, same words");
-        self.indent += 1;
+        self.reopen(
+            "} else {  // some element is masked or padding: element by element, same words",
+        );
         let p = self.access(ptr, &at("s"))?;
         let e = match cond {
             Some(c) => {
@@ -511,9 +509,7 @@ impl Emitter<'_> {
                     return Ok(());
                 }
                 self.close("}");
-                self.indent -= 1;
-                self.line("} else {  // some element is masked or padding: element by element");
-                self.indent += 1;
+                self.reopen("} else {  // some element is masked or padding: element by element");
                 scalar_path(self)?;
                 self.close("}");
                 self.close("}");

@@ -32,12 +32,14 @@
 //! function (reusable by a megakernel: call `__syncthreads()` between two calls that share
 //! `smem`) and an `extern "C" __global__` entry that calls it with blockIdx/gridDim.
 mod analysis;
+pub(crate) mod c_writer;
 mod emit;
 mod footprint;
 pub mod layout;
 pub mod prelude;
 mod staging;
 
+pub(crate) use c_writer::CWriter;
 use dsl_ir::Kernel;
 pub(crate) use emit::C_KEYWORDS;
 pub use emit::SMEM_LIMIT;
@@ -140,17 +142,17 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
         None
     };
     let params = e.params_c();
-    let mut code = String::new();
+    let mut w = CWriter::new(0);
     if e.uses_mma {
-        code.push_str(emit::MMA_HELPERS);
+        w.paste(emit::MMA_HELPERS);
     }
     let bound: Vec<String> = kernel
         .bound
         .iter()
         .map(|(n, v)| format!("{n}={v:?}"))
         .collect();
-    code.push_str(&format!(
-        "// ==== kernel `{}` ({}){}: {} warps = {} threads per program, {} bytes of shared memory ====\n",
+    w.line(format!(
+        "// ==== kernel `{}` ({}){}: {} warps = {} threads per program, {} bytes of shared memory ====",
         kernel.name,
         kernel.file,
         if bound.is_empty() { String::new() } else { format!(" with {}", bound.join(", ")) },
@@ -165,15 +167,16 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
         sig.push("const unsigned char* stage".into());
     }
     if let Some(i) = &issue {
-        code.push_str(&i.code);
+        w.paste(&i.code);
     }
-    code.push_str(&format!(
-        "__device__ __forceinline__ void {entry}_body({}) {{\n",
+    w.open(format!(
+        "__device__ __forceinline__ void {entry}_body({}) {{",
         sig.join(", ")
     ));
-    code.push_str(&e.header());
-    code.push_str(e.statements());
-    code.push_str("}\n");
+    e.header(&mut w);
+    w.paste(e.statements());
+    w.close("}");
+    let code = w.finish();
     Ok(CudaBody {
         name: format!("{entry}_body"),
         code,
@@ -210,42 +213,46 @@ fn emit_issue(
     } else {
         "every thread adds the bytes it will read to `range`, then thread 0 writes the headers"
     };
-    let mut code = format!(
-        "// `{}`'s staged loads, issued ahead: {how},\n\
-         // and thread 0 starts one bulk copy per load into `stage`; their bytes complete\n\
-         // `bar`'s phase (cuda/staging.rs).\n",
+    let mut w = CWriter::new(0);
+    w.line(format!(
+        "// `{}`'s staged loads, issued ahead: {how},",
         kernel.name
-    );
-    code.push_str(&format!(
-        "__device__ __forceinline__ void {entry}_issue({}) {{\n",
+    ));
+    w.line("// and thread 0 starts one bulk copy per load into `stage`; their bytes complete");
+    w.line("// `bar`'s phase (cuda/staging.rs).");
+    w.open(format!(
+        "__device__ __forceinline__ void {entry}_issue({}) {{",
         sig.join(", ")
     ));
-    code.push_str(&e.header());
-    code.push_str(e.statements());
+    e.header(&mut w);
+    w.paste(e.statements());
     if !all_boxed {
-        code.push_str("  __syncthreads();  // every warp's ranges are in\n");
+        w.line("__syncthreads();  // every warp's ranges are in");
     }
-    code.push_str("  if (tid == 0) {\n    unsigned bytes = 0;\n");
+    w.open("if (tid == 0) {");
+    w.line("unsigned bytes = 0;");
     for sl in &slots {
-        code.push_str(&if boxed.contains(&sl.k) {
-            format!("    bytes += tsr_stage_len(stage, {});\n", sl.k)
+        w.line(if boxed.contains(&sl.k) {
+            format!("bytes += tsr_stage_len(stage, {});", sl.k)
         } else {
             format!(
-                "    bytes += tsr_stage_plan(stage, {k}, range + {r}, {region}u);\n",
+                "bytes += tsr_stage_plan(stage, {k}, range + {r}, {region}u);",
                 k = sl.k,
                 r = 2 * sl.k,
                 region = sl.region
             )
         });
     }
-    code.push_str("    tsr_stage_expect(bar, bytes);\n");
+    w.line("tsr_stage_expect(bar, bytes);");
     for sl in &slots {
-        code.push_str(&format!(
-            "    tsr_stage_copy(stage + {}, stage, {}, bar);\n",
+        w.line(format!(
+            "tsr_stage_copy(stage + {}, stage, {}, bar);",
             sl.data, sl.k
         ));
     }
-    code.push_str("  }\n}\n");
+    w.close("}");
+    w.close("}");
+    let code = w.finish();
     Ok(CudaIssue {
         name: format!("{entry}_issue"),
         code,
@@ -255,17 +262,19 @@ fn emit_issue(
 pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
     let body = emit_body(kernel, opts)?;
     let entry = c_ident(&kernel.name);
-    let mut code = String::from(prelude::PRELUDE);
-    code.push('\n');
-    code.push_str(&body.code);
+    let mut w = CWriter::new(0);
+    w.paste(prelude::PRELUDE);
+    w.blank();
+    w.paste(&body.code);
     let params: Vec<String> = body
         .params
         .iter()
         .map(|(t, n)| format!("{t} {n}"))
         .collect();
     let args: Vec<&str> = body.params.iter().map(|(_, n)| n.as_str()).collect();
-    code.push_str(&format!(
-        "\nextern \"C\" __global__ void __launch_bounds__({}) {entry}({}) {{\n",
+    w.blank();
+    w.open(format!(
+        "extern \"C\" __global__ void __launch_bounds__({}) {entry}({}) {{",
         body.block_threads,
         params.join(", ")
     ));
@@ -275,14 +284,14 @@ pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
         0
     };
     let smem = if dynamic > 0 {
-        code.push_str(&format!(
-            "  extern __shared__ __align__(128) unsigned char smem[];  // {} bytes, dynamic (over 48 KiB)\n",
+        w.line(format!(
+            "extern __shared__ __align__(128) unsigned char smem[];  // {} bytes, dynamic (over 48 KiB)",
             body.smem_bytes
         ));
         "smem"
     } else if body.smem_bytes > 0 {
-        code.push_str(&format!(
-            "  __shared__ __align__(16) unsigned char smem[{}];\n",
+        w.line(format!(
+            "__shared__ __align__(16) unsigned char smem[{}];",
             body.smem_bytes
         ));
         "smem"
@@ -293,7 +302,9 @@ pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
         vec!["blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z".to_string()];
     call.extend(args.iter().map(|s| s.to_string()));
     call.push(smem.into());
-    code.push_str(&format!("  {}({});\n}}\n", body.name, call.join(", ")));
+    w.line(format!("{}({});", body.name, call.join(", ")));
+    w.close("}");
+    let code = w.finish();
     Ok(CudaSource {
         entry,
         code,

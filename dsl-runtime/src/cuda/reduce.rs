@@ -163,18 +163,16 @@ impl Emitter<'_> {
             None => self.line(format!("{out_cty} {};", r.n)),
             Some(ol) => self.line(format!("{out_cty} {}[{}];", r.n, self.layouts[ol].slots())),
         }
-        self.line(format!(
+        self.open(format!(
             "{{  // {}: per-thread partials, warp shuffles, then shared memory",
             r.what
         ));
-        self.indent += 1;
         if axis + 1 == xt.rank() {
             self.reduce_along_rows(&r)?;
         } else {
             self.reduce_along_columns(&r)?;
         }
-        self.indent -= 1;
-        self.line("}");
+        self.close("}");
         Ok(())
     }
 

@@ -24,7 +24,7 @@
 //! next one, so the walk never stalls the program order.
 use super::cuda::{c_arg, c_expr, c_name};
 use super::resolve::{Node, Resolved};
-use std::fmt::Write;
+use crate::cuda::CWriter;
 
 /// Programs in flight at most: one mbarrier each.
 pub const MAX_IN_FLIGHT: usize = 8;
@@ -102,232 +102,202 @@ fn find_loop(nodes: &[Node], id: usize) -> Option<&Node> {
     })
 }
 
-/// The C of the ring: its state, the walk and the top-up, for the kernel's run-time
-/// parameters `params` (declarations) and `args` (names). `stage_bytes[s]`: bytes of a
-/// program of stage `s` (0: not staged); `issue[s]`: its `_issue` function.
-pub fn ring_code(
+/// Writes the C of the ring: its state, the walk and the top-up, for the kernel's
+/// run-time parameters `params` (declarations) and `args` (names). `stage_bytes[s]`: bytes
+/// of a program of stage `s` (0: not staged); `issue[s]`: its `_issue` function.
+pub(crate) fn ring_code(
+    w: &mut CWriter,
     r: &Resolved,
     stage_bytes: &[usize],
     issue: &[Option<String>],
     ring: usize,
     params: &[String],
     args: &[String],
-) -> String {
+) {
     let staged: Vec<bool> = stage_bytes.iter().map(|&b| b > 0).collect();
     let mut f = Flat {
         ops: vec![],
         scope: vec![],
     };
     flatten(&r.body, &staged, &mut vec![], &mut f);
-    let nloops = r.vars.len().max(1);
     let params = params.join(", ");
-    let args = args.join(", ");
-    let bind = |scope: &[usize], pad: &str| -> String {
-        scope
-            .iter()
-            .map(|&id| {
-                format!(
-                    "{pad}const long long {} = tsr_q.lv[{id}]; (void){};\n",
-                    c_name(&r.vars[id]),
-                    c_name(&r.vars[id])
-                )
-            })
-            .collect()
-    };
-    let grid = |s: usize| -> Vec<String> {
-        r.stages[s]
+    let ring_state = RingState { r, f, issue };
+    ring_type(w, ring, r.vars.len().max(1));
+    ring_state.walk(w, &params);
+    ring_state.top_up(w, stage_bytes, &params, &args.join(", "));
+}
+
+/// `tsr_ring_t` (the ring's bookkeeping) and `tsr_pad`.
+fn ring_type(w: &mut CWriter, ring: usize, nloops: usize) {
+    w.line(format!(
+        "// ---- the staging ring ({ring} bytes): each CTA issues its staged programs' weight loads"
+    ));
+    w.line(
+        "// in the order it runs them, as far ahead as the ring has room (mega/staging.rs) ----",
+    );
+    w.line(format!("#define TSR_RING {ring}ull"));
+    w.open("struct tsr_ring_t {");
+    w.line("int pc; unsigned pid;           // the next program to issue: walk op, program (pc < 0: none left)");
+    w.line(format!(
+        "long long lv[{nloops}];            // its loop variables"
+    ));
+    w.line("unsigned long long head, tail;  // ring bytes issued / consumed (virtual, monotonic)");
+    w.line("unsigned issued, used;          // programs issued / consumed");
+    w.close("};");
+    w.line("// Where `bytes` go at ring position v: never across the ring's end.");
+    w.open("__device__ __forceinline__ unsigned long long tsr_pad(unsigned long long v, unsigned bytes) {");
+    w.line("return v % TSR_RING + bytes > TSR_RING ? v + (TSR_RING - v % TSR_RING) : v;");
+    w.close("}");
+}
+
+/// The walk over one program's staged stages, as the ring's functions write it.
+struct RingState<'a> {
+    r: &'a Resolved,
+    f: Flat,
+    issue: &'a [Option<String>],
+}
+
+impl RingState<'_> {
+    /// The loop variables walk op `pc` reads, from the ring's state.
+    fn bind(&self, w: &mut CWriter, pc: usize) {
+        for &id in &self.f.scope[pc] {
+            let v = c_name(&self.r.vars[id]);
+            w.line(format!("const long long {v} = tsr_q.lv[{id}]; (void){v};"));
+        }
+    }
+
+    fn grid(&self, s: usize) -> Vec<String> {
+        self.r.stages[s]
             .grid
             .iter()
-            .map(|e| format!("(unsigned){}", c_expr(r, e)))
+            .map(|e| format!("(unsigned){}", c_expr(self.r, e)))
             .collect()
-    };
-    let mut c = String::new();
-    let _ = writeln!(
-        c,
-        "// ---- the staging ring ({ring} bytes): each CTA issues its staged programs' weight loads"
-    );
-    let _ = writeln!(
-        c,
-        "// in the order it runs them, as far ahead as the ring has room (mega/staging.rs) ----"
-    );
-    let _ = writeln!(c, "#define TSR_RING {ring}ull");
-    let _ = writeln!(c, "struct tsr_ring_t {{");
-    let _ = writeln!(
-        c,
-        "  int pc; unsigned pid;           // the next program to issue: walk op, program (pc < 0: none left)"
-    );
-    let _ = writeln!(
-        c,
-        "  long long lv[{nloops}];            // its loop variables"
-    );
-    let _ = writeln!(
-        c,
-        "  unsigned long long head, tail;  // ring bytes issued / consumed (virtual, monotonic)"
-    );
-    let _ = writeln!(
-        c,
-        "  unsigned issued, used;          // programs issued / consumed"
-    );
-    let _ = writeln!(c, "}};");
-    let _ = writeln!(
-        c,
-        "// Where `bytes` go at ring position v: never across the ring's end."
-    );
-    let _ = writeln!(c, "__device__ __forceinline__ unsigned long long tsr_pad(unsigned long long v, unsigned bytes) {{");
-    let _ = writeln!(
-        c,
-        "  return v % TSR_RING + bytes > TSR_RING ? v + (TSR_RING - v % TSR_RING) : v;"
-    );
-    let _ = writeln!(c, "}}");
+    }
 
-    // The walk.
-    let _ = writeln!(
-        c,
-        "// Points tsr_q at this CTA's first staged program at or after walk op `pc`, program `pid`."
-    );
-    let _ = writeln!(
-        c,
-        "__device__ __noinline__ void tsr_walk(tsr_ring_t& tsr_q, int tsr_pc, unsigned tsr_pid, {params}) {{"
-    );
-    let _ = writeln!(c, "  for (;;) {{");
-    let _ = writeln!(c, "    switch (tsr_pc) {{");
-    for (pc, op) in f.ops.iter().enumerate() {
-        let b = bind(&f.scope[pc], "      ");
-        match op {
-            WalkOp::Stage(s) => {
+    /// `tsr_walk`: a switch over the walk ops (case labels at the switch's depth).
+    fn walk(&self, w: &mut CWriter, params: &str) {
+        let r = self.r;
+        w.line("// Points tsr_q at this CTA's first staged program at or after walk op `pc`, program `pid`.");
+        w.open(format!(
+            "__device__ __noinline__ void tsr_walk(tsr_ring_t& tsr_q, int tsr_pc, unsigned tsr_pid, {params}) {{"
+        ));
+        w.open("for (;;) {");
+        w.line("switch (tsr_pc) {");
+        for (pc, op) in self.f.ops.iter().enumerate() {
+            match op {
+                WalkOp::Stage(s) => {
+                    let st = &r.stages[*s];
+                    let g = self.grid(*s);
+                    w.open(format!(
+                        "case {pc}: {{  // {} (line {})",
+                        st.label(),
+                        st.line
+                    ));
+                    self.bind(w, pc);
+                    w.line(format!("if (tsr_pid < {} * {} * {}) {{ tsr_q.pc = {pc}; tsr_q.pid = tsr_pid; return; }}", g[0], g[1], g[2]));
+                    w.line(format!("tsr_pc = {}; tsr_pid = blockIdx.x; break;", pc + 1));
+                    w.close("}");
+                }
+                WalkOp::Begin { id, after } => {
+                    let Some(Node::Loop { start, end, .. }) = find_loop(&r.body, *id) else {
+                        unreachable!("a walk loop is a loop of the program")
+                    };
+                    let v = c_name(&r.vars[*id]);
+                    w.open(format!("case {pc}: {{  // for {v}: begins"));
+                    self.bind(w, pc);
+                    w.line(format!("tsr_q.lv[{id}] = {};", c_expr(r, start)));
+                    w.line(format!("{{ const long long {v} = tsr_q.lv[{id}]; tsr_pc = {v} < {} ? {} : {after}; }}", c_expr(r, end), pc + 1));
+                    w.line("tsr_pid = blockIdx.x; break;");
+                    w.close("}");
+                }
+                WalkOp::End { id, body } => {
+                    let Some(Node::Loop { end, .. }) = find_loop(&r.body, *id) else {
+                        unreachable!("a walk loop is a loop of the program")
+                    };
+                    let v = c_name(&r.vars[*id]);
+                    w.open(format!("case {pc}: {{  // for {v}: next iteration"));
+                    self.bind(w, pc);
+                    w.line(format!("const long long {v} = ++tsr_q.lv[{id}];"));
+                    w.line(format!(
+                        "tsr_pc = {v} < {} ? {body} : {}; tsr_pid = blockIdx.x; break;",
+                        c_expr(r, end),
+                        pc + 1
+                    ));
+                    w.close("}");
+                }
+            }
+        }
+        w.line("default: tsr_q.pc = -1; return;");
+        w.line("}");
+        w.close("}");
+        w.close("}");
+    }
+
+    /// `tsr_top_up`: issues programs while the ring has room and an mbarrier is free.
+    fn top_up(&self, w: &mut CWriter, stage_bytes: &[usize], params: &str, args: &str) {
+        let r = self.r;
+        w.line("// Issues this CTA's next staged programs, one mbarrier each, while the ring has room.");
+        w.open(format!(
+            "__device__ __noinline__ void tsr_top_up(tsr_ring_t& tsr_q, unsigned char* tsr_ctl, {params}) {{"
+        ));
+        w.line(format!(
+            "// At most {MAX_IN_FLIGHT} programs in flight: one mbarrier each."
+        ));
+        w.line("unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;");
+        w.line(format!(
+            "unsigned char* const tsr_ring = tsr_ctl + {CONTROL_BYTES};"
+        ));
+        w.open(format!(
+            "while (tsr_q.pc >= 0 && tsr_q.issued - tsr_q.used < {MAX_IN_FLIGHT}u) {{"
+        ));
+        w.line("unsigned tsr_bytes = 0;");
+        w.open("switch (tsr_q.pc) {");
+        for (pc, op) in self.f.ops.iter().enumerate() {
+            if let WalkOp::Stage(s) = op {
+                w.line(format!(
+                    "case {pc}: tsr_bytes = {}u; break;",
+                    stage_bytes[*s]
+                ));
+            }
+        }
+        w.close("}");
+        w.line("const unsigned long long tsr_v = tsr_pad(tsr_q.head, tsr_bytes);");
+        w.line("if (tsr_v + tsr_bytes - tsr_q.tail > TSR_RING) return;  // full: the oldest programs are still to run");
+        w.line("unsigned char* tsr_dst = tsr_ring + tsr_v % TSR_RING;");
+        w.line("const unsigned tsr_p = tsr_q.pid;");
+        w.line("unsigned long long* const tsr_range = (unsigned long long*)(tsr_ctl + 64) + (tsr_q.issued & 1u) * 16u;");
+        w.line(format!(
+            "unsigned long long* const tsr_b = tsr_bar + tsr_q.issued % {MAX_IN_FLIGHT}u;"
+        ));
+        w.line("switch (tsr_q.pc) {");
+        for (pc, op) in self.f.ops.iter().enumerate() {
+            if let WalkOp::Stage(s) = op {
                 let st = &r.stages[*s];
-                let g = grid(*s);
-                let _ = writeln!(c, "    case {pc}: {{  // {} (line {})", st.label(), st.line);
-                c.push_str(&b);
-                let _ = writeln!(c, "      if (tsr_pid < {} * {} * {}) {{ tsr_q.pc = {pc}; tsr_q.pid = tsr_pid; return; }}", g[0], g[1], g[2]);
-                let _ = writeln!(c, "      tsr_pc = {}; tsr_pid = blockIdx.x; break;", pc + 1);
-                let _ = writeln!(c, "    }}");
-            }
-            WalkOp::Begin { id, after } => {
-                let Some(Node::Loop { start, end, .. }) = find_loop(&r.body, *id) else {
-                    unreachable!("a walk loop is a loop of the program")
-                };
-                let v = c_name(&r.vars[*id]);
-                let _ = writeln!(c, "    case {pc}: {{  // for {v}: begins");
-                c.push_str(&b);
-                let _ = writeln!(c, "      tsr_q.lv[{id}] = {};", c_expr(r, start));
-                let _ = writeln!(c, "      {{ const long long {v} = tsr_q.lv[{id}]; tsr_pc = {v} < {} ? {} : {after}; }}", c_expr(r, end), pc + 1);
-                let _ = writeln!(c, "      tsr_pid = blockIdx.x; break;");
-                let _ = writeln!(c, "    }}");
-            }
-            WalkOp::End { id, body } => {
-                let Some(Node::Loop { end, .. }) = find_loop(&r.body, *id) else {
-                    unreachable!("a walk loop is a loop of the program")
-                };
-                let v = c_name(&r.vars[*id]);
-                let _ = writeln!(c, "    case {pc}: {{  // for {v}: next iteration");
-                c.push_str(&b);
-                let _ = writeln!(c, "      const long long {v} = ++tsr_q.lv[{id}];");
-                let _ = writeln!(
-                    c,
-                    "      tsr_pc = {v} < {} ? {body} : {}; tsr_pid = blockIdx.x; break;",
-                    c_expr(r, end),
-                    pc + 1
-                );
-                let _ = writeln!(c, "    }}");
+                let g = self.grid(*s);
+                let a: Vec<String> = st.args.iter().map(|a| c_arg(r, a)).collect();
+                w.open(format!("case {pc}: {{  // {}", st.label()));
+                self.bind(w, pc);
+                w.line(format!(
+                    "const unsigned tsr_g0 = {}, tsr_g1 = {}, tsr_g2 = {};",
+                    g[0], g[1], g[2]
+                ));
+                w.line(format!(
+                    "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}tsr_dst, tsr_range, tsr_b);",
+                    self.issue[*s].as_deref().expect("a staged stage has an issue function"),
+                    a.join(", "),
+                    if a.is_empty() { "" } else { ", " }
+                ));
+                w.line("break;");
+                w.close("}");
             }
         }
+        w.line("}");
+        w.line("tsr_q.head = tsr_v + tsr_bytes;");
+        w.line("++tsr_q.issued;");
+        w.line(format!(
+            "tsr_walk(tsr_q, tsr_q.pc, tsr_q.pid + gridDim.x, {args});"
+        ));
+        w.close("}");
+        w.close("}");
     }
-    let _ = writeln!(c, "    default: tsr_q.pc = -1; return;");
-    let _ = writeln!(c, "    }}");
-    let _ = writeln!(c, "  }}");
-    let _ = writeln!(c, "}}");
-
-    // The top-up.
-    let _ = writeln!(
-        c,
-        "// Issues this CTA's next staged programs, one mbarrier each, while the ring has room."
-    );
-    let _ = writeln!(
-        c,
-        "__device__ __noinline__ void tsr_top_up(tsr_ring_t& tsr_q, unsigned char* tsr_ctl, {params}) {{"
-    );
-    let _ = writeln!(
-        c,
-        "  // At most {MAX_IN_FLIGHT} programs in flight: one mbarrier each."
-    );
-    let _ = writeln!(
-        c,
-        "  unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;"
-    );
-    let _ = writeln!(
-        c,
-        "  unsigned char* const tsr_ring = tsr_ctl + {CONTROL_BYTES};"
-    );
-    let _ = writeln!(
-        c,
-        "  while (tsr_q.pc >= 0 && tsr_q.issued - tsr_q.used < {MAX_IN_FLIGHT}u) {{"
-    );
-    let _ = writeln!(c, "    unsigned tsr_bytes = 0;");
-    let _ = writeln!(c, "    switch (tsr_q.pc) {{");
-    for (pc, op) in f.ops.iter().enumerate() {
-        if let WalkOp::Stage(s) = op {
-            let _ = writeln!(
-                c,
-                "      case {pc}: tsr_bytes = {}u; break;",
-                stage_bytes[*s]
-            );
-        }
-    }
-    let _ = writeln!(c, "    }}");
-    let _ = writeln!(
-        c,
-        "    const unsigned long long tsr_v = tsr_pad(tsr_q.head, tsr_bytes);"
-    );
-    let _ = writeln!(
-        c,
-        "    if (tsr_v + tsr_bytes - tsr_q.tail > TSR_RING) return;  // full: the oldest programs are still to run"
-    );
-    let _ = writeln!(
-        c,
-        "    unsigned char* tsr_dst = tsr_ring + tsr_v % TSR_RING;"
-    );
-    let _ = writeln!(c, "    const unsigned tsr_p = tsr_q.pid;");
-    let _ = writeln!(
-        c,
-        "    unsigned long long* const tsr_range = (unsigned long long*)(tsr_ctl + 64) + (tsr_q.issued & 1u) * 16u;"
-    );
-    let _ = writeln!(
-        c,
-        "    unsigned long long* const tsr_b = tsr_bar + tsr_q.issued % {MAX_IN_FLIGHT}u;"
-    );
-    let _ = writeln!(c, "    switch (tsr_q.pc) {{");
-    for (pc, op) in f.ops.iter().enumerate() {
-        if let WalkOp::Stage(s) = op {
-            let st = &r.stages[*s];
-            let g = grid(*s);
-            let a: Vec<String> = st.args.iter().map(|a| c_arg(r, a)).collect();
-            let _ = writeln!(c, "    case {pc}: {{  // {}", st.label());
-            c.push_str(&bind(&f.scope[pc], "      "));
-            let _ = writeln!(
-                c,
-                "      const unsigned tsr_g0 = {}, tsr_g1 = {}, tsr_g2 = {};",
-                g[0], g[1], g[2]
-            );
-            let _ = writeln!(
-                c,
-                "      {}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}tsr_dst, tsr_range, tsr_b);",
-                issue[*s].as_deref().expect("a staged stage has an issue function"),
-                a.join(", "),
-                if a.is_empty() { "" } else { ", " }
-            );
-            let _ = writeln!(c, "      break;");
-            let _ = writeln!(c, "    }}");
-        }
-    }
-    let _ = writeln!(c, "    }}");
-    let _ = writeln!(c, "    tsr_q.head = tsr_v + tsr_bytes;");
-    let _ = writeln!(c, "    ++tsr_q.issued;");
-    let _ = writeln!(
-        c,
-        "    tsr_walk(tsr_q, tsr_q.pc, tsr_q.pid + gridDim.x, {args});"
-    );
-    let _ = writeln!(c, "  }}");
-    let _ = writeln!(c, "}}");
-    c
 }
