@@ -85,12 +85,10 @@ fn merge_head(
 ) {
     let s = head * SPLITS + arange(0, SPLITS);
     let d = arange(0, D);
-    // The three partials in one round trip, before the max that the weights wait for.
     let m = load(part_m + s);
-    let ls = load(part_l + s);
-    let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
     let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
-    let l = sum(ls * w, 0);
+    let l = sum(load(part_l + s) * w, 0);
+    let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
     store(
         out + head * D + d,
         (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
