@@ -79,6 +79,16 @@ pub enum ConstVal {
     Bool(bool),
 }
 
+/// As written in Rust (`8`, `true`): body names (`gemv_BM8_BK256`), autotuning records.
+impl std::fmt::Display for ConstVal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConstVal::Int(i) => write!(f, "{i}"),
+            ConstVal::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Stmt {
     /// `%id: ty = op`

@@ -170,7 +170,7 @@ pub fn __kernel_with_helpers(input: TokenStream) -> TokenStream {
                         sig,
                         block: Box::new(block),
                     };
-                    Ok(lower::Helper {
+                    Ok(parse::Helper {
                         sig: parse::helper_signature(&f)?,
                         body: *f.block,
                     })
@@ -214,7 +214,7 @@ fn helpers_arg(attr: TokenStream2) -> syn::Result<Vec<syn::Path>> {
     }
 }
 
-fn expand_kernel(f: syn::ItemFn, helpers: Vec<lower::Helper>) -> syn::Result<TokenStream2> {
+fn expand_kernel(f: syn::ItemFn, helpers: Vec<parse::Helper>) -> syn::Result<TokenStream2> {
     let sig = parse::signature(&f)?;
     // The file of the kernel's own tokens (a kernel with helpers is expanded from inside
     // the last helper's macro).

@@ -4,7 +4,7 @@
 //!
 //! Scoping follows Rust: a block's `let`s die with it; only `let mut` variables declared
 //! outside a block carry values out of it (through `Builder::assign`).
-use crate::parse::{dtype_of_type, src_of, src_text, HTy, HelperSig, KernelSig, PTy};
+use crate::parse::{dtype_of_type, src_of, src_text, HTy, Helper, KernelSig, PTy};
 use dsl_ir::*;
 use quote::ToTokens;
 use std::collections::HashMap;
@@ -62,12 +62,6 @@ pub struct Lower {
     helpers: HashMap<String, Rc<Helper>>,
     /// The helpers being inlined, outermost first (a call to one of them is recursion).
     inlining: Vec<String>,
-}
-
-/// A `#[tile_fn]`: its checked signature and its body, inlined at each call.
-pub struct Helper {
-    pub sig: HelperSig,
-    pub body: Block,
 }
 
 /// Lowers the kernel; returns its IR or every error found.

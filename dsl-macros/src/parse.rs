@@ -368,6 +368,12 @@ fn flatten(tokens: TokenStream, out: &mut Vec<(String, LineColumn, LineColumn)>)
     }
 }
 
+/// A `#[tile_fn]`: its checked signature and its body, inlined at each call.
+pub struct Helper {
+    pub sig: HelperSig,
+    pub body: syn::Block,
+}
+
 /// A `#[tile_fn]` helper's signature: what a call must pass, and what it returns.
 pub struct HelperSig {
     pub name: Ident,

@@ -3,7 +3,7 @@
 //!
 //! Each exists because the decoder's kernels repeat it: write it once here, and a change
 //! to it reaches every kernel that calls it.
-use crate::lower::Helper;
+use crate::parse::Helper;
 
 const SOURCE: &str = r#"
 /// 1 / rms: `rsqrt(mean + eps)` of the squares summed per lane in `sumsq` (a tile of

@@ -1,13 +1,38 @@
 //! Picks the fastest config on the GPU and remembers it in memory and on disk
 //! (`autotune.json` in the compile cache folder), so a later process skips the search.
+use crate::cuda::DEFAULT_NUM_STAGES;
 use crate::device::Device;
 use crate::error::Result;
-use crate::kernel_def::Config;
 use crate::nvrtc::cache_dir;
+use dsl_ir::ConstVal;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 const FILE: &str = "autotune.json";
+
+/// One autotuning candidate: every constexpr bound, the warps per program and the
+/// pipelining depth.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub constexprs: Vec<(&'static str, ConstVal)>,
+    pub num_warps: u32,
+    pub num_stages: u32,
+}
+
+impl Config {
+    pub fn new(constexprs: &[(&'static str, ConstVal)], num_warps: u32) -> Config {
+        Config {
+            constexprs: constexprs.to_vec(),
+            num_warps,
+            num_stages: DEFAULT_NUM_STAGES,
+        }
+    }
+    /// The same candidate with `num_stages` (a tuning knob like `num_warps`).
+    pub fn stages(mut self, n: u32) -> Config {
+        self.num_stages = n;
+        self
+    }
+}
 
 /// Index of the fastest config for `id`; `run(i)` launches config `i` once.
 pub(crate) fn choose(
@@ -72,7 +97,7 @@ impl Config {
         let parts: Vec<String> = self
             .constexprs
             .iter()
-            .map(|(n, v)| format!("{n}={}", crate::kernel_def::const_str(v)))
+            .map(|(n, v)| format!("{n}={v}"))
             .collect();
         format!(
             "{} num_warps={} num_stages={}",

@@ -1,6 +1,7 @@
 //! A kernel as the `#[kernel]` macro leaves it: its IR (JSON, parsed once), and everything
 //! derived from it per constexpr binding: the specialised IR, the CUDA C, the loaded GPU
 //! function. `launch` checks the arguments, then interprets or launches.
+use crate::autotune::{self, Config};
 use crate::cuda::{self, CudaSource, EmitOptions, DEFAULT_NUM_STAGES};
 use crate::device::{CudaDev, Device, HostBuffers, Kind};
 use crate::error::{Error, Result};
@@ -126,30 +127,6 @@ impl Launch {
 /// `ceil(a / b)` for grid sizes.
 pub fn cdiv(a: i64, b: i64) -> u32 {
     ((a + b - 1) / b.max(1)) as u32
-}
-
-/// One autotuning candidate: every constexpr bound, the warps per program and the
-/// pipelining depth.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    pub constexprs: Vec<Binding>,
-    pub num_warps: u32,
-    pub num_stages: u32,
-}
-
-impl Config {
-    pub fn new(constexprs: &[Binding], num_warps: u32) -> Config {
-        Config {
-            constexprs: constexprs.to_vec(),
-            num_warps,
-            num_stages: DEFAULT_NUM_STAGES,
-        }
-    }
-    /// The same candidate with `num_stages` (a tuning knob like `num_warps`).
-    pub fn stages(mut self, n: u32) -> Config {
-        self.num_stages = n;
-        self
-    }
 }
 
 /// Autotuning: the candidates, a key naming the problem size (the winner is remembered per
@@ -381,7 +358,7 @@ impl KernelDef {
             }
             let parts: Vec<&[u8]> = code.iter().map(|c| c.as_bytes()).collect();
             let disk_id = format!("{id}|{:016x}", nvrtc::fnv1a(&parts));
-            crate::autotune::choose(&disk_id, &tune.configs, dev, &|i| pick(i))?
+            autotune::choose(&disk_id, &tune.configs, dev, &|i| pick(i))?
         } else {
             0
         };
@@ -514,11 +491,4 @@ fn sigs(k: &Kernel) -> Vec<launch_args::Sig<'_>> {
 
 fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-pub(crate) fn const_str(v: &ConstVal) -> String {
-    match v {
-        ConstVal::Int(i) => i.to_string(),
-        ConstVal::Bool(b) => b.to_string(),
-    }
 }

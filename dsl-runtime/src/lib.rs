@@ -16,14 +16,13 @@ pub mod launch_args;
 pub mod mega;
 pub mod nvrtc;
 
+pub use autotune::Config;
 pub use device::{AsPtr, Buffer, BufferView, Device, PtrArg, INTERPRET_ENV};
 pub use dsl_ir as ir;
 pub use dsl_ir::ConstVal;
 pub use element::{bf16, f16, Element};
 pub use error::{Error, Result};
-pub use kernel_def::{
-    cdiv, Binding, Config, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune,
-};
+pub use kernel_def::{cdiv, Binding, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune};
 pub use launch_args::{ptr, Arg, TypedPtr};
 
 /// A kernel parameter type: a pointer to elements of `T` in device memory. Only the

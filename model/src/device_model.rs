@@ -7,6 +7,7 @@
 //! buffers, so they compute the same thing from the same bytes.
 use crate::config::Config;
 use crate::error::ModelError;
+use crate::kernels::prefill::PrefillTiles;
 use crate::kernels::{TileRule, Tiles};
 use crate::weights::{Tensor, Weights};
 use dsl_runtime::{bf16, ptr, Buffer, Device, Launch};
@@ -90,7 +91,7 @@ pub struct DeviceModel {
     /// Steps that copied their token and position in (the others found them on the device).
     pub steps_copied_in: u64,
     /// Prefill's tiles, chunk length and scratch (`crate::prefill`).
-    pub prefill: crate::prefill::Prefill,
+    pub prefill: Prefill,
 }
 
 pub fn engine_err(engine: &str, msg: impl std::fmt::Display) -> ModelError {
@@ -295,7 +296,7 @@ impl DeviceModel {
             down_proj: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
         };
         let a = activations(engine, &cfg, &tiles, &dev)?;
-        let prefill = crate::prefill::Prefill::new(&dev);
+        let prefill = Prefill::new(&dev);
         let cache_len = l * cfg.num_key_value_heads * max_seq * hd;
         Ok(DeviceModel {
             engine,
@@ -377,10 +378,7 @@ impl DeviceModel {
 
     /// Prefill tiles and chunk length from now on (the scratch is reallocated at the next
     /// prefill when the chunk grows).
-    pub fn set_prefill_tiles(
-        &mut self,
-        tiles: crate::prefill::PrefillTiles,
-    ) -> Result<(), ModelError> {
+    pub fn set_prefill_tiles(&mut self, tiles: PrefillTiles) -> Result<(), ModelError> {
         if tiles.chunk == 0 {
             return Err(self.err("the prefill chunk must be at least 1 token"));
         }
@@ -489,4 +487,35 @@ fn activations(
         part_idx: zi(lm_blocks)?,
         next: zi(1)?,
     })
+}
+
+/// Per-chunk scratch, `rows` rows of each.
+pub struct Scratch {
+    pub rows: usize,
+    pub tokens: Buffer<i32>,
+    /// The rows' residual stream.
+    pub x: Buffer<bf16>,
+    /// RMSNorm'd rows (input and post-attention norms).
+    pub xn: Buffer<bf16>,
+    pub qkv: Buffer<bf16>,
+    /// Roped queries, `[rows, heads · head_dim]`.
+    pub q: Buffer<bf16>,
+    pub attn: Buffer<bf16>,
+    pub act: Buffer<bf16>,
+}
+
+/// Prefill state kept by a [`DeviceModel`] (`crate::prefill` runs it): the tiles and the
+/// scratch once allocated.
+pub struct Prefill {
+    pub tiles: PrefillTiles,
+    pub scratch: Option<Scratch>,
+}
+
+impl Prefill {
+    pub fn new(dev: &Device) -> Prefill {
+        Prefill {
+            tiles: PrefillTiles::for_device(dev),
+            scratch: None,
+        }
+    }
 }

@@ -471,14 +471,14 @@ impl MegakernelEngine {
         }
     }
 
-    /// Prefill tiles and chunk length (see [`crate::prefill::PrefillTiles`]).
+    /// Prefill tiles and chunk length (see [`crate::kernels::prefill::PrefillTiles`]).
     pub fn set_prefill_tiles(
         &mut self,
-        tiles: crate::prefill::PrefillTiles,
+        tiles: crate::kernels::prefill::PrefillTiles,
     ) -> Result<(), ModelError> {
         self.m.set_prefill_tiles(tiles)
     }
-    pub fn prefill_tiles(&self) -> &crate::prefill::PrefillTiles {
+    pub fn prefill_tiles(&self) -> &crate::kernels::prefill::PrefillTiles {
         &self.m.prefill.tiles
     }
     /// The KV cache as (K, V), `[layer][kv_head][pos][head_dim]` (for checks).

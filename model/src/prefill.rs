@@ -13,122 +13,14 @@
 //! only, with the decode kernels (`lm_head_argmax`, `argmax_merge`): the logits, the fused
 //! argmax (or Gumbel-max sample) and the device's token / position buffers end exactly as a
 //! decode step at the prompt's last position leaves them.
-use crate::device_model::DeviceModel;
+use crate::device_model::{DeviceModel, Scratch};
 use crate::error::ModelError;
 use crate::kernels::norm;
 use crate::kernels::prefill::{
     embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
     qk_norm_rope_rows, widen,
 };
-use dsl_runtime::{bf16, cdiv, ptr, Buffer, BufferView, Device, Element, Launch};
-
-/// Tile sizes and launch options of the prefill kernels, and the chunk length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PrefillTiles {
-    /// Prompt rows per chunk (scratch is sized by it).
-    pub chunk: usize,
-    /// The GEMMs: [BM, BN] output tiles, BK-wide k steps, GROUP_M row blocks per group.
-    pub gemm_bm: usize,
-    pub gemm_bn: usize,
-    pub gemm_bk: usize,
-    pub group_m: usize,
-    pub gemm_warps: u32,
-    pub gemm_stages: u32,
-    /// Attention: BM query rows per program, BN keys per step.
-    pub attn_bm: usize,
-    pub attn_bn: usize,
-    pub attn_warps: u32,
-    pub attn_stages: u32,
-    /// Rows per program of the q/k norm + rope + cache write.
-    pub rope_bt: usize,
-    /// Warps of the row-wise kernels (embedding, RMSNorm, rope).
-    pub row_warps: u32,
-}
-
-/// Default chunk on a GPU: long enough that the GEMMs run at full width, short enough that
-/// the scratch of Qwen3-8B stays near 140 MB.
-pub const GPU_CHUNK: usize = 2048;
-/// Default chunk on the interpreter.
-pub const INTERPRETER_CHUNK: usize = 512;
-
-impl PrefillTiles {
-    /// On a GPU: Triton's mma.sync matmul tiles (128 x 128 x 32, 4 stages, GROUP_M 8) and
-    /// FlashAttention-2's 64 x 64 blocks, with 8 warps: at 4 warps ptxas (sm_90) puts the
-    /// gate/up GEMM's two [128, 128] f32 accumulators and the attention's state at 255
-    /// registers and spills (1.2 KB and 212 B per thread); at 8 warps nothing spills (gemm
-    /// 159 registers, gate/up 244, attention 216). On the interpreter: small tiles, so
-    /// tiny test models do not pay for padding (the GPU tiles are tested there too).
-    pub fn for_device(dev: &Device) -> PrefillTiles {
-        if dev.is_cuda() {
-            PrefillTiles::gpu()
-        } else {
-            PrefillTiles {
-                chunk: INTERPRETER_CHUNK,
-                gemm_bm: 16,
-                gemm_bn: 32,
-                gemm_bk: 32,
-                group_m: 4,
-                gemm_warps: 4,
-                gemm_stages: 2,
-                attn_bm: 16,
-                attn_bn: 16,
-                attn_warps: 4,
-                attn_stages: 2,
-                rope_bt: 4,
-                row_warps: 4,
-            }
-        }
-    }
-
-    /// The GPU tiles (whatever the device).
-    pub fn gpu() -> PrefillTiles {
-        PrefillTiles {
-            chunk: GPU_CHUNK,
-            gemm_bm: 128,
-            gemm_bn: 128,
-            gemm_bk: 32,
-            group_m: 8,
-            gemm_warps: 8,
-            gemm_stages: 4,
-            attn_bm: 64,
-            attn_bn: 64,
-            attn_warps: 8,
-            attn_stages: 3,
-            rope_bt: 16,
-            row_warps: 4,
-        }
-    }
-}
-
-/// Per-chunk scratch, `rows` rows of each.
-pub struct Scratch {
-    pub rows: usize,
-    pub tokens: Buffer<i32>,
-    /// The rows' residual stream.
-    pub x: Buffer<bf16>,
-    /// RMSNorm'd rows (input and post-attention norms).
-    pub xn: Buffer<bf16>,
-    pub qkv: Buffer<bf16>,
-    /// Roped queries, `[rows, heads · head_dim]`.
-    pub q: Buffer<bf16>,
-    pub attn: Buffer<bf16>,
-    pub act: Buffer<bf16>,
-}
-
-/// Prefill state kept by a [`DeviceModel`]: the tiles and the scratch once allocated.
-pub struct Prefill {
-    pub tiles: PrefillTiles,
-    pub scratch: Option<Scratch>,
-}
-
-impl Prefill {
-    pub fn new(dev: &Device) -> Prefill {
-        Prefill {
-            tiles: PrefillTiles::for_device(dev),
-            scratch: None,
-        }
-    }
-}
+use dsl_runtime::{bf16, cdiv, ptr, Buffer, BufferView, Element, Launch};
 
 /// How a device engine feeds a prompt, for reports.
 pub fn prompt_mode(m: &DeviceModel) -> String {

@@ -12,10 +12,10 @@ use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::ConstVal;
 use emu::{emulate, have_gxx, Scalar};
 use model::kernels::attention::attn_split_merge;
+use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
 use model::kernels::rope::rmsnorm_qkv_rope;
 use model::kernels::NUM_WARPS;
-use model::prefill::PrefillTiles;
 use model::sampling::SplitMix64;
 
 fn rand(rng: &mut SplitMix64, n: usize, scale: f32) -> Vec<f32> {

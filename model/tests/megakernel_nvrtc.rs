@@ -71,7 +71,7 @@ fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
         qk_norm_rope_rows,
     };
     need_nvrtc();
-    let p = model::prefill::PrefillTiles::gpu();
+    let p = model::kernels::prefill::PrefillTiles::gpu();
     let int = |v: usize| ConstVal::Int(v as i64);
     let compile = |what: &str, code: &str| {
         for arch in ["sm_80", "sm_90"] {

@@ -22,9 +22,9 @@
 mod common;
 use common::*;
 use dsl_runtime::Device;
+use model::kernels::prefill::PrefillTiles;
 use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
 use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
-use model::prefill::PrefillTiles;
 use model::sampling::{argmax, Sampler};
 use model::{Checkpoint, Engine, Reference, StepOutput};
 use std::sync::Arc;

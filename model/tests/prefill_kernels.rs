@@ -7,11 +7,11 @@
 //! and attention rounds its probabilities to bf16 before P·V: TOL = 1e-2 passes right
 //! answers and fails a wrong index, mask or formula by far.
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
+use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{
     embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
     qk_norm_rope_rows,
 };
-use model::prefill::PrefillTiles;
 use model::reference::{rms_norm, rope as rope_ref};
 use model::sampling::SplitMix64;
 use model::Tensor;

@@ -327,7 +327,7 @@ pub fn run(
     }
     // Time to first token per prompt length, on the same engine.
     if let Some(chunk) = plan.prefill_chunk {
-        let t = model::prefill::PrefillTiles {
+        let t = model::kernels::prefill::PrefillTiles {
             chunk,
             ..*engine.prefill_tiles()
         };
@@ -501,7 +501,10 @@ pub fn prefill_flops(cfg: &Config, n: usize) -> f64 {
 
 /// TFLOP/s of the prefill GEMM (`gemm_nt` with the engine's tiles) at 2048 x 4096 x 4096,
 /// best of 5 after 2 warm-ups: the rate the prefill floor assumes for all of its FLOPs.
-pub fn gemm_tflops(dev: &Device, t: &model::prefill::PrefillTiles) -> Result<f64, ModelError> {
+pub fn gemm_tflops(
+    dev: &Device,
+    t: &model::kernels::prefill::PrefillTiles,
+) -> Result<f64, ModelError> {
     use model::kernels::prefill::gemm_nt;
     let (m, n, k) = (2048usize, 4096usize, 4096usize);
     let x = dev.zeros::<bf16>(m * k).map_err(err)?;

@@ -13,6 +13,8 @@
 mod c_syntax;
 #[path = "dot.rs"]
 mod dot;
+#[path = "dot_plan.rs"]
+mod dot_plan;
 pub(crate) use dot::MMA_HELPERS;
 #[path = "memory.rs"]
 mod memory;
@@ -109,7 +111,7 @@ pub(crate) struct Emitter<'a> {
     /// to emit at all.
     pub(crate) staging: Staging,
     /// Each `dot`'s path (tensor cores or FMA) and why (`dot.rs`).
-    dot_plans: BTreeMap<ValueId, dot::DotPlan>,
+    dot_plans: BTreeMap<ValueId, dot_plan::DotPlan>,
     /// `[M, N]` shapes in the tensor-core accumulator layout.
     frag_shapes: BTreeMap<Vec<usize>, layout::Frag>,
     /// Whether the code calls the `mma` helpers (`dot::MMA_HELPERS`).
@@ -171,7 +173,7 @@ impl<'a> Emitter<'a> {
             uses_mma: false,
             pipe: pipeline::Pipes::default(),
         };
-        (e.dot_plans, e.frag_shapes) = dot::plan_dots(k, e.threads);
+        (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {

@@ -20,7 +20,7 @@
 //! for a later iteration. Everything else keeps the plain path (registers, then shared
 //! memory), and says so nowhere because nothing changed.
 use super::super::analysis::Facts;
-use super::dot::{swz_c, DotPlan};
+use super::dot_plan::{swz_c, DotPlan};
 use super::{strip, At, Emitter, R};
 use dsl_ir::*;
 use std::collections::{BTreeMap, BTreeSet};

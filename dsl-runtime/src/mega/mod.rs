@@ -8,6 +8,7 @@
 //! [`interp::run`] (the CPU oracle, sequential or adversarial) or [`cuda::generate`] →
 //! NVRTC → [`MegaDef::launch`] (cooperative, occupancy-sized, watchdog).
 pub mod bodies;
+pub mod c_expr;
 pub mod cuda;
 pub mod graph;
 pub mod interp;

@@ -2,7 +2,6 @@
 //! (arity, kinds, dtypes, constant constexprs), specialised, and becomes a [`Stage`] with
 //! the memory it reads and writes, expressed over the megakernel's pointer parameters.
 use super::program::{ArgExpr, Call, ETy, Env, Expr, Item, MParam, Program, Val};
-use crate::kernel_def::const_str;
 use dsl_ir::{ConstKind, ConstVal, DType, Kernel, ParamKind};
 use std::collections::BTreeMap;
 
@@ -159,7 +158,7 @@ pub fn resolve(program: &Program, constexprs: &[(&str, ConstVal)]) -> Result<Res
                 .kernel
                 .bound
                 .iter()
-                .map(|(n, v)| format!("{n}{}", const_str(v)))
+                .map(|(n, v)| format!("{n}{v}"))
                 .collect();
             name = format!("{}_{}", s.kernel_name, suffix.join("_"));
         }

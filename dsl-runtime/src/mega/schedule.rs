@@ -587,7 +587,7 @@ pub fn explain(r: &Resolved, sched: &Schedule) -> String {
     let consts: Vec<String> = r
         .constexprs
         .iter()
-        .map(|(n, v)| format!("{n}={}", crate::kernel_def::const_str(v)))
+        .map(|(n, v)| format!("{n}={v}"))
         .collect();
     let nb = sched
         .syncs

@@ -22,7 +22,7 @@
 //! it fits between the end of the last consumed program and a full ring. With every
 //! program at most half the ring (`bodies::stage_bodies`), an empty ring always takes the
 //! next one, so the walk never stalls the program order.
-use super::cuda::{c_arg, c_expr, c_name};
+use super::c_expr::{c_arg, c_expr, c_name};
 use super::resolve::{Node, Resolved};
 use crate::cuda::CWriter;
 

@@ -284,7 +284,7 @@ pub fn shipped() -> Vec<Shipped> {
 }
 
 /// The prefill kernels (`prefill.rs`) at the GPU tiles of
-/// `crate::prefill::PrefillTiles::gpu` and Qwen3-0.6B's dims, for `tessera explain`. Apart
+/// `crate::kernels::prefill::PrefillTiles::gpu` and Qwen3-0.6B's dims, for `tessera explain`. Apart
 /// from [`shipped`]: `tests/kernels_nvrtc.rs` also compiles every shipped kernel with each
 /// tile made odd at one warp, which for a 128 x 128 `dot` is an FMA fallback holding 16K
 /// f32 per thread (about 35 s of NVRTC per kernel and arch). `megakernel_nvrtc.rs`
@@ -293,7 +293,7 @@ pub fn prefill_shipped() -> Vec<Shipped> {
     let t = Tiles::for_config(&qwen3_0_6b());
     let int = |v: usize| ConstVal::Int(v as i64);
     let hd = qwen3_0_6b().head_dim;
-    let p = crate::prefill::PrefillTiles::gpu();
+    let p = crate::kernels::prefill::PrefillTiles::gpu();
     let gemm = vec![
         ("BM", int(p.gemm_bm)),
         ("BN", int(p.gemm_bn)),
