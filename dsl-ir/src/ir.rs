@@ -28,6 +28,11 @@ pub struct Src {
     /// name generated code gives it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// Inside an inlined `#[tile_fn]` (then `line` is the call's): the helper and the
+    /// statement's line in the helper's own source, `normed_gemv_rows:40` (the name alone
+    /// where that line is not known, as in the tile library). Generated code quotes both.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub via: String,
 }
 
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]

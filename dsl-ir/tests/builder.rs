@@ -4,7 +4,7 @@ fn src(t: &str) -> Src {
     Src {
         line: 1,
         text: t.into(),
-        name: String::new(),
+        ..Src::default()
     }
 }
 

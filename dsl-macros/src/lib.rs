@@ -173,6 +173,7 @@ pub fn __kernel_with_helpers(input: TokenStream) -> TokenStream {
                     Ok(parse::Helper {
                         sig: parse::helper_signature(&f)?,
                         body: *f.block,
+                        library: false,
                     })
                 })
                 .collect::<syn::Result<Vec<_>>>()?;

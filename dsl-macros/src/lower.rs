@@ -927,7 +927,7 @@ impl Lower {
         let line = src_of(e, "").line;
         let saved = std::mem::replace(&mut self.scopes, vec![scope]);
         self.inlining.push(name.clone());
-        let out = crate::parse::inlined_at(line, || {
+        let out = crate::parse::inlined_at(line, &name, !h.library, || {
             for (p, a, v) in values {
                 let v = self.check_arg(&name, &p.ident, &p.ty, a, v)?;
                 self.bind(p.ident.to_string(), Bind::Val(v));

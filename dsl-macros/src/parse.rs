@@ -204,38 +204,62 @@ pub fn src_of(node: &dyn ToTokens, name: &str) -> Src {
         .into_iter()
         .next()
         .map_or(0, |t| first_span(&t).start().line as u32);
-    let line = INLINED_AT.with(|l| l.get()).unwrap_or(line);
+    let (line, via) = located(line, one_location(tokens.clone()));
     Src {
         line,
         text: text_of(tokens),
         name: name.to_string(),
+        via,
     }
 }
 
 /// A `Src` for a statement header (`for i in a..b`, `if c`), whose text we assemble.
 pub fn src_text(span: Span, text: String) -> Src {
+    let (line, via) = located(span.start().line as u32, false);
     Src {
-        line: INLINED_AT
-            .with(|l| l.get())
-            .unwrap_or(span.start().line as u32),
+        line,
         text,
-        name: String::new(),
+        via,
+        ..Src::default()
+    }
+}
+
+/// A statement at `own` (its line where it is written) as a `Src` locates it: inside an
+/// inlined `#[tile_fn]`, on the outermost call's line, with the helper and `own` as `via`
+/// (`own` left out where `unknown`: tokens parsed from a string, all at one place).
+fn located(own: u32, unknown: bool) -> (u32, String) {
+    match (
+        INLINED_AT.with(|l| l.get()),
+        INLINING.with(|h| h.borrow().clone()),
+    ) {
+        (Some(call), Some((helper, lines))) if lines && !unknown && own != 0 => {
+            (call, format!("{helper}:{own}"))
+        }
+        (Some(call), Some((helper, _))) => (call, helper),
+        _ => (own, String::new()),
     }
 }
 
 thread_local! {
     /// While a `#[tile_fn]` body is inlined: the line of the outermost call, which every
     /// `Src` built meanwhile takes (the generated C and the interpreter's errors name the
-    /// kernel's file, so they quote the line of the call in it).
+    /// kernel's file, so they quote the line of the call in it) ...
     static INLINED_AT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// ... and the innermost helper being inlined, whose own lines go in `Src::via`.
+    /// (Its name, and whether its tokens carry their own lines.)
+    static INLINING: std::cell::RefCell<Option<(String, bool)>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` with every `Src` on `line` (the outermost call's, if one is already set).
-pub fn inlined_at<T>(line: u32, f: impl FnOnce() -> T) -> T {
+/// Runs `f` (the inlining of helper `name`, whose tokens carry their own lines unless it
+/// comes from the tile library) with every `Src` on `line` (the outermost call's, if one
+/// is already set) and `via` the helper.
+pub fn inlined_at<T>(line: u32, name: &str, lines: bool, f: impl FnOnce() -> T) -> T {
     let outer = INLINED_AT.with(|l| l.get());
+    let outer_helper = INLINING.with(|h| h.replace(Some((name.to_string(), lines))));
     INLINED_AT.with(|l| l.set(Some(outer.unwrap_or(line))));
     let out = f();
     INLINED_AT.with(|l| l.set(outer));
+    INLINING.with(|h| h.replace(outer_helper));
     out
 }
 
@@ -372,6 +396,8 @@ fn flatten(tokens: TokenStream, out: &mut Vec<(String, LineColumn, LineColumn)>)
 pub struct Helper {
     pub sig: HelperSig,
     pub body: syn::Block,
+    /// From the tile library (parsed from a string: its tokens carry no lines of their own).
+    pub library: bool,
 }
 
 /// A `#[tile_fn]` helper's signature: what a call must pass, and what it returns.

@@ -52,6 +52,7 @@ pub fn helpers() -> syn::Result<Vec<Helper>> {
             syn::Item::Fn(f) => Ok(Helper {
                 sig: crate::parse::helper_signature(&f)?,
                 body: *f.block,
+                library: true,
             }),
             other => Err(syn::Error::new_spanned(
                 other,

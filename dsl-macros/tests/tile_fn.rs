@@ -10,6 +10,7 @@ fn row_block(#[constexpr] BM: usize) -> Tile<i32, BM> {
 }
 
 /// A helper that calls the library (`gemv_rows`, `rms_inv`) and has statements of its own.
+const HELPER_LINE: u32 = line!() + 2;
 #[tile_fn]
 fn normed_gemv(
     w: Ptr<bf16>,
@@ -106,7 +107,7 @@ fn a_kernel_on_helpers_computes_what_it_computes_written_out() {
 }
 
 #[test]
-fn inlined_code_takes_the_line_of_the_call_and_leaves_no_call() {
+fn inlined_code_takes_the_line_of_the_call_and_names_its_place_in_the_helper() {
     let k = Kernel::from_json(gemv_helpers::ir_json()).unwrap();
     let mut lines = std::collections::BTreeSet::new();
     walk(&k.body, &mut |s| {
@@ -118,6 +119,40 @@ fn inlined_code_takes_the_line_of_the_call_and_leaves_no_call() {
     // functions it calls) on the next, the store on the third.
     let want: std::collections::BTreeSet<u32> = [CALL_LINE, CALL_LINE + 1, CALL_LINE + 2].into();
     assert_eq!(lines, want, "{}", k.to_text());
+    // Each inlined statement also says where it is in its helper (`Src::via`): the user's
+    // helper with its own lines, the library's by name (its text carries no lines).
+    let mut via = std::collections::BTreeSet::new();
+    walk(&k.body, &mut |s| {
+        if let Stmt::Let { src, .. } | Stmt::For { src, .. } = s {
+            via.insert(src.via.clone());
+        }
+    });
+    for (name, own) in [
+        ("row_block", HELPER_LINE - 6),
+        ("normed_gemv", HELPER_LINE + 10),
+        ("normed_gemv", HELPER_LINE + 12),
+        ("normed_gemv", HELPER_LINE + 15),
+    ] {
+        assert!(
+            via.contains(&format!("{name}:{own}")),
+            "{name}:{own} in {via:?}"
+        );
+    }
+    assert!(
+        via.contains("gemv_rows") && via.contains("rms_inv"),
+        "{via:?}"
+    );
+    assert!(via.contains(""), "the store is the kernel's own");
+    let cuda = gemv_helpers::KERNEL
+        .cuda_source(&gemv_helpers::Consts { BM: 8, BK: 64 }.bindings(), 4)
+        .unwrap()
+        .code;
+    let comment = format!(
+        "// line {} (normed_gemv:{}): ",
+        CALL_LINE + 1,
+        HELPER_LINE + 12
+    );
+    assert!(cuda.contains(&comment), "{cuda}");
     // The library's loop is there, nested in nothing: two loops, one per streaming pass.
     let mut loops = 0;
     walk(&k.body, &mut |s| {

@@ -61,8 +61,9 @@ pub struct Facts {
     /// A mask like `cols < n` with `cols = k0 + arange` and `n` divisible by 16 is constant
     /// over every 16-byte vector, so a vector load needs one predicate, not one per element.
     pub cst: Vec<i64>,
-    /// For each source line, the longest statement text on it (the whole expression).
-    pub line_text: std::collections::BTreeMap<u32, String>,
+    /// For each source line (and, inside an inlined `#[tile_fn]`, each line of the helper:
+    /// `Src::via`), the longest statement text on it (the whole expression).
+    pub line_text: std::collections::BTreeMap<(u32, String), String>,
 }
 
 pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
@@ -85,7 +86,7 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
             | Stmt::If { src, .. } => src,
         };
         if src.line != 0 {
-            let e: &mut String = line_text.entry(src.line).or_default();
+            let e: &mut String = line_text.entry((src.line, src.via.clone())).or_default();
             if src.text.len() > e.len() {
                 *e = src.text.clone();
             }

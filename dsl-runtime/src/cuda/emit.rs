@@ -100,8 +100,9 @@ pub(crate) struct Emitter<'a> {
     regions: Vec<Region>,
     pub smem_top: usize,
     loop_depth: usize,
-    last_line: u32,
-    pending_comment: Option<(u32, String)>,
+    /// The source line (and `Src::via`) the last `// line` comment named.
+    last_line: (u32, String),
+    pending_comment: Option<((u32, String), String)>,
     section: Option<Section>,
     pending_section: Option<Section>,
     cur_src: Src,
@@ -161,7 +162,7 @@ impl<'a> Emitter<'a> {
             regions: vec![],
             smem_top: 0,
             loop_depth: 0,
-            last_line: 0,
+            last_line: (0, String::new()),
             pending_comment: None,
             section: None,
             pending_section: None,
@@ -262,9 +263,13 @@ impl<'a> Emitter<'a> {
                 self.section = Some(sec);
             }
         }
-        if let Some((l, text)) = self.pending_comment.take() {
-            self.w.line(format!("// line {l}: {text}"));
-            self.last_line = l;
+        if let Some(((l, via), text)) = self.pending_comment.take() {
+            if via.is_empty() {
+                self.w.line(format!("// line {l}: {text}"));
+            } else {
+                self.w.line(format!("// line {l} ({via}): {text}"));
+            }
+            self.last_line = (l, via);
         }
     }
 
@@ -569,14 +574,15 @@ impl<'a> Emitter<'a> {
 
     fn note_src(&mut self, src: &Src) {
         self.cur_src = src.clone();
-        if src.line != 0 && src.line != self.last_line {
+        let at = (src.line, src.via.clone());
+        if src.line != 0 && at != self.last_line {
             let text = self
                 .f
                 .line_text
-                .get(&src.line)
+                .get(&at)
                 .cloned()
                 .unwrap_or_else(|| src.text.clone());
-            self.pending_comment = Some((src.line, text));
+            self.pending_comment = Some((at, text));
         }
     }
 

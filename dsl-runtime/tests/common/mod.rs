@@ -25,7 +25,7 @@ impl K {
         Src {
             line: self.line,
             text: text.into(),
-            name: String::new(),
+            ..Src::default()
         }
     }
     /// The line the next op gets.
