@@ -30,6 +30,7 @@ impl K {
             line: self.line,
             text: self.text.clone(),
             name: name.into(),
+            ..Src::default()
         }
     }
     pub fn ptr(&mut self, name: &str, d: DType) -> ValueId {
