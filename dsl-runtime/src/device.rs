@@ -315,8 +315,11 @@ impl Drop for HostBuffers<'_> {
     }
 }
 
-pub(crate) fn lock(h: &Mutex<HostMem>) -> std::sync::MutexGuard<'_, HostMem> {
-    h.lock().unwrap_or_else(|p| p.into_inner())
+/// A lock on the runtime's shared state (host buffers, compile and load caches). What they
+/// hold is swapped or inserted whole, so a lock poisoned by a panicking thread still guards
+/// usable values: it is taken as it is, not turned into a second panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A window of a buffer.

@@ -3,7 +3,7 @@
 //! function. `launch` checks the arguments, then interprets or launches.
 use crate::autotune::{self, Config};
 use crate::cuda::{self, CudaSource, EmitOptions, DEFAULT_NUM_STAGES};
-use crate::device::{CudaDev, Device, HostBuffers, Kind};
+use crate::device::{lock, CudaDev, Device, HostBuffers, Kind};
 use crate::error::{Error, Result};
 use crate::interp::{self, InterpArg, InterpOptions};
 use crate::launch_args::{self, Arg};
@@ -205,7 +205,7 @@ impl KernelDef {
         let mut key = constexprs.to_vec();
         key.sort_by_key(|(n, _)| *n);
         let map = self.specs.get_or_init(Default::default);
-        if let Some(s) = lock_map(map).get(&key) {
+        if let Some(s) = lock(map).get(&key) {
             return Ok(s.clone());
         }
         let kernel = self.ir()?.specialize(constexprs).map_err(Error::Lower)?;
@@ -214,7 +214,7 @@ impl KernelDef {
             functions: Mutex::new(HashMap::new()),
             checked: Mutex::new(Default::default()),
         });
-        lock_map(map).insert(key, spec.clone());
+        lock(map).insert(key, spec.clone());
         Ok(spec)
     }
 
@@ -313,11 +313,11 @@ impl KernelDef {
             (grid, &ints, &lens).hash(&mut h);
             h.finish()
         };
-        if lock_map(&spec.checked).contains(&key) {
+        if lock(&spec.checked).contains(&key) {
             return Ok(());
         }
         crate::bounds::check(&spec.kernel, grid, &ints, &lens).map_err(|m| self.err(m))?;
-        lock_map(&spec.checked).insert(key);
+        lock(&spec.checked).insert(key);
         Ok(())
     }
 
@@ -343,7 +343,7 @@ impl KernelDef {
             )
         };
         let map = self.tuned.get_or_init(Default::default);
-        if let Some(&i) = lock_map(map).get(&id) {
+        if let Some(&i) = lock(map).get(&id) {
             return pick(i);
         }
         let best = if dev.is_cuda() {
@@ -362,7 +362,7 @@ impl KernelDef {
         } else {
             0
         };
-        lock_map(map).insert(id, best);
+        lock(map).insert(id, best);
         pick(best)
     }
 
@@ -427,7 +427,7 @@ impl KernelDef {
     }
 
     fn function(&self, dev: &CudaDev, spec: &Spec, key: FunctionKey) -> Result<Loaded> {
-        if let Some(f) = lock_map(&spec.functions).get(&key) {
+        if let Some(f) = lock(&spec.functions).get(&key) {
             return Ok(f.clone());
         }
         let src = cuda::emit(
@@ -443,7 +443,7 @@ impl KernelDef {
         .map_err(Error::Lower)?;
         let dynamic = src.dynamic_smem_bytes;
         let f = launch_args::load_function(dev, &src.code, &src.entry, dynamic)?;
-        lock_map(&spec.functions).insert(key, (f.clone(), dynamic as u32));
+        lock(&spec.functions).insert(key, (f.clone(), dynamic as u32));
         Ok((f, dynamic as u32))
     }
 
@@ -487,8 +487,4 @@ fn sigs(k: &Kernel) -> Vec<launch_args::Sig<'_>> {
             kind: p.kind,
         })
         .collect()
-}
-
-fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -7,7 +7,7 @@ use super::interp::{self, HostArg, InterpMode};
 use super::program::{Program, Val};
 use super::resolve::{resolve, Resolved};
 use super::schedule::{schedule, sync_text, Schedule};
-use crate::device::{Device, HostBuffers, Kind, PtrArg, RawBuf};
+use crate::device::{lock, Device, HostBuffers, Kind, PtrArg, RawBuf};
 use crate::error::{Error, Result};
 use crate::kernel_def::Binding;
 use crate::launch_args;
@@ -236,14 +236,14 @@ impl MegaDef {
         key.sort_by(|a, b| a.0.cmp(&b.0));
         let key = (key, opts.prefetch_depth);
         let map = self.plans.get_or_init(Default::default);
-        let cached = lock_map(map).get(&key).cloned();
+        let cached = lock(map).get(&key).cloned();
         let arc = match cached {
             Some(p) => p,
             None => {
                 let r = resolve(self.program(), constexprs).map_err(Error::Lower)?;
                 let s = schedule(&r, opts.prefetch_depth);
                 let p = Arc::new((r, s));
-                lock_map(map).insert(key.clone(), p.clone());
+                lock(map).insert(key.clone(), p.clone());
                 p
             }
         };
@@ -387,7 +387,7 @@ impl MegaDef {
             gen: gen_key(opts),
         };
         let fmap = self.functions.get_or_init(Default::default);
-        let cached = lock_map(fmap).get(&key).cloned();
+        let cached = lock(fmap).get(&key).cloned();
         let k = match cached {
             Some(k) => k,
             None => {
@@ -405,7 +405,7 @@ impl MegaDef {
                     block_threads: src.block_threads,
                     smem_bytes: src.smem_bytes,
                 });
-                lock_map(fmap).insert(key, k.clone());
+                lock(fmap).insert(key, k.clone());
                 k
             }
         };
@@ -434,7 +434,7 @@ impl MegaDef {
         let packed = launch_args::Packed::new(args).map_err(|m| self.err(m))?;
         let timeout_ns: u64 = opts.timeout_ms.saturating_mul(1_000_000);
         let bufs = self.sync_bufs.get_or_init(Default::default);
-        let mut bufs = lock_map(bufs);
+        let mut bufs = lock(bufs);
         let stages = r.stages.len();
         // Profiled: the stage runs this launch makes (one stamp triple per run and CTA).
         let runs = if opts.profile {
@@ -492,7 +492,7 @@ impl MegaDef {
             let base = SyncWords::profile_base(stages, ctas as usize);
             let raw = stream.clone_dtoh(&sync.words.slice(base..words_len))?;
             let p = super::profile::Profile::new(r, runs, ctas as usize, &raw);
-            *lock_map(&self.profile) = Some(p);
+            *lock(&self.profile) = Some(p);
         }
         Ok(())
     }
@@ -512,7 +512,7 @@ impl MegaDef {
 
     /// The stamps of the last launch with `MegaOptions::profile` (None if there was none).
     pub fn take_profile(&self) -> Option<super::profile::Profile> {
-        lock_map(&self.profile).take()
+        lock(&self.profile).take()
     }
 
     /// Reads the error word of every launch so far on `dev` (for launches with
@@ -531,7 +531,7 @@ impl MegaDef {
         let Some(bufs) = self.sync_bufs.get() else {
             return Ok(());
         };
-        let mut bufs = lock_map(bufs);
+        let mut bufs = lock(bufs);
         for ((s, _), buf) in bufs.iter_mut() {
             if *s != Arc::as_ptr(stream) as usize {
                 continue;
@@ -651,10 +651,6 @@ fn sigs(r: &Resolved) -> Vec<launch_args::Sig<'_>> {
             kind: p.kind,
         })
         .collect()
-}
-
-fn lock_map<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
