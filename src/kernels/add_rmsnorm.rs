@@ -21,7 +21,7 @@ pub fn add_rmsnorm(
     let h = (load(x + offs, mask, 0.0).to(f32) + load(residual + offs, mask, 0.0).to(f32)).to(bf16);
     store(residual + offs, h, mask);
     let hf = h.to(f32);
-    let inv = rsqrt(sum(hf * hf, 0) / n_cols as f32 + eps);
+    let inv = rms_inv(hf * hf, n_cols, eps);
     let g = load(w + cols, mask, 0.0).to(f32);
     store(y + offs, (hf * inv * g).to(bf16), mask);
 }

@@ -49,7 +49,7 @@ pub fn normed_gemv_rows(
         sumsq += xv * xv;
         acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     }
-    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
+    let inv = rms_inv(sumsq, k, eps);
     sum(acc, 1) * inv
 }
 
@@ -85,21 +85,12 @@ pub fn gemv_residual(
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let mut acc = zeros([BM, BK], f32);
-    for k0 in (0..k).step_by(BK) {
-        let cols = k0 + arange(0, BK);
-        let col_mask = cols < k;
-        let xv = load(x + cols, col_mask, 0.0).to(f32);
-        let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
-        let wv = load(
-            w + rows.expand_dims(1) * k + cols.expand_dims(0),
-            tile_mask,
-            0.0,
-        )
-        .to(f32);
-        acc += wv * xv.expand_dims(0);
-    }
-    // Epilogue: the residual stream is f32 (`embedding.rs` says why).
+    // The residual stream is f32 (`embedding.rs` says why); its rows are loaded before the
+    // tile library's GEMV loop, so their round trip overlaps the weights'.
     let r = load(res + rows, row_mask, 0.0);
-    store(res + rows, r + sum(acc, 1), row_mask);
+    store(
+        res + rows,
+        r + gemv_rows(w, x, rows, row_mask, k, BK),
+        row_mask,
+    );
 }

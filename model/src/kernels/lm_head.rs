@@ -18,7 +18,7 @@
 //! by `sampling::gumbel_uniform` for tests.
 use dsl_runtime::prelude::*;
 
-#[kernel]
+#[kernel(helpers(crate::kernels::gemv::normed_gemv_rows))]
 pub fn lm_head_argmax(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -38,25 +38,8 @@ pub fn lm_head_argmax(
     let pid = program_id(0);
     let rows = pid * BM + arange(0, BM);
     let row_mask = rows < vocab;
-    let mut acc = zeros([BM, BK], f32);
-    let mut sumsq = zeros([BK], f32);
-    for k0 in (0..k).step_by(BK) {
-        let cols = k0 + arange(0, BK);
-        let col_mask = cols < k;
-        let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
-        let wv = load(
-            w + rows.expand_dims(1) * k + cols.expand_dims(0),
-            tile_mask,
-            0.0,
-        )
-        .to(f32);
-        let xv = load(x + cols, col_mask, 0.0);
-        sumsq += xv * xv;
-        acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
-    }
-    // The final norm's 1/rms(x) scales the dot products once (as in `gemv.rs`).
-    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
-    let z = sum(acc, 1) * inv;
+    // The final norm fused into the GEMV, as in `gemv.rs`.
+    let z = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
     store(logits + rows, z, row_mask);
 
     // Gumbel noise, only when sampling: the hash below is ~1000 integer ops per thread

@@ -38,7 +38,7 @@ pub fn rmsnorm_gate_up_silu(
         acc_up += wu * xg;
     }
     // The norm's 1/rms(x) scales both dot products once, at the end (as in `gemv.rs`).
-    let inv = rsqrt(sum(sumsq, 0) / k as f32 + eps);
+    let inv = rms_inv(sumsq, k, eps);
     let gate = sum(acc_gate, 1) * inv;
     let up = sum(acc_up, 1) * inv;
     store(act + rows, (silu(gate) * up).to(bf16), row_mask);

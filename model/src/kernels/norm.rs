@@ -30,7 +30,7 @@ pub fn rmsnorm(
         let xb = load(x + row * n_cols + cols, mask, 0.0).to(f32);
         sumsq += xb * xb;
     }
-    let inv = rsqrt(sum(sumsq, 0) / n_cols as f32 + eps);
+    let inv = rms_inv(sumsq, n_cols, eps);
     // Pass 2: normalise and scale (the second read of x hits L2).
     for off in (0..n_cols).step_by(BLOCK) {
         let cols = off + arange(0, BLOCK);

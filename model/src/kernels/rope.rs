@@ -56,7 +56,7 @@ pub fn qk_norm_rope(
         let base = head * D;
         let x = load(qkv + base + d).to(f32);
         let xp = load(qkv + base + partner).to(f32);
-        let inv = rsqrt(sum(x * x, 0) / D as f32 + eps);
+        let inv = rms_inv(x * x, D, eps);
         let xn = x * inv * load(q_norm + d).to(f32);
         let xpn = xp * inv * load(q_norm + partner).to(f32);
         store(q_out + base + d, (xn * cos_a + sign * xpn * sin_a).to(bf16));
@@ -65,7 +65,7 @@ pub fn qk_norm_rope(
         let base = n_heads * D + kvh * D;
         let x = load(qkv + base + d).to(f32);
         let xp = load(qkv + base + partner).to(f32);
-        let inv = rsqrt(sum(x * x, 0) / D as f32 + eps);
+        let inv = rms_inv(x * x, D, eps);
         let xn = x * inv * load(k_norm + d).to(f32);
         let xpn = xp * inv * load(k_norm + partner).to(f32);
         let slot = (kvh * max_seq + p) * D;
@@ -98,7 +98,7 @@ fn norm_rope(
     let sign = where_(d < half, -1.0, 1.0);
     let x = load(src + d).to(f32);
     let xp = load(src + partner).to(f32);
-    let inv = rsqrt(sum(x * x, 0) / D as f32 + eps);
+    let inv = rms_inv(x * x, D, eps);
     let xn = x * inv * load(w + d).to(f32);
     let xpn = xp * inv * load(w + partner).to(f32);
     xn * cos_a + sign * xpn * sin_a
