@@ -184,7 +184,7 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
   // layout L0 = [1024]: thread t owns elements (t + 128*b)*8 + v, b < 1, v < 8
   auto L0_j = [&](int s) { return (tid) * 8 + s % 8; };
   // shared memory
-  float* v28_part = (float*)(smem + 0);  // [4] sum(v28) over axis 0: one partial per warp and row
+  float* v30_part = (float*)(smem + 0);  // [4] sum(v30) over axis 0: one partial per warp and row
 
   // ---- prologue ----
   // line 24: program_id(0)
@@ -260,14 +260,15 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
       sumsq[s] = v26[s];
     }
   }
-  // line 33: rsqrt(sum(sumsq, 0) / n_cols as f32 + eps)
+  // line 33: n_cols
   float v27[8];
   #pragma unroll
   for (int s = 0; s < 8; ++s) {
     v27[s] = sumsq[s];
   }
-  float v28;
-  {  // sum(v28) over axis 0: per-thread partials, warp shuffles, then shared memory
+  // line 33 (rms_inv): rsqrt(sum(sumsq, 0) / n as f32 + eps)
+  float v30;
+  {  // sum(v30) over axis 0: per-thread partials, warp shuffles, then shared memory
     float acc = 0.0f;
     #pragma unroll
     for (int s = 0; s < 8; ++s) {
@@ -278,15 +279,15 @@ __device__ __forceinline__ void rmsnorm_body(int pid0, int pid1, int pid2, int n
     for (int xor_off = 16; xor_off > 0; xor_off /= 2) {
       acc += __shfl_xor_sync(0xffffffffu, acc, xor_off);
     }
-    if (lane == 0) v28_part[warp] = acc;
+    if (lane == 0) v30_part[warp] = acc;
     __syncthreads();
     acc = 0.0f;
-    for (int pw = 0; pw < 4; ++pw) acc += v28_part[pw];
-    v28 = acc;
+    for (int pw = 0; pw < 4; ++pw) acc += v30_part[pw];
+    v30 = acc;
   }
-  const float v30 = (float)n_cols;
-  const float v31 = v28 / v30;
-  const float v33 = v31 + eps;
+  const float v31 = (float)n_cols;
+  const float v32 = v30 / v31;
+  const float v33 = v32 + eps;
   const float inv = rsqrtf(v33);
   // line 35: for off in (0..n_cols).step_by(BLOCK)
   for (int v38 = 0; v38 < n_cols; v38 += 1024) {

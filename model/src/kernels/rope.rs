@@ -25,62 +25,9 @@
 use super::gemv::normed_gemv_rows;
 use dsl_runtime::prelude::*;
 
-#[kernel]
-pub fn qk_norm_rope(
-    qkv: Ptr<bf16>,
-    q_norm: Ptr<bf16>,
-    k_norm: Ptr<bf16>,
-    rope: Ptr<f32>,
-    pos: Ptr<i32>,
-    q_out: Ptr<bf16>,
-    k_cache: Ptr<bf16>,
-    v_cache: Ptr<bf16>,
-    n_heads: i32,
-    n_kv_heads: i32,
-    max_seq: i32,
-    eps: f32,
-    #[constexpr] D: usize,
-) {
-    let head = program_id(0);
-    let p = load(pos);
-    let d = arange(0, D);
-    let half = D / 2;
-    let partner = (d + half) % D;
-    // This position's cosines and sines: a row of the host's table.
-    let cs = rope + p * D;
-    let cos_a = load(cs + d % half);
-    let sin_a = load(cs + half + d % half);
-    // rotate_half: the first half takes -x2 sin, the second half +x1 sin.
-    let sign = where_(d < half, -1.0, 1.0);
-    if head < n_heads {
-        let base = head * D;
-        let x = load(qkv + base + d).to(f32);
-        let xp = load(qkv + base + partner).to(f32);
-        let inv = rms_inv(x * x, D, eps);
-        let xn = x * inv * load(q_norm + d).to(f32);
-        let xpn = xp * inv * load(q_norm + partner).to(f32);
-        store(q_out + base + d, (xn * cos_a + sign * xpn * sin_a).to(bf16));
-    } else {
-        let kvh = head - n_heads;
-        let base = n_heads * D + kvh * D;
-        let x = load(qkv + base + d).to(f32);
-        let xp = load(qkv + base + partner).to(f32);
-        let inv = rms_inv(x * x, D, eps);
-        let xn = x * inv * load(k_norm + d).to(f32);
-        let xpn = xp * inv * load(k_norm + partner).to(f32);
-        let slot = (kvh * max_seq + p) * D;
-        store(
-            k_cache + slot + d,
-            (xn * cos_a + sign * xpn * sin_a).to(bf16),
-        );
-        // V needs no norm or rope: straight into the cache.
-        store(v_cache + slot + d, load(qkv + base + n_kv_heads * D + d));
-    }
-}
-
 /// The head at `src` (D elements of the QKV output) RMS-normed with weight `w` and rotated
 /// by the position's cosines and sines (`cs`, a row of the rope table): rotate-half RoPE,
-/// exactly `qk_norm_rope`'s arithmetic.
+/// the arithmetic of `qk_norm_rope` and `rmsnorm_qkv_rope`, written once.
 #[tile_fn]
 fn norm_rope(
     src: Ptr<bf16>,
@@ -102,6 +49,48 @@ fn norm_rope(
     let xn = x * inv * load(w + d).to(f32);
     let xpn = xp * inv * load(w + partner).to(f32);
     xn * cos_a + sign * xpn * sin_a
+}
+
+/// q/k RMSNorm + RoPE + K/V cache write for one head per program (the kernels engine's
+/// op; the megakernel finishes heads in `rmsnorm_qkv_rope` with the same `norm_rope`).
+#[kernel(helpers(norm_rope))]
+pub fn qk_norm_rope(
+    qkv: Ptr<bf16>,
+    q_norm: Ptr<bf16>,
+    k_norm: Ptr<bf16>,
+    rope: Ptr<f32>,
+    pos: Ptr<i32>,
+    q_out: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    #[constexpr] D: usize,
+) {
+    let head = program_id(0);
+    let p = load(pos);
+    let d = arange(0, D);
+    // This position's cosines and sines: a row of the host's table.
+    let cs = rope + p * D;
+    if head < n_heads {
+        let base = head * D;
+        store(
+            q_out + base + d,
+            norm_rope(qkv + base, q_norm, cs, eps, D).to(bf16),
+        );
+    } else {
+        let kvh = head - n_heads;
+        let base = n_heads * D + kvh * D;
+        let slot = (kvh * max_seq + p) * D;
+        store(
+            k_cache + slot + d,
+            norm_rope(qkv + base, k_norm, cs, eps, D).to(bf16),
+        );
+        // V needs no norm or rope: straight into the cache.
+        store(v_cache + slot + d, load(qkv + base + n_kv_heads * D + d));
+    }
 }
 
 /// The input RMSNorm + QKV GEMV (`rmsnorm_gemv`) and `qk_norm_rope` in one grid: every
