@@ -6,7 +6,9 @@
 #          .gpu/bin/tessera (scripts/pack_gpu.sh). One name alone is a plain `tessera tune`
 #          run, e.g. `PROBE=0 GENERATE=0 bash scripts/device_ab.sh 0.6b head -- --profile`.
 #   device run: carry [".gpu"], command: bash scripts/device_ab.sh SHAPE NAME... [-- tune flags]
-# PROBE=0 skips the hand-written probe, GENERATE=0 the `generate` runs. Output under $OUT, one log per run.
+# PROBE=0 skips the hand-written probe, GENERATE=0 the `generate` runs, PROFILE=0 the profiles.
+# POSITIONS="1 512 2048 8192" repeats the A/B at each context (`--position`), rep by rep, so a
+# call cut short still has one repetition of every pair. Output under $OUT, one log per run.
 set -uo pipefail
 shape=${1:?usage: device_ab.sh SHAPE NAME... [-- tune flags]}
 shift
@@ -38,15 +40,23 @@ if [[ ${PROBE:-1} != 0 && -f scripts/probe/chain.cu ]]; then
 fi
 
 # The A/B: every binary twice, in alternation (ABAB), same knobs.
+positions=(${POSITIONS:-})
+[[ ${#positions[@]} == 0 ]] && positions=(-)
 for rep in 1 2; do
-  for n in "${names[@]}"; do
-    echo "=== [$(date +%T)] tune $n rep $rep: ${flags[*]}"
-    timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" --json "$OUT/tune-$n-$rep.json" \
-      > "$OUT/tune-$n-$rep.md" 2> "$OUT/tune-$n-$rep.err"
-    echo "rc=$?"; tail -3 "$OUT/tune-$n-$rep.err"; grep -E "^\|" "$OUT/tune-$n-$rep.md" | tail -4
+  for p in "${positions[@]}"; do
+    at=()
+    [[ $p != - ]] && at=(--position "$p")
+    for n in "${names[@]}"; do
+      tag=$n; [[ $p != - ]] && tag=$n-p$p
+      echo "=== [$(date +%T)] tune $n rep $rep ${at[*]}: ${flags[*]}"
+      timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" "${at[@]}" --json "$OUT/tune-$tag-$rep.json" \
+        > "$OUT/tune-$tag-$rep.md" 2> "$OUT/tune-$tag-$rep.err"
+      echo "rc=$?"; tail -3 "$OUT/tune-$tag-$rep.err"; grep -E "^\|" "$OUT/tune-$tag-$rep.md" | tail -1
+    done
   done
 done
 # One profile each (where the time goes), and the kernels engine beside the megakernel.
+[[ ${PROFILE:-1} == 0 ]] && names=()
 for n in "${names[@]}"; do
   echo "=== [$(date +%T)] profile $n"
   timeout 300 "$(bin "$n")" tune --model "$d" "${flags[@]}" --profile > "$OUT/profile-$n.md" 2> "$OUT/profile-$n.err"

@@ -256,7 +256,7 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
         assert_eq!(src.entry, "toy_mlp_mega");
         for needle in [
             "gemv_BM8_BK64_issue(",
-            "tsr_top_up(tsr_q, tsr_ctl,",
+            "tsr_produce(tsr_ctl, &tsr_abort,",
             "tsr_stage_wait(tsr_bar + tsr_q.used % 8u, (tsr_q.used / 8u) & 1u);",
         ] {
             assert_eq!(

@@ -5,8 +5,9 @@
 //! persistent grid. Its outputs must equal the kernels launched one by one through the
 //! interpreter. This checks what the interpreter cannot: the generated counters, targets
 //! and waits, the grid-stride program loops, the last CTA's reset of the sync words, and
-//! the staging ring (the walk over each CTA's staged programs, the ring's positions, the
-//! per-load byte ranges and copies, the mbarrier phases), without a GPU.
+//! the staging ring (the producer warp's walk over each CTA's staged programs, the ring's
+//! positions, the copies from the loads' boxes, the full and empty mbarriers' phases, the
+//! compute warps' named barrier), without a GPU.
 #[path = "../dsl-runtime/tests/host_emu/harness.rs"]
 mod harness;
 use half::bf16;
@@ -19,9 +20,21 @@ use tessera::toy::{toy_mlp, toy_sequential, ToyBuffers};
 
 const EPS: f32 = 1e-6;
 
+/// What an emulated run reports beside its outputs.
+struct Counts {
+    /// Bytes the copies held, and bytes staged loads then took from them.
+    copied: u64,
+    hits: u64,
+    /// Copies whose headers came from boxes.
+    boxed: u64,
+    /// With a producer warp: programs the compute warps freed (empty-mbarrier arrivals).
+    freed: u64,
+    /// The ring's bytes (0: no ring).
+    ring: u64,
+}
+
 /// The toy megakernel's generated source, run on `ctas` emulated CTAs over `b`'s data;
-/// returns what it wrote (as `ToyBuffers::outputs` orders it), the bytes its copies held and
-/// the bytes staged loads took from them, and how many copies' headers came from boxes.
+/// returns what it wrote (as `ToyBuffers::outputs` orders it) and its counts.
 fn run_emulated(
     opts: &MegaOptions,
     ctas: u32,
@@ -29,7 +42,7 @@ fn run_emulated(
     layers: usize,
     d: usize,
     f: usize,
-) -> (Vec<bf16>, u64, u64, u64) {
+) -> (Vec<bf16>, Counts) {
     let cx = toy_mlp::constexprs(d, f);
     let src = toy_mlp::MEGAKERNEL.cuda_source(&cx, opts).unwrap();
     let stages = toy_mlp::MEGAKERNEL
@@ -41,6 +54,15 @@ fn run_emulated(
     let mut code = harness::swap_block(&src.code, "conversions", "conversions.h");
     code = harness::swap_block(&code, "staging", "staging.h");
     code = harness::swap_block(&code, "synchronisation primitives", "mega.h");
+    // A ring asked for: the compute warps' barrier (and, with something staged, a producer).
+    let producer = code.contains("tsr_produce(");
+    if opts.stage_ring != Some(0) {
+        code = harness::swap_block(&code, "producer", "producer.h");
+    }
+    let ring = code
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("#define TSR_RING "))
+        .map_or(0, |n| n.trim_end_matches("ull").parse().unwrap());
     let dyn_decl = "  extern __shared__ __align__(128) unsigned char tsr_dyn[];";
     assert!(code.contains(dyn_decl));
     code = code.replace(
@@ -74,8 +96,10 @@ fn run_emulated(
     );
     args.push("sync.data()".into());
     args.push("10000000000ull".into()); // a 10 s watchdog
+                                        // Named barrier 1 (the compute warps') leaves out a producer warp.
+    let named = if producer { src.block_threads - 32 } else { 0 };
     main += &format!(
-        "  launch_persistent(dim3{{{ctas}, 1, 1}}, {}, {}, [&] {{ {}({}); }});\n",
+        "  launch_persistent(dim3{{{ctas}, 1, 1}}, {}, {}, [&] {{ {}({}); }}, {named});\n",
         src.block_threads,
         src.smem_bytes,
         src.entry,
@@ -89,13 +113,29 @@ fn run_emulated(
     for i in 0..bufs.len() {
         main += &format!("  write_file(argv[{}], b{i}, b{i}.size() - 64);\n", i + 1);
     }
-    main += "  std::printf(\"staged %llu %llu %llu\\n\", tsr_emu_staged.load(), tsr_emu_hits.load(), tsr_emu_boxed.load());\n  return 0;\n}\n";
+    let freed = if opts.stage_ring != Some(0) {
+        "tsr_emu_freed.load()"
+    } else {
+        "0ull"
+    };
+    main += &format!("  std::printf(\"staged %llu %llu %llu %llu\\n\", tsr_emu_staged.load(), tsr_emu_hits.load(), tsr_emu_boxed.load(), {freed});\n  return 0;\n}}\n");
     let paths: Vec<PathBuf> = (0..bufs.len())
         .map(|i| dir.join(format!("b{i}.bin")))
         .collect();
     let stdout = harness::compile_and_run(&format!("{code}\n{main}"), &dir, &paths, 300);
-    let counts = harness::staged_counts(&stdout);
-    let (staged, hits, boxed) = (counts[0], counts[1], counts[2]);
+    let c = harness::staged_counts(&stdout);
+    let counts = Counts {
+        copied: c[0],
+        hits: c[1],
+        boxed: c[2],
+        freed: c[3],
+        ring,
+    };
+    assert_eq!(
+        producer,
+        ring > 0,
+        "a producer warp exactly when there is a ring"
+    );
     let read_bf16 = |i: usize| -> Vec<bf16> {
         std::fs::read(&paths[i])
             .unwrap()
@@ -109,7 +149,7 @@ fn run_emulated(
         outs.extend(read_bf16(i));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    (outs, staged, hits, boxed)
+    (outs, counts)
 }
 
 /// Within bf16 rounding of the reference (the emulator's libm `expf` may differ from the
@@ -128,67 +168,79 @@ fn assert_close(got: &[bf16], want: &[bf16], what: &str) {
     );
 }
 
+/// The staging ring's producer protocol (issue 10): a producer warp per CTA issues the
+/// ring, the compute warps free each program's bytes on its empty mbarrier. On emulated
+/// CTAs, with rings from smaller than one CTA's share of a stage (every CTA wraps it, and
+/// the producer waits for freed bytes) to larger than the whole launch, grids smaller and
+/// larger than a stage, and more programs per CTA than mbarriers (their phases wrap): the
+/// same bits as the kernel without staging, every copied byte read, and the interpreter's
+/// outputs (the kernels launched one by one).
 #[test]
-fn toy_megakernel_runs_on_emulated_ctas_with_and_without_staging() {
+fn toy_megakernel_with_a_producer_warp_on_emulated_ctas() {
     let (layers, d, f) = (3, 64, 128);
     let dev = Device::interpreter();
-    let reference = ToyBuffers::random(&dev, &mut Rng::new(7), layers, d, f).unwrap();
+    let reference = ToyBuffers::random(&dev, &mut Rng::new(11), layers, d, f).unwrap();
     let input = reference.copy_to(&dev).unwrap();
     toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
     let want = reference.outputs().unwrap();
-    let mut plain_out = None;
-    // (warps, CTAs, staging, boxes): more programs than CTAs in every GEMV stage, and fewer;
-    // copies' ranges reduced over the CTA, or written from the loads' boxes.
+    // Without a ring, on grids smaller and larger than a stage.
+    let plain = MegaOptions::default().warps(2);
+    assert_eq!(plain.stage_ring, Some(0));
+    let (unstaged, c) = run_emulated(&plain, 3, &input, layers, d, f);
+    assert_eq!((c.ring, c.copied, c.hits), (0, 0, 0));
+    assert_close(&unstaged, &want, "no staging");
+    let (wide, _) = run_emulated(&plain, 40, &input, layers, d, f);
+    assert_eq!(wide, unstaged, "no staging, 40 CTAs");
+    // (warps, CTAs, ring bytes: None is the GPU default's)
     let configs = [
-        (2, 3, false, false),
-        (2, 3, true, false),
-        (4, 5, true, false),
-        (2, 40, true, false),
-        (2, 3, true, true),
-        (4, 5, true, true),
-        (2, 40, true, true),
+        (2, 3, None),
+        (2, 3, Some(8 << 10)),
+        (4, 5, None),
+        (2, 40, None),
+        (2, 1, Some(8 << 10)),
     ];
-    for (warps, ctas, staged, boxes) in configs {
+    for (warps, ctas, ring) in configs {
         let mut opts = MegaOptions::default().warps(warps);
-        opts.stage_ring = if staged { None } else { Some(0) };
-        opts.stage_boxes = boxes;
-        let (got, copied, hits, boxed) = run_emulated(&opts, ctas, &input, layers, d, f);
-        let what = format!("{warps} warps, {ctas} CTAs, staging {staged}, boxes {boxes}");
-        // Boxes: every GEMV's weight tile is one (whole rows, or a strided piece that is
-        // not copied), and a box copies exactly the bytes the program then reads.
-        if boxes {
-            assert!(boxed > 0, "{what}: no header came from a box");
-            assert_eq!(hits, copied, "{what}: a box copied bytes nobody read");
-        } else {
-            assert_eq!(boxed, 0, "{what}");
-        }
-        assert_close(&got, &want, &what);
-        // The gate and up GEMVs read whole rows in one K step: every layer's are copied
-        // (2 x F x D bf16), and the down GEMV's first K step when its strided range fits.
+        opts.stage_ring = ring;
+        let what = format!("producer, {warps} warps, {ctas} CTAs, ring {ring:?}");
+        let (got, c) = run_emulated(&opts, ctas, &input, layers, d, f);
+        assert!(c.ring > 0, "{what}: nothing was staged");
+        assert!(
+            c.boxed > 0 && c.freed > 0,
+            "{what}: boxed {}, freed {}",
+            c.boxed,
+            c.freed
+        );
+        // Each staged program's copies carry its header(s), one box per staged load, and the
+        // compute warps free it once: as many frees as programs staged, at least one box each.
+        assert!(
+            c.boxed >= c.freed,
+            "{what}: {} boxes for {} programs",
+            c.boxed,
+            c.freed
+        );
+        assert_eq!(c.hits, c.copied, "{what}: a copy held bytes nobody read");
         let gate_up = (layers * 2 * f * d * 2) as u64;
         assert!(
-            if staged {
-                copied >= gate_up
-            } else {
-                copied == 0
-            },
-            "{what}: the copies held {copied} bytes"
+            c.copied >= gate_up,
+            "{what}: the copies held {} bytes",
+            c.copied
         );
-        // ... and the programs found them where the ring put them.
-        assert!(
-            if staged {
-                hits >= gate_up && hits <= copied
-            } else {
-                hits == 0
-            },
-            "{what}: staged loads took {hits} bytes from copies of {copied}"
-        );
-        // Staged or not, the same arithmetic: the same bits.
-        if warps == 2 && ctas == 3 {
-            match &plain_out {
-                None => plain_out = Some(got),
-                Some(p) => assert_eq!(&got, p, "{what}: staged differs from unstaged"),
-            }
+        if ring == Some(8 << 10) {
+            // More bytes per CTA than the ring holds: the producer wrapped it.
+            assert!(
+                c.copied / ctas as u64 > c.ring,
+                "{what}: {} bytes over {ctas} CTAs never wrap a {}-byte ring",
+                c.copied,
+                c.ring
+            );
+        }
+        assert_close(&got, &want, &what);
+        if warps == 2 {
+            assert_eq!(
+                got, unstaged,
+                "{what}: differs from the kernel without staging"
+            );
         }
     }
 }

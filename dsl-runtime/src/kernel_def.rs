@@ -246,6 +246,7 @@ impl KernelDef {
                 early: vec![],
                 num_stages,
                 stage_boxes: false,
+                consumer_barrier: false,
             },
         )
         .map_err(Error::Lower)
@@ -438,6 +439,7 @@ impl KernelDef {
                 early: vec![],
                 num_stages: key.num_stages,
                 stage_boxes: false,
+                consumer_barrier: false,
             },
         )
         .map_err(Error::Lower)?;

@@ -210,6 +210,7 @@ fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
             early: vec![],
             num_stages: stages,
             stage_boxes: false,
+            consumer_barrier: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -381,6 +382,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
             early: vec![],
             num_stages: stages,
             stage_boxes: false,
+            consumer_barrier: false,
         },
     )
     .unwrap()

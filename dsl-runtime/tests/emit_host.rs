@@ -63,6 +63,7 @@ fn run_host_staged(
             early,
             num_stages: 1,
             stage_boxes: boxes,
+            consumer_barrier: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -530,6 +531,7 @@ fn staged_gemv_matches_reference() {
             early: vec![true, false, false, false, false],
             num_stages: 1,
             stage_boxes: boxes,
+            consumer_barrier: false,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

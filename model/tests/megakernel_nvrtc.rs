@@ -25,27 +25,32 @@ fn decode_megakernel_compiles_with_nvrtc() {
     )
     .unwrap()
     .config;
-    // The 0.6B shape also with the staging ring (the weights copied ahead, as an H100
-    // allows), its copies' ranges reduced or written from the loads' boxes.
-    for (cfg, profile, staged, boxes) in [
-        (qwen3_0_6b(), false, false, false),
-        (qwen3_0_6b(), false, true, false),
-        (qwen3_0_6b(), false, true, true),
-        (qwen3_1_7b, true, false, false),
-        (tiny, false, false, false),
+    // The 0.6B shape also with the staging ring (the weights copied ahead by a producer
+    // warp, as an H100 allows).
+    for (cfg, profile, staged) in [
+        (qwen3_0_6b(), false, false),
+        (qwen3_0_6b(), false, true),
+        (qwen3_0_6b(), true, true),
+        (qwen3_1_7b, true, false),
+        (tiny, false, false),
     ] {
         let t = Tiles::for_config(&cfg);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;
         opts.stage_ring = if staged { None } else { Some(0) };
-        opts.stage_boxes = boxes;
         let cx = constexprs(&cfg, &t);
         let src = decode_step::MEGAKERNEL.cuda_source(&cx, &opts).unwrap();
-        assert_eq!(src.code.contains("tsr_top_up("), staged);
-        // Every weight tile of the step is whole rows: a box, so no issue reduces ranges.
-        assert_eq!(src.code.contains("if (tid == 0) tsr_stage_box("), boxes);
-        if boxes {
-            assert!(!src.code.contains("tsr_range_add(range"));
+        // A producer warp: one more warp, and no compute barrier it would have to join.
+        assert_eq!(src.code.contains("tsr_produce("), staged);
+        assert_eq!(src.block_threads, 32 * (t.warps + staged as u32));
+        if staged {
+            let body = &src.code[src.code.find("tsr_produce(tsr_ctl").unwrap()..];
+            assert!(
+                !body.contains("__syncthreads()"),
+                "a barrier the producer skips"
+            );
+            // Every GEMV stage is staged: its weight tiles are whole rows, a box each.
+            assert_eq!(src.code.matches("_issue(tsr_p % tsr_g0").count(), 5);
         }
         let t = std::time::Instant::now();
         if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {

@@ -28,8 +28,6 @@ pub struct Knobs {
     /// KiB of the staging ring (weight loads issued ahead into shared memory, across
     /// syncs): `auto` as large as the GPU allows, 0 none.
     pub stage_ring: RingKib,
-    /// With a ring: copies' ranges from the loads' boxes (`MegaOptions::stage_boxes`).
-    pub stage_boxes: bool,
     /// Attention splits per head; 0: the tile rule's.
     pub attn_splits: usize,
 }
@@ -46,7 +44,6 @@ impl Default for Knobs {
             wait_prefetch_bytes: m.wait_prefetch_bytes,
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
-            stage_boxes: m.stage_boxes,
             attn_splits: 0,
         }
     }
@@ -121,7 +118,6 @@ pub fn run(
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             stage_ring: k.stage_ring.0.map(|k| k << 10),
-            stage_boxes: k.stage_boxes,
             check: false,
             ..MegaOptions::default()
         };
@@ -197,12 +193,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | boxes | attention splits | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -214,7 +210,6 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.wait_prefetch_bytes >> 20,
             k.prefetch_depth,
             k.stage_ring,
-            k.stage_boxes,
             if k.attn_splits == 0 {
                 "rule".to_string()
             } else {

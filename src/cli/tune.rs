@@ -36,14 +36,10 @@ pub struct TuneArgs {
     /// Following stages idle CTAs prefetch.
     #[arg(long, value_name = "LIST")]
     pub prefetch_depth: Option<String>,
-    /// KiB of the staging ring (weights issued ahead into shared memory): `auto` (as much
-    /// as the GPU gives), 0 (none) or a size.
+    /// KiB of the staging ring (weights issued ahead into shared memory by a producer warp):
+    /// `auto` (as much as the GPU gives), 0 (none) or a size.
     #[arg(long, value_name = "LIST")]
     pub stage_ring_kib: Option<String>,
-    /// With a ring: write each copy's range from the load's box (`true`) or reduce every
-    /// thread's addresses (`false`).
-    #[arg(long, value_name = "LIST")]
-    pub stage_boxes: Option<String>,
     /// Attention splits per head (0: the tile rule's).
     #[arg(long, value_name = "LIST")]
     pub attn_splits: Option<String>,
@@ -125,11 +121,6 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("stage-ring-kib", &a.stage_ring_kib, d.stage_ring)?,
         |k, v| k.stage_ring = v,
-    );
-    grid = times(
-        grid,
-        list("stage-boxes", &a.stage_boxes, d.stage_boxes)?,
-        |k, v| k.stage_boxes = v,
     );
     grid = times(
         grid,

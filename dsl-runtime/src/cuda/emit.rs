@@ -119,6 +119,8 @@ pub(crate) struct Emitter<'a> {
     pub uses_mma: bool,
     /// Loads pipelined through a `cp.async` ring (`pipeline.rs`).
     pipe: pipeline::Pipes,
+    /// The C of a CTA barrier (`barrier_call`).
+    pub(super) barrier_call: &'static str,
 }
 
 /// Names the generated code itself uses (beside `c_syntax::C_KEYWORDS`).
@@ -173,6 +175,7 @@ impl<'a> Emitter<'a> {
             frag_shapes: BTreeMap::new(),
             uses_mma: false,
             pipe: pipeline::Pipes::default(),
+            barrier_call: super::barrier_call(opts),
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
@@ -1052,8 +1055,15 @@ impl<'a> Emitter<'a> {
     /// Writes into `w` the declarations that precede the statements: thread coordinates,
     /// the layout helpers the statements use and shared-memory regions.
     pub fn header(&self, w: &mut CWriter) {
+        self.header_as(w, "threadIdx.x")
+    }
+
+    /// `header`, with the thread index `tid` taken from the C expression `tid`.
+    pub fn header_as(&self, w: &mut CWriter, tid: &str) {
         let out = self.w.text();
-        w.line("const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;");
+        w.line(format!(
+            "const int tid = {tid}, lane = tid % 32, warp = tid / 32;"
+        ));
         w.line("(void)lane; (void)warp; (void)pid0; (void)pid1; (void)pid2; (void)npid0; (void)npid1; (void)npid2;");
         for (i, l) in self.layouts.iter().enumerate() {
             w.line(format!("// layout L{i} = {}", l.describe()));

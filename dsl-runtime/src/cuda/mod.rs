@@ -66,6 +66,11 @@ pub struct EmitOptions {
     /// a few scalars in thread 0, instead of every thread reducing its addresses over the
     /// CTA and a barrier (`EmitOptions::early` must be set for anything to be staged).
     pub stage_boxes: bool,
+    /// Barriers are `tsr_consumers_sync()` (a named barrier over the program's own threads,
+    /// defined by the megakernel) instead of `__syncthreads()`: a producer warp beside the
+    /// program's warps (`mega/staging.rs`) never joins them, and a staged load's `_issue`
+    /// is run by that warp's one lane as if it were thread 0.
+    pub consumer_barrier: bool,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -80,7 +85,17 @@ impl EmitOptions {
             early: vec![],
             num_stages: DEFAULT_NUM_STAGES,
             stage_boxes: false,
+            consumer_barrier: false,
         }
+    }
+}
+
+/// The CTA barrier a program's code calls (`EmitOptions::consumer_barrier`).
+pub(crate) fn barrier_call(opts: &EmitOptions) -> &'static str {
+    if opts.consumer_barrier {
+        "tsr_consumers_sync()"
+    } else {
+        "__syncthreads()"
     }
 }
 
@@ -129,6 +144,9 @@ pub struct CudaIssue {
     /// `<name>_issue`.
     pub name: String,
     pub code: String,
+    /// One thread can issue the copies alone: every copy's range comes from its load's box,
+    /// and the function has no barrier.
+    pub one_lane: bool,
 }
 
 pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String> {
@@ -224,10 +242,18 @@ fn emit_issue(
         "__device__ __forceinline__ void {entry}_issue({}) {{",
         sig.join(", ")
     ));
-    e.header(&mut w);
+    if opts.consumer_barrier {
+        // The producer lane (thread `threads`, after the program's) issues as thread 0.
+        e.header_as(&mut w, &format!("threadIdx.x % {}", e.threads));
+    } else {
+        e.header(&mut w);
+    }
     w.paste(e.statements());
     if !all_boxed {
-        w.line("__syncthreads();  // every warp's ranges are in");
+        w.line(format!(
+            "{};  // every warp's ranges are in",
+            barrier_call(opts)
+        ));
     }
     w.open("if (tid == 0) {");
     w.line("unsigned bytes = 0;");
@@ -255,6 +281,7 @@ fn emit_issue(
     let code = w.finish();
     Ok(CudaIssue {
         name: format!("{entry}_issue"),
+        one_lane: all_boxed && !code.contains(barrier_call(opts)),
         code,
     })
 }

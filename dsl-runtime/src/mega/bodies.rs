@@ -82,14 +82,14 @@ pub fn stage_early(r: &Resolved, s: usize) -> Vec<bool> {
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
 /// one kernel binding with different facts get two bodies (`name_v2`). With a staging
 /// ring of `ring_bytes` (0: none), a body stages its weight loads when one program's
-/// worth fits in half the ring (so at least two programs are in flight); `stage_boxes`:
-/// as `EmitOptions::stage_boxes`.
+/// worth fits in half the ring (so at least two programs are in flight) and one lane can
+/// issue it (every copy's range from its load's box): a producer warp issues the ring, so
+/// with a ring every body's barriers leave that warp out (`EmitOptions::consumer_barrier`).
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
     ring_bytes: usize,
-    stage_boxes: bool,
 ) -> Result<(String, Vec<BodyCode>), String> {
     let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
     for s in &r.stages {
@@ -117,7 +117,8 @@ pub fn stage_bodies(
                     divisible16: f.clone(),
                     early,
                     num_stages: 1,
-                    stage_boxes,
+                    stage_boxes: true,
+                    consumer_barrier: ring_bytes > 0,
                 },
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))
@@ -128,7 +129,8 @@ pub fn stage_bodies(
             vec![]
         };
         let mut b = emit(early)?;
-        if b.stage_bytes > ring_bytes / 2 {
+        let one_lane = b.issue.as_ref().is_none_or(|i| i.one_lane);
+        if b.stage_bytes > ring_bytes / 2 || !one_lane {
             b = emit(vec![])?;
         }
         if b.block_threads != 32 * num_warps {

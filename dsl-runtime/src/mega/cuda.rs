@@ -75,9 +75,10 @@ pub struct GenOptions {
     pub wait_prefetch_bytes: u64,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
-    /// Bytes of shared memory for the staging ring (0: no staging): each CTA issues its
-    /// staged programs' weight tiles (bulk copies) in the order it will run them, as far
-    /// ahead as the ring has room, before any wait (`mega/staging.rs`).
+    /// Bytes of shared memory for the staging ring (0: no staging): a producer warp per CTA
+    /// issues its staged programs' weight tiles (bulk copies) in the order the CTA will run
+    /// them, as far ahead as the ring has room (`mega/staging.rs`). Not 0: the bodies were
+    /// emitted with `EmitOptions::consumer_barrier`, staged or not.
     pub stage_ring_bytes: usize,
 }
 
@@ -175,6 +176,45 @@ __device__ __forceinline__ void tsr_prefetch_l2(const void* p, long long bytes, 
 #endif
 "#;
 
+/// With a staging ring, before the mega helpers: the compute warps' barrier and the
+/// mbarrier operations the producer protocol adds (`{THREADS}`: the compute threads).
+const PRODUCER_PRELUDE: &str = r#"// -- producer (PTX; a CPU emulator swaps this block) --
+// The compute warps' barrier: named barrier 1 over their {THREADS} threads. The producer
+// warp (mega/staging.rs) never joins it.
+__device__ __forceinline__ void tsr_consumers_sync() { asm volatile("bar.sync 1, {THREADS};" ::: "memory"); }
+// One arrival on `bar`: a program's ring bytes are free again.
+__device__ __forceinline__ void tsr_stage_arrive(unsigned long long* bar) {
+#if TSR_STAGING
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tsr_smem(bar)) : "memory");
+#endif
+}
+// Whether phase `parity` of `bar` has completed (without waiting).
+__device__ __forceinline__ bool tsr_stage_done(unsigned long long* bar, unsigned parity) {
+#if TSR_STAGING
+  unsigned done;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done) : "r"(tsr_smem(bar)), "r"(parity) : "memory");
+  return done != 0;
+#else
+  return true;
+#endif
+}
+// -- end producer --
+"#;
+
+/// The mega helpers; with a producer warp beside the `threads` compute threads, their
+/// barriers and strides leave it out.
+fn mega_prelude(producer: bool, threads: u32) -> String {
+    if !producer {
+        return MEGA_PRELUDE.to_string();
+    }
+    let helpers = PRODUCER_PRELUDE.replace("{THREADS}", &threads.to_string());
+    let mega = MEGA_PRELUDE
+        .replace("__syncthreads();", "tsr_consumers_sync();")
+        .replace("blockDim.x", &format!("{threads}u"));
+    format!("{helpers}{mega}")
+}
+
 /// The name of the generated `__global__`.
 pub fn entry_name(r: &Resolved) -> String {
     format!("{}_mega", c_name(&r.program.name))
@@ -190,6 +230,13 @@ pub fn generate(
     opts: &GenOptions,
 ) -> Result<MegaSource, String> {
     let threads = 32 * opts.num_warps;
+    // The bodies' barriers leave a producer warp out whenever a ring was asked for.
+    let named = opts.stage_ring_bytes > 0;
+    let bar = if named {
+        "tsr_consumers_sync();"
+    } else {
+        "__syncthreads();"
+    };
     let entry = entry_name(r);
     let body_of = |s: usize| {
         bodies
@@ -217,6 +264,9 @@ pub fn generate(
     } else {
         0
     };
+    // A producer warp when it has a ring to issue.
+    let producer = ring > 0;
+    let block = if producer { threads + 32 } else { threads };
     // Dynamic shared memory: the bodies' scratch, then the staging control area and ring.
     let scratch = if ring > 0 {
         smem.next_multiple_of(128)
@@ -241,7 +291,7 @@ pub fn generate(
     }
     w.paste(prelude);
     w.blank();
-    w.paste(MEGA_PRELUDE);
+    w.paste(&mega_prelude(named, threads));
     w.blank();
     for b in bodies {
         w.paste(&b.code);
@@ -270,7 +320,7 @@ pub fn generate(
     params.push("unsigned* tsr_sync".into());
     params.push("unsigned long long tsr_timeout_ns".into());
     w.open(format!(
-        "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}({}) {{",
+        "extern \"C\" __global__ void __launch_bounds__({block}) {entry}({}) {{",
         params.join(", ")
     ));
     let fns: Vec<String> = r
@@ -288,6 +338,7 @@ pub fn generate(
         loops: vec![],
         stage_bytes,
         ring_args: arg_names.join(", "),
+        bar,
     };
     g.state(smem > 0);
     if ring > 0 {
@@ -299,7 +350,7 @@ pub fn generate(
     Ok(MegaSource {
         entry,
         code: g.w.finish(),
-        block_threads: threads,
+        block_threads: block,
         smem_bytes: HEAD + scratch + control + ring,
         sync_words: SyncWords::records(r.stages.len()),
     })
@@ -320,6 +371,8 @@ struct Gen<'a> {
     stage_bytes: Vec<usize>,
     /// The run-time arguments, as the ring's functions take them.
     ring_args: String,
+    /// The compute warps' barrier (a statement).
+    bar: &'static str,
 }
 
 impl Gen<'_> {
@@ -371,26 +424,34 @@ impl Gen<'_> {
     /// `control` bytes before the ring), and its first issues.
     fn ring_start(&mut self, ctl: usize, control: usize) {
         let (a, w) = (&self.ring_args, &mut self.w);
-        w.line("// The staging ring: start issuing this CTA's first staged programs now.");
-        let n = super::staging::MAX_IN_FLIGHT;
+        let (n, threads) = (super::staging::MAX_IN_FLIGHT, 32 * self.opts.num_warps);
+        let empty = super::staging::EMPTY_BARS;
+        w.line("// The staging ring: the producer warp issues it, the compute warps read it.");
         w.line(format!(
-            "unsigned char* const tsr_ctl = tsr_dyn + {ctl};  // mbarriers, ranges, ring"
+            "unsigned char* const tsr_ctl = tsr_dyn + {ctl};  // mbarriers, then the ring"
         ));
-        w.line("unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;");
+        w.line("unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;  // full");
+        w.line(format!(
+            "unsigned long long* const tsr_empty = (unsigned long long*)(tsr_ctl + {empty});"
+        ));
         w.line(format!(
             "unsigned char* const tsr_ring = tsr_ctl + {control};"
         ));
         w.open("if (threadIdx.x == 0) {");
         w.line(format!(
-            "for (int i = 0; i < {n}; ++i) tsr_stage_init(tsr_bar + i);"
+            "for (int i = 0; i < {n}; ++i) {{ tsr_stage_init(tsr_bar + i); tsr_stage_init(tsr_empty + i); }}"
         ));
-        w.line("for (int i = 0; i < 32; ++i) ((unsigned long long*)(tsr_ctl + 64))[i] = i % 2 ? 0ull : ~0ull;");
         w.close("}");
         w.line("__syncthreads();");
-        w.line("tsr_ring_t tsr_q;");
+        w.line("// The producer warp: its first lane issues the ring; the warp takes no part in the rest.");
+        w.open(format!("if (threadIdx.x >= {threads}) {{"));
+        w.line(format!(
+            "if (threadIdx.x == {threads}) tsr_produce(tsr_ctl, &tsr_abort, {a});"
+        ));
+        w.line("return;");
+        w.close("}");
+        w.line("tsr_ring_t tsr_q;  // the compute warps' view: bytes and programs consumed");
         w.line("tsr_q.head = tsr_q.tail = 0ull; tsr_q.issued = tsr_q.used = 0u;");
-        w.line(format!("tsr_walk(tsr_q, 0, blockIdx.x, {a});"));
-        w.line(format!("tsr_top_up(tsr_q, tsr_ctl, {a});"));
     }
 
     /// The end of the kernel: the last CTA out resets the sync words.
@@ -400,7 +461,7 @@ impl Gen<'_> {
             "// The last CTA out zeroes the sync words (not the records: they are zero unless a",
         );
         w.line("// wait gave up, and then no CTA gets here), so the next launch starts clean.");
-        w.line("__syncthreads();");
+        w.line(self.bar);
         w.open("if (threadIdx.x == 0) {");
         w.line("__threadfence();");
         w.open(format!(
@@ -573,12 +634,16 @@ impl Gen<'_> {
             if args.is_empty() { "" } else { ", " },
             self.smem
         ));
-        w.line("__syncthreads();  // the next program reuses shared memory");
+        w.line(format!(
+            "{}  // the next program reuses shared memory",
+            self.bar
+        ));
         if staged > 0 {
             w.line(format!(
-                "tsr_q.tail = tsr_v + {staged}u; ++tsr_q.used;  // its ring bytes are free: issue further ahead"
+                "if (threadIdx.x == 0) tsr_stage_arrive(tsr_empty + tsr_q.used % {}u);  // its ring bytes are free: the producer refills them",
+                super::staging::MAX_IN_FLIGHT
             ));
-            w.line(format!("tsr_top_up(tsr_q, tsr_ctl, {});", self.ring_args));
+            w.line(format!("tsr_q.tail = tsr_v + {staged}u; ++tsr_q.used;"));
         }
         w.close("}");
         if self.opts.profile {
@@ -589,7 +654,8 @@ impl Gen<'_> {
     /// Productive waiting: stage `s`'s weights stream into L2 while the producers finish,
     /// each of threads `part` of `parts` taking its share.
     fn wait_prefetch(&mut self, s: usize, part: &str, parts: &str) {
-        // A staged stage's weights are already streaming into the ring.
+        // A staged stage's weights are already streaming into the ring (prefetching them
+        // into L2 as well measured slower: docs/PERF.md, session 12).
         if self.opts.wait_prefetch_bytes == 0 || self.stage_bytes[s] > 0 {
             return;
         }

@@ -44,17 +44,16 @@ pub struct MegaOptions {
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
-    /// GPU: bytes of shared memory per CTA for the staging ring (`mega/staging.rs`: weight
-    /// tiles copied ahead by the bulk copy engine, across syncs). None: as much as the GPU
-    /// gives a block, less [`STAGE_RESERVE`]; Some(0), the default: no staging. Off: both
-    /// its forms (per-thread `cp.async`, then bulk copies) measured slower on an H100
-    /// (docs/PERF.md); a producer-warp ring (issue 10) is to replace it.
+    /// GPU: bytes of shared memory per CTA for the staging ring (`mega/staging.rs`): one
+    /// more warp per CTA, the producer, whose elected lane walks the CTA's staged programs
+    /// and issues their weight tiles as bulk copies, waiting only for ring bytes the compute
+    /// warps have freed (full/empty mbarriers); the compute warps synchronise among
+    /// themselves with a named barrier. None: as much as the GPU gives a block, less
+    /// [`STAGE_RESERVE`]; Some(0), the default: no staging. Off: 1.06-1.15 against
+    /// 0.97-1.03 ms/token without it on an H100 (docs/PERF.md, session 12). Its first two
+    /// forms (per-thread `cp.async`, then bulk copies issued by the compute warps' thread 0)
+    /// measured slower still and are gone.
     pub stage_ring: Option<usize>,
-    /// With a staging ring: a staged load whose footprint is a box (`cuda/footprint.rs`:
-    /// whole rows of a row-major weight, say) has its copy's range written by thread 0
-    /// from a few scalars, instead of every thread reducing its addresses and a barrier.
-    /// On by default: with the ring on, 1.48 against 1.93 ms/token on an H100 (docs/PERF.md).
-    pub stage_boxes: bool,
 }
 
 /// Shared memory left to the stage bodies' own scratch when the ring takes the rest.
@@ -76,7 +75,6 @@ impl Default for MegaOptions {
             wait_prefetch_bytes: 4 << 20,
             profile: false,
             stage_ring: Some(0),
-            stage_boxes: true,
         }
     }
 }
@@ -137,13 +135,12 @@ struct GenKey {
     wait_prefetch_bytes: u64,
     profile: bool,
     stage_ring: Option<usize>,
-    stage_boxes: bool,
 }
 
 /// The part of `opts` that changes the generated source. Every field is named, so a new
 /// option does not compile until it is placed here or among the run-time ones (an option
 /// left out of the key would reuse a kernel compiled without it: session 7's first A/B of
-/// `stage_boxes` timed one kernel twice that way).
+/// the copies' boxes timed one kernel twice that way).
 fn gen_key(opts: &MegaOptions) -> GenKey {
     let MegaOptions {
         num_warps,
@@ -157,7 +154,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes,
         profile,
         stage_ring,
-        stage_boxes,
     } = opts;
     GenKey {
         num_warps: *num_warps,
@@ -166,7 +162,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes: *wait_prefetch_bytes,
         profile: *profile,
         stage_ring: *stage_ring,
-        stage_boxes: *stage_boxes,
     }
 }
 
@@ -562,7 +557,7 @@ fn generate(
         .stage_ring
         .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024);
     let (mut prelude, mut bodies) =
-        stage_bodies(r, opts.num_warps, facts, want, opts.stage_boxes).map_err(Error::Lower)?;
+        stage_bodies(r, opts.num_warps, facts, want).map_err(Error::Lower)?;
     let scratch = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
     // The kernel's own static words (`tsr_abort`) and alignment: 1 KiB is plenty.
     let fits = smem_optin
@@ -571,8 +566,7 @@ fn generate(
         * 128;
     let ring = if opts.stage_ring.is_none() && want > fits {
         // Re-decide which bodies stage with the ring that fits beside the scratch.
-        (prelude, bodies) =
-            stage_bodies(r, opts.num_warps, facts, fits, opts.stage_boxes).map_err(Error::Lower)?;
+        (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits).map_err(Error::Lower)?;
         fits
     } else {
         want
@@ -696,13 +690,6 @@ mod tests {
                 "stage_ring",
                 MegaOptions {
                     stage_ring: None,
-                    ..base.clone()
-                },
-            ),
-            (
-                "stage_boxes",
-                MegaOptions {
-                    stage_boxes: false,
                     ..base.clone()
                 },
             ),

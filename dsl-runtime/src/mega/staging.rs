@@ -2,34 +2,37 @@
 //! across synchronisations.
 //!
 //! A stage whose body has staged loads (`cuda/staging.rs`: tile loads from memory no stage
-//! writes) is *staged*: each of its programs takes `stage_bytes` of a ring in shared
-//! memory. Every CTA walks, ahead of itself, the sequence of staged programs it will run
-//! (the same loops, the same grid-stride order) and issues their loads (`<name>_issue`: one
-//! bulk copy per staged load, completing one of [`MAX_IN_FLIGHT`] mbarriers) while the ring
-//! has room: at the start and after every staged program. A program then waits only for
-//! its own copies (the mbarrier's phase), not for DRAM latency behind a sync: while a CTA
-//! waits for the stage that produces its input, the weights of this stage and the next
-//! ones are already streaming in. Data nothing writes can be read at any time, so the
-//! schedule's syncs are untouched.
+//! writes, each copy's range from its load's box) is *staged*: each of its programs takes
+//! `stage_bytes` of a ring in shared memory. One more warp per CTA, the producer, walks
+//! the sequence of staged programs the CTA will run (the same loops, the same grid-stride
+//! order) and, from its first lane, issues their loads (`<name>_issue`: one bulk copy per
+//! staged load, completing the program's *full* mbarrier, one of [`MAX_IN_FLIGHT`]) as soon
+//! as each fits. It waits only for bytes the compute warps have freed: their thread 0
+//! arrives on the program's *empty* mbarrier once every compute warp is done with it. A
+//! program waits only for its own copies, not for DRAM latency behind a sync: while the
+//! compute warps wait for the stage that produces their input, the weights of this stage
+//! and the next ones are streaming in. Data nothing writes can be read at any time, so the
+//! schedule's syncs are untouched. The compute warps synchronise among themselves with a
+//! named barrier (`tsr_consumers_sync`), which the producer warp never joins.
 //!
-//! Shared memory after the stage bodies' scratch (`tsr_ctl`): the mbarriers, then two sets
-//! of per-load byte ranges (an item's issue reduces into one while the previous item's is
-//! being read and reset), then the ring.
+//! Shared memory after the stage bodies' scratch (`tsr_ctl`): the full mbarriers, the
+//! empty ones, then the ring.
 //!
-//! The ring's bookkeeping is the same in every thread of the CTA (uniform values):
-//! `head`/`tail` count bytes issued/consumed (virtual, monotonic); a program's bytes start
-//! at `tsr_pad(position, bytes)` (never straddling the ring's end); a program is issued when
-//! it fits between the end of the last consumed program and a full ring. With every
-//! program at most half the ring (`bodies::stage_bodies`), an empty ring always takes the
-//! next one, so the walk never stalls the program order.
+//! Both sides keep the same bookkeeping of the ring: `head`/`tail` count bytes
+//! issued/consumed (virtual, monotonic); a program's bytes start at `tsr_pad(position,
+//! bytes)` (never straddling the ring's end). The producer issues a program when it fits
+//! between the end of the last freed program and a full ring; with every program at most
+//! half the ring (`bodies::stage_bodies`), an empty ring always takes the next one.
 use super::c_expr::{c_arg, c_expr, c_name};
 use super::resolve::{Node, Resolved};
 use crate::cuda::CWriter;
 
 /// Programs in flight at most: one mbarrier each.
 pub const MAX_IN_FLIGHT: usize = 8;
-/// Bytes before the ring in the staging control area: the mbarriers and the ranges.
-pub const CONTROL_BYTES: usize = 512;
+/// Bytes before the ring in the staging control area: the full and the empty mbarriers.
+pub const CONTROL_BYTES: usize = 128;
+/// Where the *empty* mbarriers start in the control area (the full ones are at 0).
+pub const EMPTY_BARS: usize = 64;
 
 /// The walk over the CTA's staged programs, flattened: stages (staged ones only) and the
 /// loops that hold them.
@@ -102,7 +105,7 @@ fn find_loop(nodes: &[Node], id: usize) -> Option<&Node> {
     })
 }
 
-/// Writes the C of the ring: its state, the walk and the top-up, for the kernel's
+/// Writes the C of the ring: its state, the walk and the producer, for the kernel's
 /// run-time parameters `params` (declarations) and `args` (names). `stage_bytes[s]`: bytes
 /// of a program of stage `s` (0: not staged); `issue[s]`: its `_issue` function.
 pub(crate) fn ring_code(
@@ -124,16 +127,16 @@ pub(crate) fn ring_code(
     let ring_state = RingState { r, f, issue };
     ring_type(w, ring, r.vars.len().max(1));
     ring_state.walk(w, &params);
-    ring_state.top_up(w, stage_bytes, &params, &args.join(", "));
+    ring_state.produce(w, stage_bytes, &params, &args.join(", "));
 }
 
 /// `tsr_ring_t` (the ring's bookkeeping) and `tsr_pad`.
 fn ring_type(w: &mut CWriter, ring: usize, nloops: usize) {
     w.line(format!(
-        "// ---- the staging ring ({ring} bytes): each CTA issues its staged programs' weight loads"
+        "// ---- the staging ring ({ring} bytes): each CTA's producer warp issues its staged programs'"
     ));
     w.line(
-        "// in the order it runs them, as far ahead as the ring has room (mega/staging.rs) ----",
+        "// weight loads in the order it runs them, as far ahead as the ring has room (mega/staging.rs) ----",
     );
     w.line(format!("#define TSR_RING {ring}ull"));
     w.open("struct tsr_ring_t {");
@@ -233,23 +236,57 @@ impl RingState<'_> {
         w.close("}");
     }
 
-    /// `tsr_top_up`: issues programs while the ring has room and an mbarrier is free.
-    fn top_up(&self, w: &mut CWriter, stage_bytes: &[usize], params: &str, args: &str) {
-        let r = self.r;
-        w.line("// Issues this CTA's next staged programs, one mbarrier each, while the ring has room.");
+    /// `tsr_produce`: the producer lane issues every staged program of the CTA in order,
+    /// freeing the oldest ones in flight (their empty mbarriers) when the next does not fit.
+    fn produce(&self, w: &mut CWriter, stage_bytes: &[usize], params: &str, args: &str) {
+        w.line("// The producer warp's first lane: issues every staged program of this CTA, in the order the");
+        w.line("// compute warps run them, as soon as it fits; it waits only for bytes they have freed.");
         w.open(format!(
-            "__device__ __noinline__ void tsr_top_up(tsr_ring_t& tsr_q, unsigned char* tsr_ctl, {params}) {{"
+            "__device__ __noinline__ void tsr_produce(unsigned char* tsr_ctl, volatile int* tsr_abort, {params}) {{"
         ));
+        w.line("unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;  // full: a program's copies landed");
         w.line(format!(
-            "// At most {MAX_IN_FLIGHT} programs in flight: one mbarrier each."
+            "unsigned long long* const tsr_empty = (unsigned long long*)(tsr_ctl + {EMPTY_BARS});  // empty: its bytes were read"
         ));
-        w.line("unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;");
         w.line(format!(
             "unsigned char* const tsr_ring = tsr_ctl + {CONTROL_BYTES};"
         ));
-        w.open(format!(
-            "while (tsr_q.pc >= 0 && tsr_q.issued - tsr_q.used < {MAX_IN_FLIGHT}u) {{"
+        w.line(format!(
+            "unsigned long long tsr_end[{MAX_IN_FLIGHT}];  // where each program in flight ends in the ring"
         ));
+        w.line("tsr_ring_t tsr_q;");
+        w.line("tsr_q.head = tsr_q.tail = 0ull; tsr_q.issued = tsr_q.used = 0u;");
+        w.open(format!(
+            "for (tsr_walk(tsr_q, 0, blockIdx.x, {args}); tsr_q.pc >= 0; tsr_walk(tsr_q, tsr_q.pc, tsr_q.pid + gridDim.x, {args})) {{"
+        ));
+        self.program_bytes(w, stage_bytes);
+        w.line("const unsigned long long tsr_v = tsr_pad(tsr_q.head, tsr_bytes);");
+        w.line("// Until it fits and has an mbarrier: wait for the compute warps to free the oldest program.");
+        w.open(format!(
+            "while (tsr_q.issued - tsr_q.used == {MAX_IN_FLIGHT}u || tsr_v + tsr_bytes - tsr_q.tail > TSR_RING) {{"
+        ));
+        w.line(format!(
+            "while (!tsr_stage_done(tsr_empty + tsr_q.used % {MAX_IN_FLIGHT}u, (tsr_q.used / {MAX_IN_FLIGHT}u) & 1u))"
+        ));
+        w.line(
+            "  if (*tsr_abort) return;  // the compute warps gave up a wait: nothing more is freed",
+        );
+        w.line(format!(
+            "tsr_q.tail = tsr_end[tsr_q.used % {MAX_IN_FLIGHT}u];"
+        ));
+        w.line("++tsr_q.used;");
+        w.close("}");
+        self.issue(w);
+        w.line(format!(
+            "tsr_end[tsr_q.issued % {MAX_IN_FLIGHT}u] = tsr_q.head = tsr_v + tsr_bytes;"
+        ));
+        w.line("++tsr_q.issued;");
+        w.close("}");
+        w.close("}");
+    }
+
+    /// `tsr_bytes`: the ring bytes of the program at `tsr_q.pc`.
+    fn program_bytes(&self, w: &mut CWriter, stage_bytes: &[usize]) {
         w.line("unsigned tsr_bytes = 0;");
         w.open("switch (tsr_q.pc) {");
         for (pc, op) in self.f.ops.iter().enumerate() {
@@ -261,11 +298,14 @@ impl RingState<'_> {
             }
         }
         w.close("}");
-        w.line("const unsigned long long tsr_v = tsr_pad(tsr_q.head, tsr_bytes);");
-        w.line("if (tsr_v + tsr_bytes - tsr_q.tail > TSR_RING) return;  // full: the oldest programs are still to run");
+    }
+
+    /// Issues the copies of the program at `tsr_q` to ring position `tsr_v`, completing
+    /// mbarrier `tsr_q.issued` (modulo the in-flight count).
+    fn issue(&self, w: &mut CWriter) {
+        let r = self.r;
         w.line("unsigned char* tsr_dst = tsr_ring + tsr_v % TSR_RING;");
         w.line("const unsigned tsr_p = tsr_q.pid;");
-        w.line("unsigned long long* const tsr_range = (unsigned long long*)(tsr_ctl + 64) + (tsr_q.issued & 1u) * 16u;");
         w.line(format!(
             "unsigned long long* const tsr_b = tsr_bar + tsr_q.issued % {MAX_IN_FLIGHT}u;"
         ));
@@ -282,7 +322,7 @@ impl RingState<'_> {
                     g[0], g[1], g[2]
                 ));
                 w.line(format!(
-                    "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}tsr_dst, tsr_range, tsr_b);",
+                    "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}tsr_dst, nullptr, tsr_b);",
                     self.issue[*s].as_deref().expect("a staged stage has an issue function"),
                     a.join(", "),
                     if a.is_empty() { "" } else { ", " }
@@ -292,12 +332,5 @@ impl RingState<'_> {
             }
         }
         w.line("}");
-        w.line("tsr_q.head = tsr_v + tsr_bytes;");
-        w.line("++tsr_q.issued;");
-        w.line(format!(
-            "tsr_walk(tsr_q, tsr_q.pc, tsr_q.pid + gridDim.x, {args});"
-        ));
-        w.close("}");
-        w.close("}");
     }
 }

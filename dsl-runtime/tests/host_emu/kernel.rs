@@ -57,6 +57,7 @@ pub fn emulate(
             early: vec![],
             num_stages: stages,
             stage_boxes: false,
+            consumer_barrier: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
