@@ -41,12 +41,13 @@ impl SyncWords {
         Self::records(stages) + Self::RECORD * ctas
     }
     /// `MegaOptions::profile`: after the records (8-byte aligned), per stage run and CTA,
-    /// four u64 `%globaltimer` stamps: entered, past its wait (0: no program there), its
-    /// programs run (0: none), done (its arrival published).
+    /// five u64: four `%globaltimer` stamps, entered, past its wait (0: no program there),
+    /// its programs run (0: none), done (its arrival published); then the ns its programs
+    /// waited for their weights to land in the staging ring (0 without one).
     pub fn profile_base(stages: usize, ctas: usize) -> usize {
         Self::len(stages, ctas).next_multiple_of(2)
     }
-    pub const PROFILE_STAMPS: usize = 4;
+    pub const PROFILE_STAMPS: usize = 5;
 }
 
 /// One stage body as the emitter gives it.
@@ -525,8 +526,9 @@ impl Gen<'_> {
         self.w.line("++tsr_step;");
         if self.opts.profile {
             self.w.line("const unsigned long long tsr_t0 = tsr_now();");
-            self.w
-                .line("unsigned long long tsr_t1 = 0ull, tsr_t2 = 0ull;");
+            self.w.line(
+                "unsigned long long tsr_t1 = 0ull, tsr_t2 = 0ull, tsr_tw = 0ull;  // tsr_tw: ns waiting for the ring",
+            );
         }
         let sync = sched.sync_for(s);
         if let Some(sy) = sync {
@@ -591,8 +593,9 @@ impl Gen<'_> {
         if self.opts.profile {
             self.w.open("if (threadIdx.x == 0) {");
             self.w.line(format!("unsigned long long* p = tsr_prof + ((unsigned long long)(tsr_step - 1u) * gridDim.x + blockIdx.x) * {}ull;", SyncWords::PROFILE_STAMPS));
-            self.w
-                .line("p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_t2; p[3] = tsr_now();");
+            self.w.line(
+                "p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_t2; p[3] = tsr_now(); p[4] = tsr_tw;",
+            );
             self.w.close("}");
         }
         if sched.counted[s] {
@@ -619,10 +622,16 @@ impl Gen<'_> {
             w.line(format!(
                 "const unsigned long long tsr_v = tsr_pad(tsr_q.tail, {staged}u);  // where its loads landed"
             ));
+            if self.opts.profile {
+                w.line("const unsigned long long tsr_w0 = tsr_now();");
+            }
             w.line(format!(
                 "tsr_stage_wait(tsr_bar + tsr_q.used % {n}u, (tsr_q.used / {n}u) & 1u);  // its copies landed",
                 n = super::staging::MAX_IN_FLIGHT
             ));
+            if self.opts.profile {
+                w.line("tsr_tw += tsr_now() - tsr_w0;");
+            }
             ", tsr_ring + tsr_v % TSR_RING"
         } else {
             ""
