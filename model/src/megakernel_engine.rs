@@ -29,7 +29,7 @@ use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::gemv_residual;
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
-use crate::kernels::mlp::rmsnorm_gate_up_silu;
+use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles};
 use crate::kernels::rope::rmsnorm_qkv_rope;
 use crate::kernels::Tiles;
 use crate::kernels_engine::Output;
@@ -98,6 +98,8 @@ pub fn decode_step(
     #[constexpr] O_BK: usize,
     #[constexpr] GU_BM: usize,
     #[constexpr] GU_BK: usize,
+    #[constexpr] GU_NORM_ONCE: bool,
+    #[constexpr] GU_TILES: usize,
     #[constexpr] DOWN_BM: usize,
     #[constexpr] DOWN_BK: usize,
     #[constexpr] LM_BM: usize,
@@ -175,18 +177,35 @@ pub fn decode_step(
             O_BK,
         );
         // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
-        rmsnorm_gate_up_silu(
-            grid(cdiv(INTER, GU_BM)),
-            x,
-            post_attention_layernorm.layer(layer, HIDDEN),
-            gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-            act,
-            INTER,
-            HIDDEN,
-            eps,
-            GU_BM,
-            GU_BK,
-        );
+        if GU_NORM_ONCE {
+            // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`).
+            rmsnorm_gate_up_silu_tiles(
+                grid(cdiv(INTER, GU_BM * GU_TILES)),
+                x,
+                post_attention_layernorm.layer(layer, HIDDEN),
+                gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+                act,
+                INTER,
+                HIDDEN,
+                eps,
+                GU_BM,
+                GU_BK,
+                GU_TILES,
+            );
+        } else {
+            rmsnorm_gate_up_silu(
+                grid(cdiv(INTER, GU_BM)),
+                x,
+                post_attention_layernorm.layer(layer, HIDDEN),
+                gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+                act,
+                INTER,
+                HIDDEN,
+                eps,
+                GU_BM,
+                GU_BK,
+            );
+        }
         gemv_residual(
             grid(cdiv(HIDDEN, DOWN_BM)),
             down_proj.layer(layer, HIDDEN * INTER),
@@ -245,6 +264,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         O_BK: t.o_proj.bk,
         GU_BM: t.gate_up.bm,
         GU_BK: t.gate_up.bk,
+        GU_NORM_ONCE: t.gate_up_tiles > 1,
+        GU_TILES: t.gate_up_tiles,
         DOWN_BM: t.down.bm,
         DOWN_BK: t.down.bk,
         LM_BM: t.lm_head.bm,

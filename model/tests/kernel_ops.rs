@@ -236,6 +236,66 @@ fn gate_up_silu_matches_the_reference_mlp_half() {
     }
 }
 
+/// The norm-once variant (`rmsnorm_gate_up_silu_tiles`: TILES row tiles per program, the
+/// next tile's weights loaded while one reduces) computes the same bits as one program per
+/// tile, with rows past `inter` in the last program's tiles, k < BK (masked columns), and
+/// more tiles per program than there are rows left.
+#[test]
+fn gate_up_silu_tiles_equals_one_program_per_tile() {
+    let mut rng = SplitMix64::new(15);
+    // (inter, hidden, BM, BK, TILES)
+    for (inter, h, bm, bk, tiles) in [
+        (37, 100, 4, 128, 3),
+        (160, 64, 8, 64, 5),
+        (3072, 1024, 8, 1024, 3),
+        (24, 48, 8, 64, 7),
+    ] {
+        let x = rand_bf16(&mut rng, h, 2.0);
+        let nw = rand_bf16(&mut rng, h, 1.5);
+        let fused = rand_bf16(&mut rng, 2 * inter * h, 0.1);
+        let (x, nw, fused) = (up(&f32s(&x)), up(&nw), up(&fused));
+        let (one, many) = (
+            dev().zeros::<bf16>(inter).unwrap(),
+            dev().zeros::<bf16>(inter).unwrap(),
+        );
+        mlp::rmsnorm_gate_up_silu::launch(
+            &dev(),
+            &grid(inter.div_ceil(bm)),
+            &x,
+            &nw,
+            &fused,
+            &one,
+            inter as i32,
+            h as i32,
+            1e-6,
+            bm,
+            bk,
+        )
+        .unwrap();
+        mlp::rmsnorm_gate_up_silu_tiles::launch(
+            &dev(),
+            &grid(inter.div_ceil(bm * tiles)),
+            &x,
+            &nw,
+            &fused,
+            &many,
+            inter as i32,
+            h as i32,
+            1e-6,
+            bm,
+            bk,
+            tiles,
+        )
+        .unwrap();
+        let (one, many) = (down(&one), down(&many));
+        assert!(
+            one.iter().any(|v| v.to_f32() != 0.0),
+            "{inter}x{h}: all zero"
+        );
+        assert_eq!(one, many, "{inter}x{h} BM {bm} BK {bk} TILES {tiles}");
+    }
+}
+
 #[test]
 fn qk_norm_rope_writes_roped_q_and_the_cache_slot() {
     let mut rng = SplitMix64::new(6);

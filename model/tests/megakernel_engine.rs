@@ -412,3 +412,41 @@ fn every_sync_is_needed() {
         eprintln!("sync {} left out: {how}", sync.id);
     }
 }
+
+/// The gate/up norm-once variant (`Tiles::gate_up_tiles`, off by default: several row
+/// tiles per program, the norm once, the next tile's weights loaded while one reduces):
+/// the same logits, bit for bit, as one program per tile, stage by stage and under
+/// adversarial interleavings, at every committed checkpoint.
+#[test]
+fn gate_up_tiles_compute_the_same_logits() {
+    for name in CHECKPOINTS {
+        let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
+        let one = model::kernels::Tiles::for_config(&cfg);
+        let many = one.clone().with_gate_up_tiles(&cfg, 3);
+        assert_eq!((one.gate_up_tiles, many.gate_up_tiles), (1, 3), "{name}");
+        let prompt = ids(&expected(name)["prompt_ids"]);
+        for (mode, opts) in modes() {
+            let with = |t: &model::kernels::Tiles| MegakernelOptions {
+                tiles: Some(t.clone()),
+                ..opts.clone()
+            };
+            let (mut a, mut b) = (
+                mega(name, Output::Logits, &with(&one)),
+                mega(name, Output::Logits, &with(&many)),
+            );
+            // Each runs its own gate/up kernel.
+            let (ea, eb) = (a.explain().unwrap(), b.explain().unwrap());
+            assert!(
+                !ea.contains("rmsnorm_gate_up_silu_tiles")
+                    && eb.contains("rmsnorm_gate_up_silu_tiles")
+            );
+            for (pos, &t) in prompt.iter().enumerate() {
+                assert_eq!(
+                    logits(a.step(t, pos).unwrap()),
+                    logits(b.step(t, pos).unwrap()),
+                    "{name} ({mode}) pos {pos}"
+                );
+            }
+        }
+    }
+}

@@ -26,15 +26,18 @@ fn decode_megakernel_compiles_with_nvrtc() {
     .unwrap()
     .config;
     // The 0.6B shape also with the staging ring (the weights copied ahead by a producer
-    // warp, as an H100 allows).
-    for (cfg, profile, staged) in [
-        (qwen3_0_6b(), false, false),
-        (qwen3_0_6b(), false, true),
-        (qwen3_0_6b(), true, true),
-        (qwen3_1_7b, true, false),
-        (tiny, false, false),
+    // warp, as an H100 allows), and with gate/up's row tiles spread over the CTAs (the norm
+    // once per program: `Tiles::gate_up_tiles`, 0 = as many as that takes).
+    for (cfg, profile, staged, gate_up_tiles) in [
+        (qwen3_0_6b(), false, false, 1),
+        (qwen3_0_6b(), false, true, 1),
+        (qwen3_0_6b(), true, true, 1),
+        (qwen3_0_6b(), false, false, 0),
+        (qwen3_1_7b, true, false, 1),
+        (tiny, false, false, 1),
     ] {
-        let t = Tiles::for_config(&cfg);
+        let t = Tiles::for_config(&cfg).with_gate_up_tiles(&cfg, gate_up_tiles);
+        assert_eq!(t.gate_up_tiles == 1, gate_up_tiles == 1);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;
         opts.stage_ring = if staged { None } else { Some(0) };

@@ -30,6 +30,8 @@ pub struct Knobs {
     pub stage_ring: RingKib,
     /// Attention splits per head; 0: the tile rule's.
     pub attn_splits: usize,
+    /// gate/up row tiles per program (`Tiles::gate_up_tiles`); 0: spread over the CTAs.
+    pub gate_up_tiles: usize,
 }
 
 impl Default for Knobs {
@@ -45,6 +47,7 @@ impl Default for Knobs {
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             attn_splits: 0,
+            gate_up_tiles: 1,
         }
     }
 }
@@ -121,7 +124,7 @@ pub fn run(
             check: false,
             ..MegaOptions::default()
         };
-        let mut tiles = Tiles::with_rule(cfg, &rule);
+        let mut tiles = Tiles::with_rule(cfg, &rule).with_gate_up_tiles(cfg, k.gate_up_tiles);
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
@@ -193,12 +196,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         key(a).total_cmp(&key(b))
     });
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -214,6 +217,11 @@ pub fn table(rows: &[TuneRow]) -> String {
                 "rule".to_string()
             } else {
                 k.attn_splits.to_string()
+            },
+            if k.gate_up_tiles == 0 {
+                "auto".to_string()
+            } else {
+                k.gate_up_tiles.to_string()
             },
             match r.same_tokens {
                 Some(true) => "yes",

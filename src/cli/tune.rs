@@ -43,6 +43,11 @@ pub struct TuneArgs {
     /// Attention splits per head (0: the tile rule's).
     #[arg(long, value_name = "LIST")]
     pub attn_splits: Option<String>,
+    /// gate/up row tiles per program: the norm once per program, the next tile's weights
+    /// loaded while one reduces (1: one program per tile, the default; 0: spread over the
+    /// CTAs). Needs one k step (bk max at least the hidden size).
+    #[arg(long, value_name = "LIST")]
+    pub gate_up_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -126,6 +131,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("attn-splits", &a.attn_splits, d.attn_splits)?,
         |k, v| k.attn_splits = v,
+    );
+    grid = times(
+        grid,
+        list("gate-up-tiles", &a.gate_up_tiles, d.gate_up_tiles)?,
+        |k, v| k.gate_up_tiles = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

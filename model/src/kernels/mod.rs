@@ -127,6 +127,11 @@ pub struct Tiles {
     pub qkv: Gemv,
     pub o_proj: Gemv,
     pub gate_up: Gemv,
+    /// gate/up row tiles per program in the megakernel (`rmsnorm_gate_up_silu_tiles`: the
+    /// norm once per program, the next tile's weights loaded while one reduces); 1, the
+    /// default, is one program per tile (`rmsnorm_gate_up_silu`). More than 1 needs one k
+    /// step (`gate_up.bk >= hidden`): see [`Tiles::with_gate_up_tiles`].
+    pub gate_up_tiles: usize,
     pub down: Gemv,
     pub lm_head: Gemv,
     /// Positions per attention tile ([BLOCK_N, head_dim] K and V tiles).
@@ -163,6 +168,7 @@ impl Tiles {
             o_proj: gemv(h, cfg.q_dim(), 1),
             // m = intermediate: a program owns BM gate rows and the BM matching up rows.
             gate_up: gemv(cfg.intermediate_size, h, 2),
+            gate_up_tiles: 1,
             down: gemv(h, cfg.intermediate_size, 1),
             lm_head,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
@@ -180,6 +186,23 @@ impl Tiles {
                 .next_power_of_two()
                 .min(8192),
         }
+    }
+}
+
+impl Tiles {
+    /// gate/up with `tiles` row tiles per program (0: as many as spread the rows over
+    /// `ctas` programs), when one k step covers the hidden size; else unchanged (one tile
+    /// per program), as `rmsnorm_gate_up_silu_tiles` needs.
+    pub fn with_gate_up_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
+        if self.gate_up.bk >= cfg.hidden_size {
+            let programs = self.gate_up.programs(cfg.intermediate_size);
+            self.gate_up_tiles = match tiles {
+                0 => programs.div_ceil(self.ctas.max(1)),
+                n => n,
+            }
+            .clamp(1, programs.max(1));
+        }
+        self
     }
 }
 
@@ -269,6 +292,16 @@ pub fn shipped() -> Vec<Shipped> {
             &mlp::rmsnorm_gate_up_silu::KERNEL,
             gemv(t.gate_up),
             "act = silu(gate·h) * (up·h), h = rmsnorm(x): post-attn norm + fused gate/up",
+        ),
+        k(
+            &mlp::rmsnorm_gate_up_silu_tiles::KERNEL,
+            {
+                let t = t.clone().with_gate_up_tiles(&cfg, 0);
+                let mut c = gemv(t.gate_up);
+                c.push(("TILES", int(t.gate_up_tiles)));
+                c
+            },
+            "the same, TILES row tiles per program: the norm once, the next tile's weights loaded while one reduces",
         ),
         k(
             &lm_head::lm_head_argmax::KERNEL,
