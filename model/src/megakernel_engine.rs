@@ -28,7 +28,7 @@ use crate::error::ModelError;
 use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::gemv_residual;
-use crate::kernels::lm_head::{argmax_merge, lm_head_argmax};
+use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles};
 use crate::kernels::rope::rmsnorm_qkv_rope;
 use crate::kernels::Tiles;
@@ -104,6 +104,8 @@ pub fn decode_step(
     #[constexpr] DOWN_BK: usize,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
+    #[constexpr] LM_NORM_ONCE: bool,
+    #[constexpr] LM_TILES: usize,
     #[constexpr] ATTN_BLOCK_N: usize,
     #[constexpr] ATTN_SPLITS: usize,
     #[constexpr] ARGMAX_BLOCK: usize,
@@ -218,23 +220,45 @@ pub fn decode_step(
         );
     }
     // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
-    lm_head_argmax(
-        grid(cdiv(VOCAB, LM_BM)),
-        x,
-        norm,
-        lm_head,
-        logits,
-        part_max,
-        part_idx,
-        pos,
-        seed,
-        inv_temp,
-        VOCAB,
-        HIDDEN,
-        eps,
-        LM_BM,
-        LM_BK,
-    );
+    if LM_NORM_ONCE {
+        // LM_TILES blocks per program, the norm once (`Tiles::lm_head_tiles`).
+        lm_head_argmax_tiles(
+            grid(cdiv(VOCAB, LM_BM * LM_TILES)),
+            x,
+            norm,
+            lm_head,
+            logits,
+            part_max,
+            part_idx,
+            pos,
+            seed,
+            inv_temp,
+            VOCAB,
+            HIDDEN,
+            eps,
+            LM_BM,
+            LM_BK,
+            LM_TILES,
+        );
+    } else {
+        lm_head_argmax(
+            grid(cdiv(VOCAB, LM_BM)),
+            x,
+            norm,
+            lm_head,
+            logits,
+            part_max,
+            part_idx,
+            pos,
+            seed,
+            inv_temp,
+            VOCAB,
+            HIDDEN,
+            eps,
+            LM_BM,
+            LM_BK,
+        );
+    }
     argmax_merge(
         grid(1),
         part_max,
@@ -270,6 +294,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         DOWN_BK: t.down.bk,
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
+        LM_NORM_ONCE: t.lm_head_tiles > 1,
+        LM_TILES: t.lm_head_tiles,
         ATTN_BLOCK_N: t.attn_block_n,
         ATTN_SPLITS: t.attn_splits,
         ARGMAX_BLOCK: t.argmax_block,

@@ -632,6 +632,80 @@ fn split_kv_attention_matches_softmax_attention() {
     }
 }
 
+/// The norm-once variant (`lm_head_argmax_tiles`: TILES blocks per program, the next
+/// block's weights loaded while one reduces) writes the same logits and per-block
+/// (max, argmax) bits as one program per block, greedy and sampling, with an odd vocab, the
+/// last program's blocks past it (they must write nothing), and k < BK.
+#[test]
+fn lm_head_tiles_equal_one_program_per_block() {
+    let mut rng = SplitMix64::new(18);
+    // (vocab, hidden, BM, BK, TILES, 1 / temperature)
+    for (vocab, h, bm, bk, tiles, it) in [
+        (997usize, 64, 4, 64, 3, 0.0),
+        (997, 100, 8, 128, 5, 1.25),
+        (2048, 1024, 32, 1024, 4, 0.0),
+    ] {
+        let blocks = vocab.div_ceil(bm);
+        let x = up(&f32s(&rand_bf16(&mut rng, h, 2.0)));
+        let nw = up(&rand_bf16(&mut rng, h, 1.5));
+        let w = up(&rand_bf16(&mut rng, vocab * h, 0.1));
+        let (pos, seed, inv_temp) = (up(&[37i32]), up(&[12345i32]), up(&[it as f32]));
+        let outs = || {
+            (
+                dev().zeros::<f32>(vocab).unwrap(),
+                // One spare slot past the blocks: nothing may write it.
+                up(&vec![7.0f32; blocks + 1]),
+                up(&vec![-7i32; blocks + 1]),
+            )
+        };
+        let (one, many) = (outs(), outs());
+        lm_head::lm_head_argmax::launch(
+            &dev(),
+            &grid(blocks),
+            &x,
+            &nw,
+            &w,
+            &one.0,
+            &one.1,
+            &one.2,
+            &pos,
+            &seed,
+            &inv_temp,
+            vocab as i32,
+            h as i32,
+            1e-6,
+            bm,
+            bk,
+        )
+        .unwrap();
+        lm_head::lm_head_argmax_tiles::launch(
+            &dev(),
+            &grid(blocks.div_ceil(tiles)),
+            &x,
+            &nw,
+            &w,
+            &many.0,
+            &many.1,
+            &many.2,
+            &pos,
+            &seed,
+            &inv_temp,
+            vocab as i32,
+            h as i32,
+            1e-6,
+            bm,
+            bk,
+            tiles,
+        )
+        .unwrap();
+        let what = format!("vocab {vocab} h {h} BM {bm} BK {bk} TILES {tiles} 1/T {it}");
+        assert_eq!(down(&one.0), down(&many.0), "{what}: logits");
+        assert_eq!(down(&one.1), down(&many.1), "{what}: block maxima");
+        assert_eq!(down(&one.2), down(&many.2), "{what}: block argmaxes");
+        assert_eq!(down(&many.1)[blocks], 7.0, "{what}: wrote past the blocks");
+    }
+}
+
 #[test]
 fn lm_head_argmax_finds_the_greedy_token_in_two_phases() {
     let mut rng = SplitMix64::new(8);
@@ -814,7 +888,7 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 11);
+    assert_eq!(all.len(), 13);
     let prefill = model::kernels::prefill_shipped();
     assert_eq!(prefill.len(), 7);
     for k in all.into_iter().chain(prefill) {

@@ -413,17 +413,22 @@ fn every_sync_is_needed() {
     }
 }
 
-/// The gate/up norm-once variant (`Tiles::gate_up_tiles`, off by default: several row
-/// tiles per program, the norm once, the next tile's weights loaded while one reduces):
-/// the same logits, bit for bit, as one program per tile, stage by stage and under
-/// adversarial interleavings, at every committed checkpoint.
+/// The norm-once variants of gate/up and the lm_head (`Tiles::gate_up_tiles`,
+/// `Tiles::lm_head_tiles`, off by default: several row tiles per program, the norm once,
+/// the next tile's weights loaded while one reduces): the same logits and tokens, bit for
+/// bit, as one program per tile, stage by stage and under adversarial interleavings, at
+/// every committed checkpoint.
 #[test]
-fn gate_up_tiles_compute_the_same_logits() {
+fn norm_once_tiles_compute_the_same_logits() {
     for name in CHECKPOINTS {
         let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
         let one = model::kernels::Tiles::for_config(&cfg);
-        let many = one.clone().with_gate_up_tiles(&cfg, 3);
+        let many = one
+            .clone()
+            .with_gate_up_tiles(&cfg, 3)
+            .with_lm_head_tiles(&cfg, 5);
         assert_eq!((one.gate_up_tiles, many.gate_up_tiles), (1, 3), "{name}");
+        assert_eq!((one.lm_head_tiles, many.lm_head_tiles), (1, 5), "{name}");
         let prompt = ids(&expected(name)["prompt_ids"]);
         for (mode, opts) in modes() {
             let with = |t: &model::kernels::Tiles| MegakernelOptions {
@@ -434,18 +439,18 @@ fn gate_up_tiles_compute_the_same_logits() {
                 mega(name, Output::Logits, &with(&one)),
                 mega(name, Output::Logits, &with(&many)),
             );
-            // Each runs its own gate/up kernel.
+            // Each runs its own gate/up and lm_head kernels.
             let (ea, eb) = (a.explain().unwrap(), b.explain().unwrap());
-            assert!(
-                !ea.contains("rmsnorm_gate_up_silu_tiles")
-                    && eb.contains("rmsnorm_gate_up_silu_tiles")
-            );
+            for k in ["rmsnorm_gate_up_silu_tiles", "lm_head_argmax_tiles"] {
+                assert!(!ea.contains(k) && eb.contains(k), "{k}");
+            }
             for (pos, &t) in prompt.iter().enumerate() {
                 assert_eq!(
                     logits(a.step(t, pos).unwrap()),
                     logits(b.step(t, pos).unwrap()),
                     "{name} ({mode}) pos {pos}"
                 );
+                assert_eq!(a.next_token().unwrap(), b.next_token().unwrap());
             }
         }
     }

@@ -27,7 +27,8 @@ fn decode_megakernel_compiles_with_nvrtc() {
     .config;
     // The 0.6B shape also with the staging ring (the weights copied ahead by a producer
     // warp, as an H100 allows), and with gate/up's row tiles spread over the CTAs (the norm
-    // once per program: `Tiles::gate_up_tiles`, 0 = as many as that takes).
+    // once per program: `Tiles::gate_up_tiles`, 0 = as many as that takes), and the
+    // lm_head's blocks the same way.
     for (cfg, profile, staged, gate_up_tiles) in [
         (qwen3_0_6b(), false, false, 1),
         (qwen3_0_6b(), false, true, 1),
@@ -36,7 +37,9 @@ fn decode_megakernel_compiles_with_nvrtc() {
         (qwen3_1_7b, true, false, 1),
         (tiny, false, false, 1),
     ] {
-        let t = Tiles::for_config(&cfg).with_gate_up_tiles(&cfg, gate_up_tiles);
+        let t = Tiles::for_config(&cfg)
+            .with_gate_up_tiles(&cfg, gate_up_tiles)
+            .with_lm_head_tiles(&cfg, gate_up_tiles);
         assert_eq!(t.gate_up_tiles == 1, gate_up_tiles == 1);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;

@@ -32,6 +32,8 @@ pub struct Knobs {
     pub attn_splits: usize,
     /// gate/up row tiles per program (`Tiles::gate_up_tiles`); 0: spread over the CTAs.
     pub gate_up_tiles: usize,
+    /// lm_head row blocks per program (`Tiles::lm_head_tiles`); 0: spread over the CTAs.
+    pub lm_head_tiles: usize,
 }
 
 impl Default for Knobs {
@@ -48,6 +50,7 @@ impl Default for Knobs {
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             attn_splits: 0,
             gate_up_tiles: 1,
+            lm_head_tiles: 1,
         }
     }
 }
@@ -124,7 +127,9 @@ pub fn run(
             check: false,
             ..MegaOptions::default()
         };
-        let mut tiles = Tiles::with_rule(cfg, &rule).with_gate_up_tiles(cfg, k.gate_up_tiles);
+        let mut tiles = Tiles::with_rule(cfg, &rule)
+            .with_gate_up_tiles(cfg, k.gate_up_tiles)
+            .with_lm_head_tiles(cfg, k.lm_head_tiles);
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
@@ -195,13 +200,20 @@ pub fn table(rows: &[TuneRow]) -> String {
         let key = |r: &TuneRow| r.ms_per_token.unwrap_or(f64::INFINITY);
         key(a).total_cmp(&key(b))
     });
+    let per_program = |n: usize| {
+        if n == 0 {
+            "auto".to_string()
+        } else {
+            n.to_string()
+        }
+    };
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | lm_head tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -218,11 +230,8 @@ pub fn table(rows: &[TuneRow]) -> String {
             } else {
                 k.attn_splits.to_string()
             },
-            if k.gate_up_tiles == 0 {
-                "auto".to_string()
-            } else {
-                k.gate_up_tiles.to_string()
-            },
+            per_program(k.gate_up_tiles),
+            per_program(k.lm_head_tiles),
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

@@ -48,6 +48,9 @@ pub struct TuneArgs {
     /// CTAs). Needs one k step (bk max at least the hidden size).
     #[arg(long, value_name = "LIST")]
     pub gate_up_tiles: Option<String>,
+    /// lm_head row blocks per program, the same way (1: the default; 0: spread over the CTAs).
+    #[arg(long, value_name = "LIST")]
+    pub lm_head_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -136,6 +139,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("gate-up-tiles", &a.gate_up_tiles, d.gate_up_tiles)?,
         |k, v| k.gate_up_tiles = v,
+    );
+    grid = times(
+        grid,
+        list("lm-head-tiles", &a.lm_head_tiles, d.lm_head_tiles)?,
+        |k, v| k.lm_head_tiles = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

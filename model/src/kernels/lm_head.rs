@@ -16,32 +16,21 @@
 //! state between steps), works in 16-bit lanes so every i32 product stays below 2^31
 //! (signed overflow is undefined in the CUDA C this lowers to), and is mirrored on the host
 //! by `sampling::gumbel_uniform` for tests.
+//!
+//! `lm_head_argmax_tiles` is the megakernel's variant with several blocks per program and
+//! the final norm once (`Tiles::lm_head_tiles`, off by default until measured).
 use dsl_runtime::prelude::*;
 
-#[kernel(helpers(crate::kernels::gemv::normed_gemv_rows))]
-pub fn lm_head_argmax(
-    x: Ptr<f32>,
-    g: Ptr<bf16>,
-    w: Ptr<bf16>,
-    logits: Ptr<f32>,
-    part_max: Ptr<f32>,
-    part_idx: Ptr<i32>,
+/// The scores a block's argmax is taken over: z itself when greedy (`inv_temp` = 0), else
+/// z / T + Gumbel noise from a hash of (seed, position, row).
+#[tile_fn]
+pub fn gumbel_scores(
+    z: Tile<f32, BM>,
+    rows: Tile<i32, BM>,
     pos: Ptr<i32>,
     seed: Ptr<i32>,
     inv_temp: Ptr<f32>,
-    vocab: i32,
-    k: i32,
-    eps: f32,
-    #[constexpr] BM: usize,
-    #[constexpr] BK: usize,
-) {
-    let pid = program_id(0);
-    let rows = pid * BM + arange(0, BM);
-    let row_mask = rows < vocab;
-    // The final norm fused into the GEMV, as in `gemv.rs`.
-    let z = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
-    store(logits + rows, z, row_mask);
-
+) -> Tile<f32, BM> {
     // Gumbel noise, only when sampling: the hash below is ~1000 integer ops per thread
     // (every thread of the program holds a replica of the rows), wasted on a greedy step.
     // It absorbs the 16-bit words of seed, position and row into two 16-bit lanes (each
@@ -66,11 +55,100 @@ pub fn lm_head_argmax(
         let u = (((a & 0xFF) * 65536 + b).to(f32) + 0.5) * (1.0 / 16777216.0);
         zs = z * it + -log(-log(u));
     }
+    zs
+}
 
+#[kernel(helpers(crate::kernels::gemv::normed_gemv_rows, gumbel_scores))]
+pub fn lm_head_argmax(
+    x: Ptr<f32>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    logits: Ptr<f32>,
+    part_max: Ptr<f32>,
+    part_idx: Ptr<i32>,
+    pos: Ptr<i32>,
+    seed: Ptr<i32>,
+    inv_temp: Ptr<f32>,
+    vocab: i32,
+    k: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+) {
+    let pid = program_id(0);
+    let rows = pid * BM + arange(0, BM);
+    let row_mask = rows < vocab;
+    // The final norm fused into the GEMV, as in `gemv.rs`.
+    let z = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
+    store(logits + rows, z, row_mask);
+
+    let zs = gumbel_scores(z, rows, pos, seed, inv_temp);
     // Epilogue: this block's best row. Rows past the vocab never win.
     let zm = where_(row_mask, zs, -3.0e38);
     store(part_max + pid, max(zm, 0));
     store(part_idx + pid, pid * BM + argmax(zm, 0));
+}
+
+/// `lm_head_argmax` for a program that owns `TILES` consecutive `BM`-row blocks in one k
+/// step (`k <= BK`): the final norm once per program instead of once per block, and each
+/// block's weights loaded while the previous one reduces. Every block still stores its own
+/// (max, argmax), so `argmax_merge` is unchanged; blocks past the vocab store nothing. The
+/// same arithmetic, block by block, as `lm_head_argmax` with one k step: the same bits.
+#[kernel(helpers(gumbel_scores))]
+pub fn lm_head_argmax_tiles(
+    x: Ptr<f32>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    logits: Ptr<f32>,
+    part_max: Ptr<f32>,
+    part_idx: Ptr<i32>,
+    pos: Ptr<i32>,
+    seed: Ptr<i32>,
+    inv_temp: Ptr<f32>,
+    vocab: i32,
+    k: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] TILES: usize,
+) {
+    let cols = arange(0, BK);
+    let col_mask = cols < k;
+    let xv = load(x + cols, col_mask, 0.0);
+    let inv = rms_inv(xv * xv, k, eps);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let first = program_id(0) * TILES;
+    // The first block's weights; each iteration loads the next one's.
+    let rows0 = first * BM + arange(0, BM);
+    let mask0 = (rows0 < vocab).expand_dims(1) & col_mask.expand_dims(0);
+    let mut wv = load(
+        w + rows0.expand_dims(1) * k + cols.expand_dims(0),
+        mask0,
+        0.0,
+    );
+    for t in 0..TILES {
+        let block = first + t;
+        let rows = block * BM + arange(0, BM);
+        let row_mask = rows < vocab;
+        let mut acc = zeros([BM, BK], f32);
+        acc += wv.to(f32) * xg;
+        // The next block's weights (none past the last) stream in while this one reduces.
+        let next = rows + BM;
+        let next_mask = ((next < vocab) & (t + 1 < TILES)).expand_dims(1) & col_mask.expand_dims(0);
+        wv = load(
+            w + next.expand_dims(1) * k + cols.expand_dims(0),
+            next_mask,
+            0.0,
+        );
+        let z = sum(acc, 1) * inv;
+        store(logits + rows, z, row_mask);
+        if block * BM < vocab {
+            let zs = gumbel_scores(z, rows, pos, seed, inv_temp);
+            let zm = where_(row_mask, zs, -3.0e38);
+            store(part_max + block, max(zm, 0));
+            store(part_idx + block, block * BM + argmax(zm, 0));
+        }
+    }
 }
 
 /// Phase 2; it also hands the step's result to the next step on the device: `token` =

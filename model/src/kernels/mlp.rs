@@ -68,9 +68,7 @@ pub fn rmsnorm_gate_up_silu_tiles(
     let cols = arange(0, BK);
     let col_mask = cols < k;
     let xv = load(x + cols, col_mask, 0.0);
-    let mut sumsq = zeros([BK], f32);
-    sumsq += xv * xv;
-    let inv = rms_inv(sumsq, k, eps);
+    let inv = rms_inv(xv * xv, k, eps);
     let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     let first = program_id(0) * TILES;
     // The first tile's weights; each iteration loads the next one's.

@@ -134,6 +134,9 @@ pub struct Tiles {
     pub gate_up_tiles: usize,
     pub down: Gemv,
     pub lm_head: Gemv,
+    /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
+    /// `gate_up_tiles`; 1, the default, is one program per block.
+    pub lm_head_tiles: usize,
     /// Positions per attention tile ([BLOCK_N, head_dim] K and V tiles).
     pub attn_block_n: usize,
     /// Sequence splits per query head (attention phase 1 grid axis 1).
@@ -171,6 +174,7 @@ impl Tiles {
             gate_up_tiles: 1,
             down: gemv(h, cfg.intermediate_size, 1),
             lm_head,
+            lm_head_tiles: 1,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
             // contexts each program's chunk is a few big round trips, not many small ones.
             attn_block_n: floor_pow2(
@@ -194,15 +198,30 @@ impl Tiles {
     /// `ctas` programs), when one k step covers the hidden size; else unchanged (one tile
     /// per program), as `rmsnorm_gate_up_silu_tiles` needs.
     pub fn with_gate_up_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
-        if self.gate_up.bk >= cfg.hidden_size {
-            let programs = self.gate_up.programs(cfg.intermediate_size);
-            self.gate_up_tiles = match tiles {
-                0 => programs.div_ceil(self.ctas.max(1)),
-                n => n,
-            }
-            .clamp(1, programs.max(1));
-        }
+        self.gate_up_tiles =
+            self.tiles_per_program(self.gate_up, cfg, cfg.intermediate_size, tiles);
         self
+    }
+
+    /// The lm_head with `tiles` row blocks per program, as [`Tiles::with_gate_up_tiles`]
+    /// (`lm_head_argmax_tiles`).
+    pub fn with_lm_head_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
+        self.lm_head_tiles = self.tiles_per_program(self.lm_head, cfg, cfg.vocab_size, tiles);
+        self
+    }
+
+    /// Row tiles per program of a GEMV over `m` rows of the hidden size: `tiles`, or with
+    /// 0 as many as spread them over the CTAs; 1 unless one k step covers the hidden size.
+    fn tiles_per_program(&self, g: Gemv, cfg: &Config, m: usize, tiles: usize) -> usize {
+        if g.bk < cfg.hidden_size {
+            return 1;
+        }
+        let programs = g.programs(m);
+        match tiles {
+            0 => programs.div_ceil(self.ctas.max(1)),
+            n => n,
+        }
+        .clamp(1, programs.max(1))
     }
 }
 
@@ -302,6 +321,16 @@ pub fn shipped() -> Vec<Shipped> {
                 c
             },
             "the same, TILES row tiles per program: the norm once, the next tile's weights loaded while one reduces",
+        ),
+        k(
+            &lm_head::lm_head_argmax_tiles::KERNEL,
+            {
+                let t = t.clone().with_lm_head_tiles(&cfg, 0);
+                let mut c = gemv(t.lm_head);
+                c.push(("TILES", int(t.lm_head_tiles)));
+                c
+            },
+            "lm_head_argmax with TILES blocks per program: the norm once, the next block's weights loaded while one reduces",
         ),
         k(
             &lm_head::lm_head_argmax::KERNEL,
