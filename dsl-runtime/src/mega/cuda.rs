@@ -189,7 +189,8 @@ __device__ __forceinline__ void tsr_stage_arrive(unsigned long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tsr_smem(bar)) : "memory");
 #endif
 }
-// Whether phase `parity` of `bar` has completed (without waiting).
+// Whether phase `parity` of `bar` has completed (without waiting). Before sm_90 nothing is
+// copied (every header says 0 bytes: the bodies read global memory), so nothing needs to wait.
 __device__ __forceinline__ bool tsr_stage_done(unsigned long long* bar, unsigned parity) {
 #if TSR_STAGING
   unsigned done;
@@ -203,10 +204,10 @@ __device__ __forceinline__ bool tsr_stage_done(unsigned long long* bar, unsigned
 // -- end producer --
 "#;
 
-/// The mega helpers; with a producer warp beside the `threads` compute threads, their
-/// barriers and strides leave it out.
-fn mega_prelude(producer: bool, threads: u32) -> String {
-    if !producer {
+/// The mega helpers; with `named` (a ring was asked for, so a producer warp may sit beside
+/// the `threads` compute threads), their barriers and strides leave it out.
+fn mega_prelude(named: bool, threads: u32) -> String {
+    if !named {
         return MEGA_PRELUDE.to_string();
     }
     let helpers = PRODUCER_PRELUDE.replace("{THREADS}", &threads.to_string());
