@@ -251,3 +251,64 @@ fn gpu_megakernel_matches_transformers_at_real_shape() {
         mean(&agrees)
     );
 }
+
+/// The norm-once variants (`Tiles::gate_up_tiles`, `Tiles::lm_head_tiles`: several row
+/// tiles per program, off by default) give the default's logits on the GPU (within 1e-3
+/// of max |logit|) and its token at every step: the committed checkpoints, and two layers
+/// at Qwen3-0.6B's shape (the real tiles: 3 gate/up tiles per program, as `tune
+/// --gate-up-tiles 0` picks on 132 SMs).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_norm_once_tiles_equal_the_default() {
+    use model::kernels::Tiles;
+    let shaped = model::Config {
+        num_hidden_layers: 2,
+        vocab_size: 2048,
+        max_position_embeddings: 64,
+        tie_word_embeddings: false,
+        ..model::kernels::qwen3_0_6b()
+    };
+    let mut cases: Vec<(String, model::Config, model::Weights, Vec<u32>)> = CHECKPOINTS
+        .iter()
+        .map(|name| {
+            let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+            let exp = expected(name);
+            let ids: Vec<u32> = ids(&exp["prompt_ids"])
+                .into_iter()
+                .chain(ids(&exp["greedy_ids"]))
+                .collect();
+            (name.to_string(), ck.config, ck.weights, ids)
+        })
+        .collect();
+    let w = model::embedded::weights(&shaped);
+    cases.push(("0.6B-shaped".into(), shaped, w, vec![17, 900, 3, 5, 1000]));
+    for (name, cfg, weights, steps) in cases {
+        let one = Tiles::for_config(&cfg);
+        let many = one
+            .clone()
+            .with_gate_up_tiles(&cfg, 3)
+            .with_lm_head_tiles(&cfg, 4);
+        assert_eq!((many.gate_up_tiles, many.lm_head_tiles), (3, 4), "{name}");
+        let engine = |t: &Tiles| {
+            let opts = MegakernelOptions {
+                tiles: Some(t.clone()),
+                ..mega_opts(Output::Logits, Some(64))
+            };
+            MegakernelEngine::new(cfg.clone(), &weights, gpu(), opts).unwrap()
+        };
+        let (mut a, mut b) = (engine(&one), engine(&many));
+        for (pos, &t) in steps.iter().enumerate() {
+            let (x, y) = (
+                logits(a.step(t, pos).unwrap()),
+                logits(b.step(t, pos).unwrap()),
+            );
+            let e = rel_err(&x, &y);
+            assert!(e < 1e-3, "{name} pos {pos}: norm-once tiles vs default {e}");
+            assert_eq!(
+                a.next_token().unwrap(),
+                b.next_token().unwrap(),
+                "{name} pos {pos}"
+            );
+        }
+    }
+}
