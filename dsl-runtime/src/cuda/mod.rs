@@ -92,7 +92,13 @@ impl EmitOptions {
 
 /// The CTA barrier a program's code calls (`EmitOptions::consumer_barrier`).
 pub(crate) fn barrier_call(opts: &EmitOptions) -> &'static str {
-    if opts.consumer_barrier {
+    cta_barrier(opts.consumer_barrier)
+}
+
+/// The CTA barrier of compute warps that may have a producer warp beside them
+/// (`consumers`: the megakernel's named barrier over their threads) or not.
+pub(crate) fn cta_barrier(consumers: bool) -> &'static str {
+    if consumers {
         "tsr_consumers_sync()"
     } else {
         "__syncthreads()"

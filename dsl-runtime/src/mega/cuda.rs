@@ -99,8 +99,9 @@ pub struct MegaSource {
 /// Bytes at the start of the dynamic shared memory before the bodies' scratch (the abort flag).
 const HEAD: usize = 128;
 
-/// Mega-level helpers (after the emitter's prelude).
-pub const MEGA_PRELUDE: &str = r#"#ifndef TESSERA_MEGA_PRELUDE
+/// Mega-level helpers (after the emitter's prelude); `mega_prelude` fills in the compute
+/// warps' barrier (`{CTA_SYNC}`) and thread count (`{CTA_THREADS}`).
+const MEGA_PRELUDE: &str = r#"#ifndef TESSERA_MEGA_PRELUDE
 #define TESSERA_MEGA_PRELUDE
 // ---- tessera megakernel helpers: bounded waits, counters, L2 prefetch ----
 // -- synchronisation primitives (PTX; a CPU emulator of the persistent kernel swaps this block) --
@@ -129,7 +130,7 @@ __device__ __forceinline__ long long tsr_max(long long a, long long b) { return 
 // Every thread of the CTA calls it after the CTA's programs: one add of `count` to
 // word `w`, released after everything the CTA wrote.
 __device__ __forceinline__ void tsr_arrive(unsigned* sync, int w, unsigned count) {
-  __syncthreads();
+  {CTA_SYNC};
   if (threadIdx.x == 0) {
     tsr_red_release(sync + w, count);  // after the bar.sync: the CTA's writes come first
   }
@@ -162,16 +163,16 @@ __device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, un
     // No fence here: the acquire load that saw the target orders this thread's later
     // accesses, and the bar.sync below orders every other thread's after it.
   }
-  __syncthreads();
+  {CTA_SYNC};
   return *abort_flag == 0;
 }
 
-// Threads `part * blockDim.x + threadIdx.x`, stepping by `parts * blockDim.x`, each
+// Threads `part * {CTA_THREADS} + threadIdx.x`, stepping by `parts * {CTA_THREADS}`, each
 // prefetch 128-byte lines of [p, p + bytes) into L2.
 __device__ __forceinline__ void tsr_prefetch_l2(const void* p, long long bytes, long long part, long long parts) {
   const char* c = (const char*)p;
   const long long lines = (bytes + 127) / 128;
-  for (long long i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
+  for (long long i = part * {CTA_THREADS} + threadIdx.x; i < lines; i += parts * {CTA_THREADS})
     tsr_prefetch_line(c + i * 128);
 }
 #endif
@@ -204,16 +205,21 @@ __device__ __forceinline__ bool tsr_stage_done(unsigned long long* bar, unsigned
 // -- end producer --
 "#;
 
-/// The mega helpers; with `named` (a ring was asked for, so a producer warp may sit beside
-/// the `threads` compute threads), their barriers and strides leave it out.
+/// The mega helpers for compute warps that synchronise with `cuda::cta_barrier(named)`; with
+/// `named`, also the producer's helpers, and strides over the `threads` compute threads
+/// rather than the whole block.
 fn mega_prelude(named: bool, threads: u32) -> String {
-    if !named {
-        return MEGA_PRELUDE.to_string();
-    }
-    let helpers = PRODUCER_PRELUDE.replace("{THREADS}", &threads.to_string());
+    let (helpers, count) = if named {
+        (
+            PRODUCER_PRELUDE.replace("{THREADS}", &threads.to_string()),
+            format!("{threads}u"),
+        )
+    } else {
+        (String::new(), "blockDim.x".to_string())
+    };
     let mega = MEGA_PRELUDE
-        .replace("__syncthreads();", "tsr_consumers_sync();")
-        .replace("blockDim.x", &format!("{threads}u"));
+        .replace("{CTA_SYNC}", crate::cuda::cta_barrier(named))
+        .replace("{CTA_THREADS}", &count);
     format!("{helpers}{mega}")
 }
 
@@ -234,11 +240,6 @@ pub fn generate(
     let threads = 32 * opts.num_warps;
     // The bodies' barriers leave a producer warp out whenever a ring was asked for.
     let named = opts.stage_ring_bytes > 0;
-    let bar = if named {
-        "tsr_consumers_sync();"
-    } else {
-        "__syncthreads();"
-    };
     let entry = entry_name(r);
     let body_of = |s: usize| {
         bodies
@@ -340,7 +341,7 @@ pub fn generate(
         loops: vec![],
         stage_bytes,
         ring_args: arg_names.join(", "),
-        bar,
+        bar: crate::cuda::cta_barrier(named),
     };
     g.state(smem > 0);
     if ring > 0 {
@@ -373,7 +374,7 @@ struct Gen<'a> {
     stage_bytes: Vec<usize>,
     /// The run-time arguments, as the ring's functions take them.
     ring_args: String,
-    /// The compute warps' barrier (a statement).
+    /// The compute warps' barrier (`cuda::cta_barrier`).
     bar: &'static str,
 }
 
@@ -463,7 +464,7 @@ impl Gen<'_> {
             "// The last CTA out zeroes the sync words (not the records: they are zero unless a",
         );
         w.line("// wait gave up, and then no CTA gets here), so the next launch starts clean.");
-        w.line(self.bar);
+        w.line(format!("{};", self.bar));
         w.open("if (threadIdx.x == 0) {");
         w.line("__threadfence();");
         w.open(format!(
@@ -645,7 +646,7 @@ impl Gen<'_> {
             self.smem
         ));
         w.line(format!(
-            "{}  // the next program reuses shared memory",
+            "{};  // the next program reuses shared memory",
             self.bar
         ));
         if staged > 0 {
