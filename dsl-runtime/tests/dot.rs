@@ -6,11 +6,11 @@
 #[path = "host_emu/kernel.rs"]
 mod emu;
 use dsl_ir::{DType, Kernel};
-use dsl_runtime::cuda::{emit, EmitOptions};
+use dsl_runtime::cuda::{emit, DotOptions, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
-use emu::{emulate, facts, have_gxx, Scalar};
+use emu::{emulate_with, facts, have_gxx, Scalar};
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -202,6 +202,11 @@ fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[i32]) 
 /// Compiles the full kernel for sm_80 and sm_90 with NVRTC (skipped, loudly, without it:
 /// ./scripts/test.sh installs it).
 fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
+    nvrtc_compiles_with(k, warps, stages, DotOptions::default())
+}
+
+/// [`nvrtc_compiles`] with candidate `dot` lowerings on.
+fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, dot: DotOptions) -> String {
     let src = emit(
         k,
         &EmitOptions {
@@ -211,6 +216,7 @@ fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
+            dot,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -335,6 +341,12 @@ const CASES: &[Case] = &[
 ];
 
 fn mm_run(case: &Case, which: &str, seed: u64) {
+    mm_run_with(case, which, seed, DotOptions::default())
+}
+
+/// [`mm_run`] with candidate `dot` lowerings on: the emulation must still equal the
+/// interpreter bit for bit.
+fn mm_run_with(case: &Case, which: &str, seed: u64, dot: DotOptions) {
     let Case {
         m,
         n,
@@ -383,6 +395,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
+            dot,
         },
     )
     .unwrap()
@@ -392,8 +405,13 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
         ring && which != "f32",
         "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: cp.async ring expected: {ring}"
     );
+    assert_eq!(
+        code.contains("tsr_ldsm_x4"),
+        dot.lane_bases && code.contains("// dot: tensor cores"),
+        "{which} {m}x{n}x{k} tile {tile:?}: ldmatrix from lane bases iff asked (and on tensor cores)"
+    );
     if have_gxx() {
-        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
+        let emu = emulate_with(&kern, warps, stages, dot, grid, &[a, b, c], &sc);
         let eg = emu[2].to_f32s();
         for (i, (x, y)) in eg.iter().zip(&got).enumerate() {
             assert!(
@@ -424,6 +442,90 @@ fn matmul_f16_to_bf16_interpreter_and_emulation() {
     }
 }
 
+/// Larger tiles for the candidate lowerings: warp grids that `balanced_warps` changes
+/// (4x1 -> 2x2, 4x2 -> 2x4), swizzles with 8 phases (4 lane bases) and chunk constants
+/// past them, masked edges in every dimension, with and without the ring.
+const LANE_CASES: &[Case] = &[
+    Case {
+        m: 150,
+        n: 272,
+        k: 208,
+        tile: (64, 128, 64),
+        warps: 4,
+        stages: 3,
+        ring: true,
+    },
+    Case {
+        m: 70,
+        n: 200,
+        k: 100,
+        tile: (64, 128, 32),
+        warps: 8,
+        stages: 4,
+        ring: false,
+    },
+    Case {
+        m: 40,
+        n: 96,
+        k: 144,
+        tile: (32, 64, 128),
+        warps: 2,
+        stages: 2,
+        ring: true,
+    },
+];
+
+#[test]
+fn matmul_candidate_lowerings_interpreter_and_emulation() {
+    let only = |lane_bases, balanced_warps| DotOptions {
+        lane_bases,
+        balanced_warps,
+    };
+    for (i, c) in CASES.iter().chain(LANE_CASES).enumerate() {
+        mm_run_with(c, "bf16", 41 + i as u64, DotOptions::ALL);
+    }
+    for (i, c) in LANE_CASES.iter().enumerate() {
+        mm_run_with(c, "bf16", 61 + i as u64, only(true, false));
+        mm_run_with(c, "f16", 71 + i as u64, only(false, true));
+    }
+}
+
+#[test]
+fn qk_transposed_candidate_lowerings_interpreter_and_emulation() {
+    qk_run(DotOptions::ALL);
+}
+
+#[test]
+fn balanced_warps_pick_square_warp_tiles() {
+    let src = |dot| {
+        let k = mm_bf16::KERNEL
+            .specialize(&ints(&[("BM", 128), ("BN", 256), ("BK", 64)]))
+            .unwrap();
+        let o = EmitOptions {
+            dot,
+            ..EmitOptions::new(8)
+        };
+        emit(&k, &o).unwrap().code
+    };
+    let default = src(DotOptions::default());
+    assert!(default.contains("8x1 warps, each 1 x 32 tiles of 16x8"));
+    assert!(!default.contains("tsr_ldsm_x4") && !default.contains("mma_saddr"));
+    let all = src(DotOptions::ALL);
+    assert!(all.contains("2x4 warps, each 4 x 8 tiles of 16x8"), "{all}");
+    // 4 + 4 bases (BK = 64 and BN = 256: 8-phase swizzles), not one register per ldmatrix.
+    assert!(all.contains("tsr_saddr lds_a[4], lds_b[4];"), "{all}");
+    assert_eq!(DotOptions::parse("all"), Ok(DotOptions::ALL));
+    assert_eq!(
+        DotOptions::parse(" lane_bases "),
+        Ok(DotOptions {
+            lane_bases: true,
+            balanced_warps: false
+        })
+    );
+    assert_eq!(DotOptions::parse(""), Ok(DotOptions::default()));
+    assert!(DotOptions::parse("lane_base").is_err());
+}
+
 #[test]
 fn matmul_f32_fma_interpreter_and_emulation() {
     for (i, c) in CASES.iter().enumerate().skip(6) {
@@ -433,6 +535,10 @@ fn matmul_f32_fma_interpreter_and_emulation() {
 
 #[test]
 fn qk_transposed_interpreter_and_emulation() {
+    qk_run(DotOptions::default());
+}
+
+fn qk_run(dot: DotOptions) {
     for (m, n, tile, warps) in [
         (37usize, 29usize, (32i64, 32i64, 64i64), 4u32),
         (20, 9, (16, 16, 32), 1),
@@ -468,10 +574,11 @@ fn qk_transposed_interpreter_and_emulation() {
             }
         }
         if have_gxx() {
-            let emu = emulate(
+            let emu = emulate_with(
                 &kern,
                 warps,
                 3,
+                dot,
                 grid,
                 &[q, kk, s, st],
                 &[Scalar::I32(m as i32), Scalar::I32(n as i32)],
@@ -526,4 +633,36 @@ fn every_dot_kernel_compiles_with_nvrtc() {
         .specialize(&ints(&[("BM", 64), ("BN", 64), ("D", 128)]))
         .unwrap();
     nvrtc_compiles(&qk, 4, 2);
+}
+
+#[test]
+fn candidate_lowerings_compile_with_nvrtc() {
+    for c in CASES.iter().chain(LANE_CASES) {
+        let (bm, bn, bk) = c.tile;
+        let cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
+        for def in [&mm_bf16::KERNEL, &mm_f16::KERNEL] {
+            nvrtc_compiles_with(
+                &def.specialize(&cx).unwrap(),
+                c.warps,
+                c.stages,
+                DotOptions::ALL,
+            );
+        }
+    }
+    for (bm, bn, bk, w, s) in [
+        (128, 256, 64, 8, 3),
+        (128, 256, 32, 8, 3),
+        (128, 128, 32, 4, 4),
+        (256, 128, 64, 8, 3),
+    ] {
+        let big = mm_bf16::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+            .unwrap();
+        let code = nvrtc_compiles_with(&big, w, s, DotOptions::ALL);
+        assert!(code.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+    }
+    let qk = qk_t::KERNEL
+        .specialize(&ints(&[("BM", 64), ("BN", 64), ("D", 128)]))
+        .unwrap();
+    nvrtc_compiles_with(&qk, 4, 2, DotOptions::ALL);
 }
