@@ -5,13 +5,10 @@
 //! Run: `cargo run --release --example matmul` (self-check at an odd size, every edge
 //! masked), `-- --explain` (the CUDA C, which says which `dot` path was chosen and why),
 //! `-- --bench M N K` (GPU: the autotuned kernel's median time and TFLOP/s as one JSON
-//! line, checked on sampled elements against f64). `TESSERA_DOT=all` (or a list, see
-//! `DotOptions::parse`) turns on the candidate `dot` lowerings for a GPU A/B
-//! (scripts/device_dot_ab.sh).
+//! line, checked on sampled elements against f64).
 use std::time::Instant;
 use tessera::check::{run_example, Rng};
 use tessera::kernels::matmul::{self as mmk, matmul, matmul_ref, rel_frob};
-use tessera::runtime::cuda::DotOptions;
 use tessera::runtime::{bf16, Config, ConstVal, Device, Launch, Tune};
 
 /// The tuning space: tiles, warps and pipelining depth (Triton's matmul tutorial's, for
@@ -29,20 +26,16 @@ fn configs() -> Vec<Config> {
         )
         .stages(s)
     };
-    let mut v = vec![
+    // BK = 64 on 8 warps (Triton's mma.sync tile) fits in registers since the ldmatrix
+    // addresses are per-lane bases and the warp grid is square (docs/PERF.md, session 13).
+    vec![
         c(128, 256, 32, 8, 3),
         c(128, 128, 32, 4, 4),
         c(128, 128, 64, 4, 3),
         c(256, 128, 32, 8, 3),
-    ];
-    // With candidate `dot` lowerings on (`TESSERA_DOT`), BK = 64 on 8 warps (Triton's
-    // mma.sync tile) no longer spills, so it is a candidate too; without them the space is
-    // the measured one.
-    if DotOptions::from_env().is_ok_and(|o| o != DotOptions::default()) {
-        v.push(c(128, 256, 64, 8, 3));
-        v.push(c(256, 128, 64, 8, 3));
-    }
-    v
+        c(128, 256, 64, 8, 3),
+        c(256, 128, 64, 8, 3),
+    ]
 }
 
 fn tune(m: usize, n: usize, k: usize) -> Tune {
@@ -167,10 +160,9 @@ fn bench(m: usize, n: usize, k: usize) -> Result<(), String> {
     }
     let err = (num / den).sqrt();
     println!(
-        "{{\"kernel\": \"tessera matmul\", \"m\": {m}, \"n\": {n}, \"k\": {k}, \"ms\": {:.4}, \"tflops\": {:.1}, \"tune_s\": {tune_s:.1}, \"sampled_rel_err\": {err:.2e}, \"dot\": \"{:?}\", \"device\": \"{}\"}}",
+        "{{\"kernel\": \"tessera matmul\", \"m\": {m}, \"n\": {n}, \"k\": {k}, \"ms\": {:.4}, \"tflops\": {:.1}, \"tune_s\": {tune_s:.1}, \"sampled_rel_err\": {err:.2e}, \"device\": \"{}\"}}",
         sec * 1e3,
         2.0 * (m * n * k) as f64 / sec / 1e12,
-        DotOptions::from_env().unwrap_or_default(),
         dev.describe()
     );
     if err > 1e-2 {

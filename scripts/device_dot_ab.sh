@@ -1,30 +1,31 @@
 #!/usr/bin/env bash
-# A/B of the `dot` examples in ONE device call, ABAB at each shape; one JSON line per run
-# in $OUT/dot-ab.jsonl, each tagged with its build, and the autotuner's winners (per code
-# hash) in $OUT/autotune-*.json.
-# - A: .gpu/bin/{matmul,attention} as packed.
-# - B: .gpu/bin/{matmul,attention}-B when packed (a candidate lowering built from another
-#   commit), else the same binaries with the candidate `dot` lowerings on:
-#   TESSERA_DOT=${DOT_B:-all} (cuda/mod.rs: DotOptions; the matmul example then also
-#   tunes BK = 64 on 8 warps).
-#   pack: bash scripts/pack_dot_ab.sh
+# A/B of two builds of the `dot` examples in ONE device call, ABAB at each shape; one JSON
+# line per run in $OUT/dot-ab.jsonl, each tagged with its build and commit, and the
+# autotuner's winners (per code hash) in $OUT/autotune-*.json.
+# - A: .gpu/bin/{matmul,attention}, built from .gpu/commit;
+# - B: .gpu/bin/{matmul,attention}-B, built from .gpu/commit-B.
+#   pack: bash scripts/pack_dot_ab.sh (at A), then bash scripts/pack_dot_ab.sh B (at B)
 #   device run: carry [".gpu"], command: bash scripts/device_dot_ab.sh
 set -uo pipefail
 source .gpu/device-env.sh > /dev/null
 export TESSERA_CACHE_DIR=/tmp/tessera-cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 J="$OUT/dot-ab.jsonl"; : > "$J"
+for b in matmul attention; do
+  for f in ".gpu/bin/$b" ".gpu/bin/$b-B"; do
+    [[ -x $f ]] || { echo "missing $f (scripts/pack_dot_ab.sh, then scripts/pack_dot_ab.sh B)"; exit 1; }
+  done
+done
+commit_A=$(cat .gpu/commit 2>/dev/null); commit_B=$(cat .gpu/commit-B 2>/dev/null)
+echo "A: $commit_A  B: $commit_B" | tee "$OUT/commits.txt"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv > "$OUT/gpu.csv" 2>&1
 status=0
-one() {  # one TAG BIN ARGS... (TAG B without a -B binary: the option env)
+one() {  # one TAG BIN ARGS...
   local tag=$1 bin=$2; shift 2
-  local line env=()
-  if [ "$tag" = B ] && [ ! -x "$bin-B" ]; then
-    env=(env "TESSERA_DOT=${DOT_B:-all}")
-  elif [ "$tag" = B ]; then
-    bin="$bin-B"
-  fi
-  line=$(timeout 90 "${env[@]}" "$bin" --bench "$@" 2>> "$OUT/dot-ab.log") || { status=1; echo "FAILED: $tag $bin $*"; return; }
-  echo "{\"build\":\"$tag\",\"dot\":\"${env[*]:-}\",\"result\":$line}" | tee -a "$J"
+  local line commit=$commit_A
+  if [ "$tag" = B ]; then bin="$bin-B"; commit=$commit_B; fi
+  line=$(timeout 90 "$bin" --bench "$@" 2>> "$OUT/dot-ab.log") || { status=1; echo "FAILED: $tag $bin $*"; return; }
+  echo "{\"build\":\"$tag\",\"commit\":\"$commit\",\"result\":$line}" | tee -a "$J"
 }
 for args in "4096 4096 4096" "8192 8192 8192" "4000 4100 4200"; do
   for rep in 1 2; do

@@ -2,7 +2,7 @@
 //! derived from it per constexpr binding: the specialised IR, the CUDA C, the loaded GPU
 //! function. `launch` checks the arguments, then interprets or launches.
 use crate::autotune::{self, Config};
-use crate::cuda::{self, CudaSource, DotOptions, EmitOptions, DEFAULT_NUM_STAGES};
+use crate::cuda::{self, CudaSource, EmitOptions, DEFAULT_NUM_STAGES};
 use crate::device::{lock, CudaDev, Device, HostBuffers, Kind};
 use crate::error::{Error, Result};
 use crate::interp::{self, InterpArg, InterpOptions};
@@ -12,15 +12,6 @@ use cudarc::driver::{CudaFunction, LaunchConfig};
 use dsl_ir::{ConstVal, Kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// The candidate `dot` lowerings this process launches with: `TESSERA_DOT`, read here and
-/// nowhere else, once (all off when unset, so the default C is unchanged).
-fn dot_options() -> Result<DotOptions> {
-    static OPTS: OnceLock<std::result::Result<DotOptions, String>> = OnceLock::new();
-    OPTS.get_or_init(DotOptions::from_env)
-        .clone()
-        .map_err(Error::Lower)
-}
 
 /// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
 pub type Binding = (&'static str, ConstVal);
@@ -256,7 +247,6 @@ impl KernelDef {
                 num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
-                dot: dot_options()?,
             },
         )
         .map_err(Error::Lower)
@@ -450,7 +440,6 @@ impl KernelDef {
                 num_stages: key.num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
-                dot: dot_options()?,
             },
         )
         .map_err(Error::Lower)?;

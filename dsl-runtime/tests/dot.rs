@@ -6,11 +6,11 @@
 #[path = "host_emu/kernel.rs"]
 mod emu;
 use dsl_ir::{DType, Kernel};
-use dsl_runtime::cuda::{emit, DotOptions, EmitOptions};
+use dsl_runtime::cuda::{emit, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
-use emu::{emulate_with, facts, have_gxx, Scalar};
+use emu::{emulate, facts, have_gxx, Scalar};
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -202,11 +202,6 @@ fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[i32]) 
 /// Compiles the full kernel for sm_80 and sm_90 with NVRTC (skipped, loudly, without it:
 /// ./scripts/test.sh installs it).
 fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
-    nvrtc_compiles_with(k, warps, stages, DotOptions::default())
-}
-
-/// [`nvrtc_compiles`] with candidate `dot` lowerings on.
-fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, dot: DotOptions) -> String {
     let src = emit(
         k,
         &EmitOptions {
@@ -216,7 +211,6 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, dot: DotOptions) -> 
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            dot,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -341,12 +335,6 @@ const CASES: &[Case] = &[
 ];
 
 fn mm_run(case: &Case, which: &str, seed: u64) {
-    mm_run_with(case, which, seed, DotOptions::default())
-}
-
-/// [`mm_run`] with candidate `dot` lowerings on: the emulation must still equal the
-/// interpreter bit for bit.
-fn mm_run_with(case: &Case, which: &str, seed: u64, dot: DotOptions) {
     let Case {
         m,
         n,
@@ -395,7 +383,6 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, dot: DotOptions) {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            dot,
         },
     )
     .unwrap()
@@ -406,12 +393,12 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, dot: DotOptions) {
         "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: cp.async ring expected: {ring}"
     );
     assert_eq!(
-        code.contains("tsr_ldsm_x4"),
-        dot.lane_bases && code.contains("// dot: tensor cores"),
-        "{which} {m}x{n}x{k} tile {tile:?}: ldmatrix from lane bases iff asked (and on tensor cores)"
+        code.contains("tsr_saddr lds_a["),
+        code.contains("// dot: tensor cores"),
+        "{which} {m}x{n}x{k} tile {tile:?}: ldmatrix from lane bases on tensor cores"
     );
     if have_gxx() {
-        let emu = emulate_with(&kern, warps, stages, dot, grid, &[a, b, c], &sc);
+        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
         let eg = emu[2].to_f32s();
         for (i, (x, y)) in eg.iter().zip(&got).enumerate() {
             assert!(
@@ -442,9 +429,9 @@ fn matmul_f16_to_bf16_interpreter_and_emulation() {
     }
 }
 
-/// Larger tiles for the candidate lowerings: warp grids that `balanced_warps` changes
-/// (4x1 -> 2x2, 4x2 -> 2x4), swizzles with 8 phases (4 lane bases) and chunk constants
-/// past them, masked edges in every dimension, with and without the ring.
+/// Larger tiles: warp grids with several warps along N (2x2 on 4 warps for 64x128, 2x4 on
+/// 8, 1x2 for 32x64), swizzles with 8 phases (4 lane bases) and chunk constants past them, masked
+/// edges in every dimension, with and without the ring.
 const LANE_CASES: &[Case] = &[
     Case {
         m: 150,
@@ -476,54 +463,32 @@ const LANE_CASES: &[Case] = &[
 ];
 
 #[test]
-fn matmul_candidate_lowerings_interpreter_and_emulation() {
-    let only = |lane_bases, balanced_warps| DotOptions {
-        lane_bases,
-        balanced_warps,
-    };
-    for (i, c) in CASES.iter().chain(LANE_CASES).enumerate() {
-        mm_run_with(c, "bf16", 41 + i as u64, DotOptions::ALL);
-    }
+fn matmul_lane_bases_interpreter_and_emulation() {
     for (i, c) in LANE_CASES.iter().enumerate() {
-        mm_run_with(c, "bf16", 61 + i as u64, only(true, false));
-        mm_run_with(c, "f16", 71 + i as u64, only(false, true));
+        mm_run(c, "bf16", 41 + i as u64);
+        mm_run(c, "f16", 71 + i as u64);
     }
 }
 
 #[test]
-fn qk_transposed_candidate_lowerings_interpreter_and_emulation() {
-    qk_run(DotOptions::ALL);
-}
-
-#[test]
-fn balanced_warps_pick_square_warp_tiles() {
-    let src = |dot| {
+fn warp_grid_loads_the_fewest_fragments() {
+    let src = |bm, bn, bk, warps| {
         let k = mm_bf16::KERNEL
-            .specialize(&ints(&[("BM", 128), ("BN", 256), ("BK", 64)]))
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
             .unwrap();
-        let o = EmitOptions {
-            dot,
-            ..EmitOptions::new(8)
-        };
-        emit(&k, &o).unwrap().code
+        emit(&k, &EmitOptions::new(warps)).unwrap().code
     };
-    let default = src(DotOptions::default());
-    assert!(default.contains("8x1 warps, each 1 x 32 tiles of 16x8"));
-    assert!(!default.contains("tsr_ldsm_x4") && !default.contains("mma_saddr"));
-    let all = src(DotOptions::ALL);
-    assert!(all.contains("2x4 warps, each 4 x 8 tiles of 16x8"), "{all}");
+    // 128x256 on 8 warps: 2x4 warps of 64x64 (8 ldmatrix.x4 per k step), not 8x1 (17).
+    let big = src(128, 256, 64, 8);
+    assert!(big.contains("2x4 warps, each 4 x 8 tiles of 16x8"), "{big}");
     // 4 + 4 bases (BK = 64 and BN = 256: 8-phase swizzles), not one register per ldmatrix.
-    assert!(all.contains("tsr_saddr lds_a[4], lds_b[4];"), "{all}");
-    assert_eq!(DotOptions::parse("all"), Ok(DotOptions::ALL));
-    assert_eq!(
-        DotOptions::parse(" lane_bases "),
-        Ok(DotOptions {
-            lane_bases: true,
-            balanced_warps: false
-        })
-    );
-    assert_eq!(DotOptions::parse(""), Ok(DotOptions::default()));
-    assert!(DotOptions::parse("lane_base").is_err());
+    assert!(big.contains("tsr_saddr lds_a[4], lds_b[4];"), "{big}");
+    assert!(!big.contains("tsr_smem_u32(smem") && !big.contains("tsr_ldmatrix_x4(fa[mi], smem"));
+    // Square tiles: 2x2 of 64x64 on 4 warps, 4x2 of 64x64 on 8. A tie (64x64 on 2 warps:
+    // 2x1 loads 2 + 4 fragments, 1x2 loads 4 + 2) goes to more warps along M.
+    assert!(src(128, 128, 32, 4).contains("2x2 warps, each 4 x 8 tiles of 16x8"));
+    assert!(src(256, 128, 64, 8).contains("4x2 warps, each 4 x 8 tiles of 16x8"));
+    assert!(src(64, 64, 32, 2).contains("2x1 warps, each 2 x 8 tiles of 16x8"));
 }
 
 #[test]
@@ -535,10 +500,6 @@ fn matmul_f32_fma_interpreter_and_emulation() {
 
 #[test]
 fn qk_transposed_interpreter_and_emulation() {
-    qk_run(DotOptions::default());
-}
-
-fn qk_run(dot: DotOptions) {
     for (m, n, tile, warps) in [
         (37usize, 29usize, (32i64, 32i64, 64i64), 4u32),
         (20, 9, (16, 16, 32), 1),
@@ -574,11 +535,10 @@ fn qk_run(dot: DotOptions) {
             }
         }
         if have_gxx() {
-            let emu = emulate_with(
+            let emu = emulate(
                 &kern,
                 warps,
                 3,
-                dot,
                 grid,
                 &[q, kk, s, st],
                 &[Scalar::I32(m as i32), Scalar::I32(n as i32)],
@@ -636,33 +596,27 @@ fn every_dot_kernel_compiles_with_nvrtc() {
 }
 
 #[test]
-fn candidate_lowerings_compile_with_nvrtc() {
-    for c in CASES.iter().chain(LANE_CASES) {
+fn lane_base_tiles_compile_with_nvrtc() {
+    for c in LANE_CASES {
         let (bm, bn, bk) = c.tile;
         let cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
         for def in [&mm_bf16::KERNEL, &mm_f16::KERNEL] {
-            nvrtc_compiles_with(
-                &def.specialize(&cx).unwrap(),
-                c.warps,
-                c.stages,
-                DotOptions::ALL,
-            );
+            nvrtc_compiles(&def.specialize(&cx).unwrap(), c.warps, c.stages);
         }
     }
+    // The matmul example's tuning space (BK = 64 on 8 warps included).
     for (bm, bn, bk, w, s) in [
         (128, 256, 64, 8, 3),
         (128, 256, 32, 8, 3),
         (128, 128, 32, 4, 4),
+        (128, 128, 64, 4, 3),
+        (256, 128, 32, 8, 3),
         (256, 128, 64, 8, 3),
     ] {
         let big = mm_bf16::KERNEL
             .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
             .unwrap();
-        let code = nvrtc_compiles_with(&big, w, s, DotOptions::ALL);
+        let code = nvrtc_compiles(&big, w, s);
         assert!(code.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
     }
-    let qk = qk_t::KERNEL
-        .specialize(&ints(&[("BM", 64), ("BN", 64), ("D", 128)]))
-        .unwrap();
-    nvrtc_compiles_with(&qk, 4, 2, DotOptions::ALL);
 }

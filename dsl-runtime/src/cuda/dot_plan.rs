@@ -16,12 +16,10 @@ pub(crate) struct DotPlan {
 }
 
 /// Decides every `dot` of a specialised kernel for `threads` threads: the plans, and the
-/// `[M, N]` shapes that take the accumulator fragment layout. `balanced`:
-/// `DotOptions::balanced_warps`.
+/// `[M, N]` shapes that take the accumulator fragment layout.
 pub(crate) fn plan_dots(
     k: &Kernel,
     threads: usize,
-    balanced: bool,
 ) -> (BTreeMap<ValueId, DotPlan>, BTreeMap<Vec<usize>, Frag>) {
     let mut plans = BTreeMap::new();
     let mut frags: BTreeMap<Vec<usize>, Frag> = BTreeMap::new();
@@ -56,13 +54,7 @@ pub(crate) fn plan_dots(
                 None,
                 format!("FMA fallback: M={m}, N={n}, K={kk} are not all multiples of 16"),
             )
-        } else if let Some(f) = frags.get(&od).copied().or_else(|| {
-            if balanced {
-                balanced_warp_grid(m, n, threads)
-            } else {
-                warp_grid(m, n, threads)
-            }
-        }) {
+        } else if let Some(f) = frags.get(&od).copied().or_else(|| warp_grid(m, n, threads)) {
             frags.insert(od.clone(), f);
             plan(
                 Some(f),
@@ -90,26 +82,12 @@ pub(crate) fn plan_dots(
     (plans, frags)
 }
 
-/// Warps along M first (as many as M/16 allows), the rest along N in 16-column pairs.
-fn warp_grid(m: usize, n: usize, threads: usize) -> Option<Frag> {
-    let w = threads / 32;
-    let mut wm = w;
-    while wm >= 1 {
-        let wn = w / wm;
-        if m.is_multiple_of(16 * wm) && n.is_multiple_of(16 * wn) {
-            let l = Layout::mma(m, n, wm, wn);
-            return l.frag;
-        }
-        wm /= 2;
-    }
-    None
-}
-
 /// The warp grid whose warps load the fewest fragments per k step (`mt` ldmatrix.x4 for A,
 /// `nt / 2` for B): square-ish warp tiles, as Triton's and CUTLASS's (128x256 on 8 warps:
 /// 2x4 warps of 64x64, 8 ldmatrix per 32 mma, where 8x1 takes 17 and 64 registers of B
-/// fragments). Ties go to more warps along M (`warp_grid`'s order).
-fn balanced_warp_grid(m: usize, n: usize, threads: usize) -> Option<Frag> {
+/// fragments). Ties go to more warps along M (the grids are tried from all warps along M
+/// down to one, each halving it).
+fn warp_grid(m: usize, n: usize, threads: usize) -> Option<Frag> {
     let w = threads / 32;
     let mut best: Option<(usize, Frag)> = None;
     let mut wm = w;

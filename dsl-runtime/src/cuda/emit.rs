@@ -15,7 +15,7 @@ mod c_syntax;
 mod dot;
 #[path = "dot_plan.rs"]
 mod dot_plan;
-pub(crate) use dot::{MMA_HELPERS, MMA_SADDR_HELPERS};
+pub(crate) use dot::MMA_HELPERS;
 #[path = "memory.rs"]
 mod memory;
 #[path = "memory_order.rs"]
@@ -117,10 +117,6 @@ pub(crate) struct Emitter<'a> {
     frag_shapes: BTreeMap<Vec<usize>, layout::Frag>,
     /// Whether the code calls the `mma` helpers (`dot::MMA_HELPERS`).
     pub uses_mma: bool,
-    /// Whether it calls the shared-address `ldmatrix` helpers (`dot::MMA_SADDR_HELPERS`).
-    pub uses_mma_saddr: bool,
-    /// Candidate `dot` lowerings (`EmitOptions::dot`).
-    pub(super) dot_opts: super::DotOptions,
     /// Loads pipelined through a `cp.async` ring (`pipeline.rs`).
     pipe: pipeline::Pipes,
     /// The C of a CTA barrier (`barrier_call`).
@@ -178,12 +174,10 @@ impl<'a> Emitter<'a> {
             dot_plans: BTreeMap::new(),
             frag_shapes: BTreeMap::new(),
             uses_mma: false,
-            uses_mma_saddr: false,
-            dot_opts: opts.dot,
             pipe: pipeline::Pipes::default(),
             barrier_call: super::barrier_call(opts),
         };
-        (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads, opts.dot.balanced_warps);
+        (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {

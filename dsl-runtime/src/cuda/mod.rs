@@ -71,60 +71,6 @@ pub struct EmitOptions {
     /// program's warps (`mega/staging.rs`) never joins them, and a staged load's `_issue`
     /// is run by that warp's one lane as if it were thread 0.
     pub consumer_barrier: bool,
-    /// Lowering choices for `dot` on tensor cores that are off by default until a GPU A/B
-    /// adopts them.
-    pub dot: DotOptions,
-}
-
-/// Candidate lowerings of `dot` on tensor cores, each off by default (the default C is
-/// unchanged) until measured on a GPU. A launch reads them from `TESSERA_DOT`
-/// ([`DotOptions::from_env`], in `kernel_def.rs` only).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DotOptions {
-    /// `ldmatrix` addresses are 32-bit shared-memory addresses: a few per-lane bases (one
-    /// per residue of the swizzle's chunk XOR, at most 4 per operand) plus compile-time
-    /// offsets, instead of a generic pointer, a 64-bit multiply-add and a conversion per
-    /// `ldmatrix` and one long-lived register per distinct swizzled chunk (`dot.rs`).
-    pub lane_bases: bool,
-    /// The warps' grid over `[M, N]` loads the fewest fragments per k step (2x4 for
-    /// 128x256 on 8 warps, not 8x1): fewer `ldmatrix` and fewer fragment registers per mma
-    /// (`dot_plan.rs`).
-    pub balanced_warps: bool,
-}
-
-/// The environment variable [`DotOptions::from_env`] reads.
-pub const DOT_ENV: &str = "TESSERA_DOT";
-
-impl DotOptions {
-    /// Every candidate on.
-    pub const ALL: DotOptions = DotOptions {
-        lane_bases: true,
-        balanced_warps: true,
-    };
-
-    /// From a comma-separated list: `lane_bases`, `balanced_warps`, `all` (empty or unset:
-    /// none); an unknown word is an error, so a typo in an A/B cannot measure A twice.
-    pub fn parse(s: &str) -> Result<DotOptions, String> {
-        let mut o = DotOptions::default();
-        for w in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-            match w {
-                "lane_bases" => o.lane_bases = true,
-                "balanced_warps" => o.balanced_warps = true,
-                "all" => o = DotOptions::ALL,
-                _ => {
-                    return Err(format!(
-                        "{DOT_ENV}: unknown option `{w}` (lane_bases, balanced_warps, all)"
-                    ))
-                }
-            }
-        }
-        Ok(o)
-    }
-
-    /// `TESSERA_DOT` (see [`DotOptions::parse`]).
-    pub fn from_env() -> Result<DotOptions, String> {
-        DotOptions::parse(&std::env::var(DOT_ENV).unwrap_or_default())
-    }
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -140,7 +86,6 @@ impl EmitOptions {
             num_stages: DEFAULT_NUM_STAGES,
             stage_boxes: false,
             consumer_barrier: false,
-            dot: DotOptions::default(),
         }
     }
 }
@@ -224,9 +169,6 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     let mut w = CWriter::new(0);
     if e.uses_mma {
         w.paste(emit::MMA_HELPERS);
-    }
-    if e.uses_mma_saddr {
-        w.paste(emit::MMA_SADDR_HELPERS);
     }
     let bound: Vec<String> = kernel
         .bound

@@ -6,7 +6,7 @@
 #[path = "harness.rs"]
 mod harness;
 use dsl_ir::{DType, Kernel, ParamKind};
-use dsl_runtime::cuda::{emit_body, prelude::PRELUDE, DotOptions, EmitOptions};
+use dsl_runtime::cuda::{emit_body, prelude::PRELUDE, EmitOptions};
 use dsl_runtime::interp::HostMem;
 
 pub fn have_gxx() -> bool {
@@ -48,19 +48,6 @@ pub fn emulate(
     bufs: &[HostMem],
     scalars: &[Scalar],
 ) -> Vec<HostMem> {
-    emulate_with(k, warps, stages, DotOptions::default(), grid, bufs, scalars)
-}
-
-/// [`emulate`] with candidate `dot` lowerings on.
-pub fn emulate_with(
-    k: &Kernel,
-    warps: u32,
-    stages: u32,
-    dot: DotOptions,
-    grid: [u32; 3],
-    bufs: &[HostMem],
-    scalars: &[Scalar],
-) -> Vec<HostMem> {
     let div16 = facts(k, scalars);
     let src = emit_body(
         k,
@@ -71,7 +58,6 @@ pub fn emulate_with(
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            dot,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -81,11 +67,6 @@ pub fn emulate_with(
         harness::swap_block(&src.code, "mma", "mma.h")
     } else {
         src.code.clone()
-    };
-    let body = if body.contains("// -- mma_saddr (") {
-        harness::swap_block(&body, "mma_saddr", "mma_saddr.h")
-    } else {
-        body
     };
     let dir = harness::tempdir("dot");
     let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
