@@ -247,6 +247,7 @@ impl KernelDef {
                 num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
+                wait_in_body: vec![],
             },
         )
         .map_err(Error::Lower)
@@ -440,6 +441,7 @@ impl KernelDef {
                 num_stages: key.num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
+                wait_in_body: vec![],
             },
         )
         .map_err(Error::Lower)?;

@@ -27,8 +27,8 @@ fn decode_megakernel_compiles_with_nvrtc() {
     .config;
     // The 0.6B shape also with the staging ring (the weights copied ahead by a producer
     // warp, as an H100 allows), and with gate/up's row tiles spread over the CTAs (the norm
-    // once per program: `Tiles::gate_up_tiles`, 0 = as many as that takes), and the
-    // lm_head's blocks the same way.
+    // once per program: `Tiles::gate_up_tiles`, 0 = as many as that takes, the default) as
+    // well as one per program, and the lm_head's blocks the same way.
     for (cfg, profile, staged, gate_up_tiles) in [
         (qwen3_0_6b(), false, false, 1),
         (qwen3_0_6b(), false, true, 1),
@@ -55,8 +55,10 @@ fn decode_megakernel_compiles_with_nvrtc() {
                 !body.contains("__syncthreads()"),
                 "a barrier the producer skips"
             );
-            // Every GEMV stage is staged: its weight tiles are whole rows, a box each.
-            assert_eq!(src.code.matches("_issue(tsr_p % tsr_g0").count(), 5);
+            // QKV, o_proj and down are staged: their weight tiles are whole rows, a box each.
+            // gate/up and the lm_head are not: the norm-once kernels load the next tile in
+            // their loop under a mask on the loop index, which is not a box.
+            assert_eq!(src.code.matches("_issue(tsr_p % tsr_g0").count(), 3);
         }
         let t = std::time::Instant::now();
         if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
@@ -142,4 +144,30 @@ fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
         .cuda_source(&[("BLOCK", int(1024))], p.row_warps)
         .unwrap();
     compile("embed_rows", &src.code);
+}
+
+/// With `MegaOptions::wait_in_body`, the decode megakernel's C compiles with NVRTC (with and
+/// without the profile's stamps), and the QKV body issues its weight tile's loads before it
+/// waits for the residual stream (`normed_gemv_rows` loads the weights first).
+#[test]
+fn decode_megakernel_waiting_in_its_bodies_compiles_with_nvrtc() {
+    need_nvrtc();
+    let cfg = qwen3_0_6b();
+    let t = Tiles::for_config(&cfg);
+    for profile in [false, true] {
+        let mut opts = MegakernelOptions::default().mega.warps(t.warps);
+        opts.wait_in_body = true;
+        opts.profile = profile;
+        let src = decode_step::MEGAKERNEL
+            .cuda_source(&constexprs(&cfg, &t), &opts)
+            .unwrap();
+        let body = &src.code[src.code.find("void rmsnorm_qkv_rope_body(").unwrap()..];
+        let body = &body[..body.find("\n}\n").unwrap()];
+        let wait = body.find("tsr_deps_wait(tsr_dep)").expect("the QKV body waits");
+        let weights = body.find("(w + ").expect("the QKV body loads its weights");
+        assert!(weights < wait, "the weights after the wait:\n{body}");
+        if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
+            panic!("profile {profile}: {e}");
+        }
+    }
 }

@@ -17,8 +17,9 @@
 //! (signed overflow is undefined in the CUDA C this lowers to), and is mirrored on the host
 //! by `sampling::gumbel_uniform` for tests.
 //!
-//! `lm_head_argmax_tiles` is the megakernel's variant with several blocks per program and
-//! the final norm once (`Tiles::lm_head_tiles`, off by default until measured).
+//! `lm_head_argmax_tiles` is the megakernel's phase 1 when one k step covers the hidden size:
+//! several blocks per program and the final norm once (`Tiles::lm_head_tiles`, spread over
+//! the CTAs; faster than one block per program on an H100, docs/PERF.md session 13).
 use dsl_runtime::prelude::*;
 
 /// The scores a block's argmax is taken over: z itself when greedy (`inv_temp` = 0), else

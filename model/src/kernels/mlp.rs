@@ -5,8 +5,9 @@
 //! products share each load of h, and SiLU·mul happens in registers, in f32. The
 //! post-attention RMSNorm is recomputed by every program in the same loop (as in `gemv.rs`). The grid is
 //! intermediate / BM programs, the widest of the layer: the fusion costs no parallelism.
-//! `rmsnorm_gate_up_silu_tiles` is the megakernel's variant with several row tiles per
-//! program and the norm once (`Tiles::gate_up_tiles`, off by default until measured).
+//! `rmsnorm_gate_up_silu_tiles` is the megakernel's when one k step covers the hidden size:
+//! several row tiles per program and the norm once (`Tiles::gate_up_tiles`, spread over the
+//! CTAs; faster than one tile per program on an H100, docs/PERF.md session 13).
 use dsl_runtime::prelude::*;
 
 #[kernel]
