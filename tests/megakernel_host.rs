@@ -244,32 +244,3 @@ fn toy_megakernel_with_a_producer_warp_on_emulated_ctas() {
         }
     }
 }
-
-/// `MegaOptions::wait_in_body`: each stage's body waits for its producers itself, right
-/// before its first access to memory a stage writes (the loads written before it, through
-/// weights, in flight meanwhile). The same bits as the waits before the bodies, on grids
-/// smaller and larger than a stage and on one CTA.
-#[test]
-fn toy_megakernel_waiting_in_its_bodies_on_emulated_ctas() {
-    let (layers, d, f) = (3, 64, 128);
-    let dev = Device::interpreter();
-    let input = ToyBuffers::random(&dev, &mut Rng::new(12), layers, d, f).unwrap();
-    let plain = MegaOptions::default().warps(2);
-    assert!(!plain.wait_in_body, "off by default until measured");
-    let (want, _) = run_emulated(&plain, 3, &input, layers, d, f);
-    let opts = MegaOptions {
-        wait_in_body: true,
-        ..plain.clone()
-    };
-    let src = toy_mlp::MEGAKERNEL
-        .cuda_source(&toy_mlp::constexprs(d, f), &opts)
-        .unwrap();
-    // Every counter wait moved into the bodies: none is left before a stage's programs.
-    assert!(src.code.contains("tsr_deps tsr_dep = {"));
-    assert!(!src.code.contains("if (!tsr_wait(tsr_sync, "));
-    assert!(src.code.contains("if (tsr_dep.n != 0u && !tsr_deps_wait(tsr_dep)) return;"));
-    for ctas in [1, 3, 40] {
-        let (got, _) = run_emulated(&opts, ctas, &input, layers, d, f);
-        assert_eq!(got, want, "{ctas} CTAs");
-    }
-}

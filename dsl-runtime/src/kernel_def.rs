@@ -247,7 +247,6 @@ impl KernelDef {
                 num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
-                wait_in_body: vec![],
             },
         )
         .map_err(Error::Lower)
@@ -441,7 +440,6 @@ impl KernelDef {
                 num_stages: key.num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
-                wait_in_body: vec![],
             },
         )
         .map_err(Error::Lower)?;

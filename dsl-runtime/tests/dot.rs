@@ -211,7 +211,6 @@ fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            wait_in_body: vec![],
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -384,7 +383,6 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            wait_in_body: vec![],
         },
     )
     .unwrap()

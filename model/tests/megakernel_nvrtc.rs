@@ -145,29 +145,3 @@ fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
         .unwrap();
     compile("embed_rows", &src.code);
 }
-
-/// With `MegaOptions::wait_in_body`, the decode megakernel's C compiles with NVRTC (with and
-/// without the profile's stamps), and the QKV body issues its weight tile's loads before it
-/// waits for the residual stream (`normed_gemv_rows` loads the weights first).
-#[test]
-fn decode_megakernel_waiting_in_its_bodies_compiles_with_nvrtc() {
-    need_nvrtc();
-    let cfg = qwen3_0_6b();
-    let t = Tiles::for_config(&cfg);
-    for profile in [false, true] {
-        let mut opts = MegakernelOptions::default().mega.warps(t.warps);
-        opts.wait_in_body = true;
-        opts.profile = profile;
-        let src = decode_step::MEGAKERNEL
-            .cuda_source(&constexprs(&cfg, &t), &opts)
-            .unwrap();
-        let body = &src.code[src.code.find("void rmsnorm_qkv_rope_body(").unwrap()..];
-        let body = &body[..body.find("\n}\n").unwrap()];
-        let wait = body.find("tsr_deps_wait(tsr_dep)").expect("the QKV body waits");
-        let weights = body.find("(w + ").expect("the QKV body loads its weights");
-        assert!(weights < wait, "the weights after the wait:\n{body}");
-        if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
-            panic!("profile {profile}: {e}");
-        }
-    }
-}

@@ -34,8 +34,6 @@ pub struct Knobs {
     pub gate_up_tiles: usize,
     /// lm_head row blocks per program (`Tiles::lm_head_tiles`); 0: spread over the CTAs.
     pub lm_head_tiles: usize,
-    /// Stage bodies wait for their producers themselves (`MegaOptions::wait_in_body`).
-    pub wait_in_body: bool,
 }
 
 impl Default for Knobs {
@@ -53,7 +51,6 @@ impl Default for Knobs {
             attn_splits: 0,
             gate_up_tiles: 0,
             lm_head_tiles: 0,
-            wait_in_body: m.wait_in_body,
         }
     }
 }
@@ -127,7 +124,6 @@ pub fn run(
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             stage_ring: k.stage_ring.0.map(|k| k << 10),
-            wait_in_body: k.wait_in_body,
             check: false,
             ..MegaOptions::default()
         };
@@ -212,12 +208,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         }
     };
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | lm_head tiles | wait in body | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | lm_head tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -236,7 +232,6 @@ pub fn table(rows: &[TuneRow]) -> String {
             },
             per_program(k.gate_up_tiles),
             per_program(k.lm_head_tiles),
-            k.wait_in_body,
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

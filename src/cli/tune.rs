@@ -51,10 +51,6 @@ pub struct TuneArgs {
     /// lm_head row blocks per program, the same way (0: spread over the CTAs, the default).
     #[arg(long, value_name = "LIST")]
     pub lm_head_tiles: Option<String>,
-    /// Each stage's body waits for its producers itself, after the loads it issues first
-    /// (its weights): true or false.
-    #[arg(long, value_name = "LIST")]
-    pub wait_in_body: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -148,11 +144,6 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("lm-head-tiles", &a.lm_head_tiles, d.lm_head_tiles)?,
         |k, v| k.lm_head_tiles = v,
-    );
-    grid = times(
-        grid,
-        list("wait-in-body", &a.wait_in_body, d.wait_in_body)?,
-        |k, v| k.wait_in_body = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

@@ -121,14 +121,6 @@ pub(crate) struct Emitter<'a> {
     pipe: pipeline::Pipes,
     /// The C of a CTA barrier (`barrier_call`).
     pub(super) barrier_call: &'static str,
-    /// `EmitOptions::wait_in_body`: per parameter, a pointer whose accesses need no wait
-    /// (empty: the body never waits).
-    wait_free: Vec<bool>,
-    /// `EmitOptions::num_stages`: a pipelined loop issues its copies before its body.
-    num_stages: u32,
-    /// Per enclosing block (the body's, then each loop's or branch's): whether the stage's
-    /// wait has been emitted in it already, so everything after it in the block is past it.
-    waited: Vec<bool>,
 }
 
 /// Names the generated code itself uses (beside `c_syntax::C_KEYWORDS`).
@@ -184,9 +176,6 @@ impl<'a> Emitter<'a> {
             uses_mma: false,
             pipe: pipeline::Pipes::default(),
             barrier_call: super::barrier_call(opts),
-            wait_free: opts.wait_in_body.clone(),
-            num_stages: opts.num_stages,
-            waited: vec![false],
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
@@ -624,33 +613,9 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// Whether `s` itself (not a nested statement) reads or writes memory through a pointer
-    /// that needs the stage's wait (`EmitOptions::wait_in_body`).
-    fn waits_for(&self, s: &Stmt) -> bool {
-        let needs = |ptr: &ValueId| {
-            staging::root(&self.f, *ptr).is_none_or(|p| !self.wait_free.get(p).copied().unwrap_or(false))
-        };
-        match s {
-            Stmt::Let { op: Op::Load { ptr, .. }, .. } => needs(ptr),
-            Stmt::Store { ptr, .. } | Stmt::Atomic { ptr, .. } => needs(ptr),
-            // A pipelined loop issues its first copies before its body runs.
-            Stmt::For { body, .. } if self.num_stages > 1 => {
-                let mut any = false;
-                walk(body, &mut |s| any |= self.waits_for(s));
-                any
-            }
-            _ => false,
-        }
-    }
-
     fn stmt(&mut self, s: &Stmt) -> R<()> {
         if self.staging.issue {
             return self.issue_stmt(s);
-        }
-        if !self.wait_free.is_empty() && !self.waited.contains(&true) && self.waits_for(s) {
-            // Uniform here (a tile program's control flow is), so every thread calls it.
-            self.line("if (tsr_dep.n != 0u && !tsr_deps_wait(tsr_dep)) return;  // the stage's producers first");
-            *self.waited.last_mut().expect("the body's block") = true;
         }
         let src = match s {
             Stmt::Let { src, .. }
@@ -751,9 +716,7 @@ impl<'a> Emitter<'a> {
                     .collect();
                 self.pending.extend(carried.iter().cloned());
                 self.loop_depth += 1;
-                self.waited.push(false);
                 self.body(body)?;
-                self.waited.pop();
                 self.pipe_end(*iv);
                 self.loop_depth -= 1;
                 self.pending.extend(carried);
@@ -766,15 +729,11 @@ impl<'a> Emitter<'a> {
                 let c = self.access(*cond, &At::Idx(vec![]))?;
                 self.open(format!("if ({}) {{", strip(&c)));
                 let before = self.pending.clone();
-                self.waited.push(false);
                 self.body(then)?;
-                self.waited.pop();
                 let after_then = std::mem::replace(&mut self.pending, before);
                 if !els.is_empty() {
                     self.reopen("} else {");
-                    self.waited.push(false);
                     self.body(els)?;
-                    self.waited.pop();
                 }
                 self.pending.extend(after_then);
                 self.close("}");

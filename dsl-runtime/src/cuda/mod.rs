@@ -71,12 +71,6 @@ pub struct EmitOptions {
     /// program's warps (`mega/staging.rs`) never joins them, and a staged load's `_issue`
     /// is run by that warp's one lane as if it were thread 0.
     pub consumer_barrier: bool,
-    /// Per kernel parameter: a pointer nothing writes while the megakernel runs. Not empty:
-    /// the body takes `tsr_deps& tsr_dep` (the stage's counter waits, `mega/cuda.rs`) and
-    /// waits itself, right before each statement that accesses memory through a pointer
-    /// not marked here (a no-op once done), so the loads written before the first such
-    /// access (a GEMV's weights) are in flight while it waits. Empty: the caller waited.
-    pub wait_in_body: Vec<bool>,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -92,7 +86,6 @@ impl EmitOptions {
             num_stages: DEFAULT_NUM_STAGES,
             stage_boxes: false,
             consumer_barrier: false,
-            wait_in_body: vec![],
         }
     }
 }
@@ -149,9 +142,6 @@ pub struct CudaBody {
     /// `<name>_issue(pid0, .., npid2, params..., stage, range, bar)`: the staged loads'
     /// byte ranges and bulk copies, completing the mbarrier `bar` (cuda/staging.rs).
     pub issue: Option<CudaIssue>,
-    /// It takes a last parameter `tsr_deps& tsr_dep` and waits on it itself
-    /// (`EmitOptions::wait_in_body`).
-    pub waits: bool,
 }
 
 /// The copy half of a body with staged loads.
@@ -200,9 +190,6 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     if stage_bytes > 0 {
         sig.push("const unsigned char* stage".into());
     }
-    if !opts.wait_in_body.is_empty() {
-        sig.push("tsr_deps& tsr_dep".into());
-    }
     if let Some(i) = &issue {
         w.paste(&i.code);
     }
@@ -222,7 +209,6 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
         smem_bytes: e.smem_top,
         stage_bytes,
         issue,
-        waits: !opts.wait_in_body.is_empty(),
     })
 }
 

@@ -173,7 +173,7 @@ pub(crate) fn slice(k: &Kernel, f: &Facts, staged: &BTreeMap<ValueId, Slot>) -> 
 }
 
 /// The pointer parameter a pointer value is an offset of.
-pub(crate) fn root(f: &Facts, v: ValueId) -> Option<usize> {
+fn root(f: &Facts, v: ValueId) -> Option<usize> {
     match &f.defs[v.0 as usize] {
         Some(Op::Param(i)) => Some(*i),
         Some(Op::Binary(_, p, _) | Op::Broadcast(p) | Op::ExpandDims(p, _)) => root(f, *p),

@@ -85,14 +85,11 @@ pub fn stage_early(r: &Resolved, s: usize) -> Vec<bool> {
 /// worth fits in half the ring (so at least two programs are in flight) and one lane can
 /// issue it (every copy's range from its load's box): a producer warp issues the ring, so
 /// with a ring every body's barriers leave that warp out (`EmitOptions::consumer_barrier`).
-/// With `wait_in_body` and no ring, every body waits for its stage's producers itself
-/// (`EmitOptions::wait_in_body`).
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
     ring_bytes: usize,
-    wait_in_body: bool,
 ) -> Result<(String, Vec<BodyCode>), String> {
     let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
     for s in &r.stages {
@@ -122,18 +119,6 @@ pub fn stage_bodies(
                     num_stages: 1,
                     stage_boxes: true,
                     consumer_barrier: ring_bytes > 0,
-                    wait_in_body: if wait_in_body && ring_bytes == 0 {
-                        // Read-only in every stage this body serves.
-                        let mut free = stage_early(r, stages[0]);
-                        for &s in &stages[1..] {
-                            for (f, e) in free.iter_mut().zip(stage_early(r, s)) {
-                                *f &= e;
-                            }
-                        }
-                        free
-                    } else {
-                        vec![]
-                    },
                 },
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))
@@ -163,7 +148,6 @@ pub fn stage_bodies(
             smem_bytes: b.smem_bytes,
             stage_bytes: b.stage_bytes,
             issue_fn: b.issue.map(|i| i.name),
-            waits: b.waits,
         });
     }
     Ok((cuda::prelude::PRELUDE.to_string(), bodies))

@@ -63,9 +63,6 @@ pub struct BodyCode {
     pub stage_bytes: usize,
     /// `<name>_issue`, when it has staged loads.
     pub issue_fn: Option<String>,
-    /// It takes `tsr_deps& tsr_dep` and waits for its stage's producers itself
-    /// (`cuda::EmitOptions::wait_in_body`).
-    pub waits: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -143,10 +140,9 @@ __device__ __forceinline__ void tsr_arrive(unsigned* sync, int w, unsigned count
 // most `timeout_ns`. Returns false if the CTA must leave: this wait timed out, or another
 // CTA's did. Either way the CTA records where it gave up in its record `rec` (the host
 // reports the earliest step: the wait every other stuck one depends on).
-// (Inlined where a body waits with its own loads in flight: a call would wait for them.)
-__device__ __forceinline__ bool tsr_wait_inline(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
-                                                unsigned long long timeout_ns, int where, unsigned* rec,
-                                                volatile int* abort_flag) {
+__device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
+                                      unsigned long long timeout_ns, int where, unsigned* rec,
+                                      volatile int* abort_flag) {
   if (threadIdx.x == 0) {
     const unsigned long long t0 = tsr_now();
     unsigned v;
@@ -169,31 +165,6 @@ __device__ __forceinline__ bool tsr_wait_inline(unsigned* sync, int w, unsigned 
   }
   {CTA_SYNC};
   return *abort_flag == 0;
-}
-__device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
-                                      unsigned long long timeout_ns, int where, unsigned* rec,
-                                      volatile int* abort_flag) {
-  return tsr_wait_inline(sync, w, target, code, step, timeout_ns, where, rec, abort_flag);
-}
-
-// A stage's counter waits, for a body that does them itself right before its first access
-// to memory another stage writes (`MegaOptions::wait_in_body`): the loads it issued
-// before (its weights) stream in meanwhile. `n` = 0 once done.
-struct tsr_deps {
-  unsigned n, w[4], target[4], code, step;
-  int where;
-  unsigned* sync;
-  unsigned* rec;
-  volatile int* abort_flag;
-  unsigned long long timeout_ns, t_done;  // t_done: when the waits were over (the profile's)
-};
-__device__ __forceinline__ bool tsr_deps_wait(tsr_deps& d) {
-  bool ok = true;
-  for (unsigned i = 0; i < d.n && ok; ++i)
-    ok = tsr_wait_inline(d.sync, (int)d.w[i], d.target[i], d.code, d.step, d.timeout_ns, d.where, d.rec, d.abort_flag);
-  d.n = 0u;
-  d.t_done = tsr_now();
-  return ok;
 }
 
 // Threads `part * {CTA_THREADS} + threadIdx.x`, stepping by `parts * {CTA_THREADS}`, each
@@ -360,17 +331,11 @@ pub fn generate(
         .iter()
         .map(|s| body_of(s.index).map(|b| b.fn_name.clone()))
         .collect::<Result<_, _>>()?;
-    let waits: Vec<bool> = r
-        .stages
-        .iter()
-        .map(|s| body_of(s.index).map(|b| b.waits))
-        .collect::<Result<_, _>>()?;
     let mut g = Gen {
         r,
         sched,
         opts,
         fns,
-        waits,
         smem: if smem > 0 { "smem" } else { "nullptr" },
         w,
         loops: vec![],
@@ -401,8 +366,6 @@ struct Gen<'a> {
     opts: &'a GenOptions,
     /// Per stage: its body function.
     fns: Vec<String>,
-    /// Per stage: its body waits for the producers itself (`BodyCode::waits`).
-    waits: Vec<bool>,
     smem: &'static str,
     w: CWriter,
     /// Enclosing loop variables (C names), innermost last.
@@ -593,26 +556,7 @@ impl Gen<'_> {
             }
         }
         self.w.open("if (blockIdx.x < tsr_n) {");
-        let counter = sync.filter(|sy| sy.kind == SyncKind::Counter);
-        if self.waits[s] {
-            let waits = counter.map(|sy| sy.waits.as_slice()).unwrap_or(&[]);
-            if let Some(sy) = counter {
-                self.w.line(
-                    "// Only CTAs with programs here wait, in the body: its weight loads first.",
-                );
-                self.wait_prefetch(s, "blockIdx.x", "tsr_min(tsr_n, gridDim.x)");
-                self.w.line(format!(
-                    "tsr_deps tsr_dep = {{{}u, {{{}}}, {{{}}}, {}u, tsr_step, {}, tsr_sync, tsr_rec, &tsr_abort, tsr_timeout_ns, 0ull}};",
-                    waits.len(),
-                    waits.iter().map(|w| format!("{}u", SyncWords::COUNTERS + w)).collect::<Vec<_>>().join(", "),
-                    waits.iter().map(|w| format!("tsr_done_{w}{}", self.broken(sy.id))).collect::<Vec<_>>().join(", "),
-                    sy.id + 1,
-                    self.where_()
-                ));
-            } else {
-                self.w.line("tsr_deps tsr_dep = {0u};  // nothing to wait for");
-            }
-        } else if let Some(sy) = counter {
+        if let Some(sy) = sync.filter(|sy| sy.kind == SyncKind::Counter) {
             self.w
                 .line("// Only CTAs with programs here wait; the others run ahead.");
             self.wait_prefetch(s, "blockIdx.x", "tsr_min(tsr_n, gridDim.x)");
@@ -627,14 +571,6 @@ impl Gen<'_> {
             }
         }
         self.programs(s);
-        if self.waits[s] && counter.is_some() {
-            // A body that touched nothing the producers write still waited before arriving:
-            // a later stage's wait on this one covers what this one waited for.
-            self.w.line("if (tsr_dep.n != 0u && !tsr_deps_wait(tsr_dep)) return;");
-            if self.opts.profile {
-                self.w.line("tsr_t1 = tsr_dep.t_done;  // the dependency wait ended in the body");
-            }
-        }
         if sched.counted[s] {
             self.w.line(format!(
                 "tsr_arrive(tsr_sync, {}, tsr_mine);",
@@ -702,9 +638,8 @@ impl Gen<'_> {
         } else {
             ""
         };
-        let dep_arg = if self.waits[s] { ", tsr_dep" } else { "" };
         w.line(format!(
-            "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{}{stage_arg}{dep_arg});",
+            "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{}{stage_arg});",
             self.fns[s],
             args.join(", "),
             if args.is_empty() { "" } else { ", " },
@@ -714,9 +649,6 @@ impl Gen<'_> {
             "{};  // the next program reuses shared memory",
             self.bar
         ));
-        if self.waits[s] {
-            w.line("if (tsr_abort) return;  // its wait gave up");
-        }
         if staged > 0 {
             w.line(format!(
                 "if (threadIdx.x == 0) tsr_stage_arrive(tsr_empty + tsr_q.used % {}u);  // its ring bytes are free: the producer refills them",

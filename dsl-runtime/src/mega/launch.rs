@@ -54,11 +54,6 @@ pub struct MegaOptions {
     /// forms (per-thread `cp.async`, then bulk copies issued by the compute warps' thread 0)
     /// measured slower still and are gone.
     pub stage_ring: Option<usize>,
-    /// GPU, without a staging ring: each stage's body waits for its producers itself, right
-    /// before its first access to memory a stage writes (`cuda::EmitOptions::wait_in_body`),
-    /// so the loads it issues first (a GEMV's weights, when its source loads them first)
-    /// are in flight during the wait. Off by default until measured.
-    pub wait_in_body: bool,
 }
 
 /// Shared memory left to the stage bodies' own scratch when the ring takes the rest.
@@ -80,7 +75,6 @@ impl Default for MegaOptions {
             wait_prefetch_bytes: 4 << 20,
             profile: false,
             stage_ring: Some(0),
-            wait_in_body: false,
         }
     }
 }
@@ -141,7 +135,6 @@ struct GenKey {
     wait_prefetch_bytes: u64,
     profile: bool,
     stage_ring: Option<usize>,
-    wait_in_body: bool,
 }
 
 /// The part of `opts` that changes the generated source. Every field is named, so a new
@@ -161,7 +154,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes,
         profile,
         stage_ring,
-        wait_in_body,
     } = opts;
     GenKey {
         num_warps: *num_warps,
@@ -170,7 +162,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes: *wait_prefetch_bytes,
         profile: *profile,
         stage_ring: *stage_ring,
-        wait_in_body: *wait_in_body,
     }
 }
 
@@ -566,7 +557,7 @@ fn generate(
         .stage_ring
         .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024);
     let (mut prelude, mut bodies) =
-        stage_bodies(r, opts.num_warps, facts, want, opts.wait_in_body).map_err(Error::Lower)?;
+        stage_bodies(r, opts.num_warps, facts, want).map_err(Error::Lower)?;
     let scratch = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
     // The kernel's own static words (`tsr_abort`) and alignment: 1 KiB is plenty.
     let fits = smem_optin
@@ -575,8 +566,7 @@ fn generate(
         * 128;
     let ring = if opts.stage_ring.is_none() && want > fits {
         // Re-decide which bodies stage with the ring that fits beside the scratch.
-        (prelude, bodies) =
-            stage_bodies(r, opts.num_warps, facts, fits, opts.wait_in_body).map_err(Error::Lower)?;
+        (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits).map_err(Error::Lower)?;
         fits
     } else {
         want
@@ -700,13 +690,6 @@ mod tests {
                 "stage_ring",
                 MegaOptions {
                     stage_ring: None,
-                    ..base.clone()
-                },
-            ),
-            (
-                "wait_in_body",
-                MegaOptions {
-                    wait_in_body: true,
                     ..base.clone()
                 },
             ),

@@ -58,7 +58,6 @@ pub fn emulate(
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            wait_in_body: vec![],
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
