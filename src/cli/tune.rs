@@ -54,6 +54,10 @@ pub struct TuneArgs {
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
+    /// Milliseconds a megakernel wait may last before the launch gives up with an error
+    /// naming it (raise it under compute-sanitizer).
+    #[arg(long, value_name = "MS", default_value_t = crate::runtime::mega::MegaOptions::default().timeout_ms)]
+    pub watchdog_ms: u64,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -175,7 +179,18 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         eprintln!("note: no GPU: the interpreter runs, so times say nothing about speed (and nothing is profiled)");
     }
     let rows =
-        crate::bench::tune::run(&cfg, &weights, &dev, &grid, a.position, a.tokens, a.profile)?;
+        crate::bench::tune::run(
+            &cfg,
+            &weights,
+            &dev,
+            &grid,
+            crate::bench::tune::Timing {
+                position: a.position,
+                tokens: a.tokens,
+                profile: a.profile,
+                watchdog_ms: a.watchdog_ms,
+            },
+        )?;
     let mut out = format!(
         "tessera tune: {} configurations at context {}, {} tokens each, on {}\n\n",
         rows.len(),
