@@ -178,19 +178,18 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
     if !dev.is_cuda() {
         eprintln!("note: no GPU: the interpreter runs, so times say nothing about speed (and nothing is profiled)");
     }
-    let rows =
-        crate::bench::tune::run(
-            &cfg,
-            &weights,
-            &dev,
-            &grid,
-            crate::bench::tune::Timing {
-                position: a.position,
-                tokens: a.tokens,
-                profile: a.profile,
-                watchdog_ms: a.watchdog_ms,
-            },
-        )?;
+    let rows = crate::bench::tune::run(
+        &cfg,
+        &weights,
+        &dev,
+        &grid,
+        crate::bench::tune::Timing {
+            position: a.position,
+            tokens: a.tokens,
+            profile: a.profile,
+            watchdog_ms: a.watchdog_ms,
+        },
+    )?;
     let mut out = format!(
         "tessera tune: {} configurations at context {}, {} tokens each, on {}\n\n",
         rows.len(),
