@@ -15,6 +15,9 @@
 #              (TESSERA_HF_CKPT); `tessera bench` with those peers (BENCH=0 skips it)
 #   generate   one `tessera generate` (the megakernel is the default engine on a GPU)
 #   kernels    the kernels engine's GPU tests (gpu_kernels)
+#   sanitize   compute-sanitizer memcheck and racecheck on the decode megakernel at the 0.6B
+#              shape (two timed steps of `tessera tune`; the watchdog raised, since the
+#              instrumented step takes seconds)
 # Every step is logged under $OUT (one .log each, decode.log for the summary); a failed
 # step is reported and the script goes on.
 set -uo pipefail
@@ -85,8 +88,17 @@ for g in "${groups[@]}"; do
     step gpu-kernels 300 env TESSERA_CACHE_DIR=$test_cache \
       .gpu/bin/test-gpu_ops --ignored --test-threads=1 --nocapture
     ;;
+  sanitize)
+    ensure_ckpt 0.6b "$OUT/hf-0.6b.log" || failed+=("hf-0.6b")
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    for tool in memcheck racecheck; do
+      step "sanitize-decode-$tool" 280 "$cs" --tool $tool --error-exitcode 9 .gpu/bin/tessera tune \
+        --model /tmp/q06 --tokens 2 --watchdog-ms 120000
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize-decode-$tool.log" | tee -a "$OUT/decode.log"
+    done
+    ;;
   *)
-    echo "unknown group $g (all, committed, 0.6b, 1.7b, generate, kernels)" | tee -a "$OUT/decode.log"
+    echo "unknown group $g (all, committed, 0.6b, 1.7b, 4b, 8b, generate, kernels, sanitize)" | tee -a "$OUT/decode.log"
     ;;
   esac
 done

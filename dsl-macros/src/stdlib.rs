@@ -34,9 +34,10 @@ fn gemv_rows(
     for k0 in (0..k).step_by(BK) {
         let cols = k0 + arange(0, BK);
         let col_mask = cols < k;
-        let xv = load(x + cols, col_mask, 0.0).to(f32);
+        // The weight tile first: nothing it needs waits on another stage.
         let tile_mask = row_mask.expand_dims(1) & col_mask.expand_dims(0);
         let wv = load(w + rows.expand_dims(1) * k + cols.expand_dims(0), tile_mask, 0.0).to(f32);
+        let xv = load(x + cols, col_mask, 0.0).to(f32);
         acc += wv * xv.expand_dims(0);
     }
     sum(acc, 1)

@@ -180,7 +180,8 @@ pub fn decode_step(
         );
         // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
         if GU_NORM_ONCE {
-            // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`).
+            // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`): one
+            // k step covers the hidden size, as at every Qwen3 size up to 8B.
             rmsnorm_gate_up_silu_tiles(
                 grid(cdiv(INTER, GU_BM * GU_TILES)),
                 x,
@@ -221,7 +222,7 @@ pub fn decode_step(
     }
     // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
     if LM_NORM_ONCE {
-        // LM_TILES blocks per program, the norm once (`Tiles::lm_head_tiles`).
+        // LM_TILES blocks per program, the norm once (`Tiles::lm_head_tiles`), as gate/up.
         lm_head_argmax_tiles(
             grid(cdiv(VOCAB, LM_BM * LM_TILES)),
             x,
@@ -288,13 +289,13 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         O_BK: t.o_proj.bk,
         GU_BM: t.gate_up.bm,
         GU_BK: t.gate_up.bk,
-        GU_NORM_ONCE: t.gate_up_tiles > 1,
+        GU_NORM_ONCE: t.gate_up.bk >= cfg.hidden_size,
         GU_TILES: t.gate_up_tiles,
         DOWN_BM: t.down.bm,
         DOWN_BK: t.down.bk,
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
-        LM_NORM_ONCE: t.lm_head_tiles > 1,
+        LM_NORM_ONCE: t.lm_head.bk >= cfg.hidden_size,
         LM_TILES: t.lm_head_tiles,
         ATTN_BLOCK_N: t.attn_block_n,
         ATTN_SPLITS: t.attn_splits,

@@ -252,11 +252,11 @@ fn gpu_megakernel_matches_transformers_at_real_shape() {
     );
 }
 
-/// The norm-once variants (`Tiles::gate_up_tiles`, `Tiles::lm_head_tiles`: several row
-/// tiles per program, off by default) give the default's logits on the GPU (within 1e-3
-/// of max |logit|) and its token at every step: the committed checkpoints, and two layers
-/// at Qwen3-0.6B's shape (the real tiles: 3 gate/up tiles per program, as `tune
-/// --gate-up-tiles 0` picks on 132 SMs).
+/// The norm-once kernels with several row tiles per program (`Tiles::gate_up_tiles`,
+/// `Tiles::lm_head_tiles`; spread over the CTAs by default) give one tile per program's
+/// logits on the GPU (within 1e-3 of max |logit|) and its token at every step: the
+/// committed checkpoints, and two layers at Qwen3-0.6B's shape (the real tiles: 3 gate/up
+/// tiles per program, as the default picks on 132 SMs).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_norm_once_tiles_equal_the_default() {
@@ -283,7 +283,9 @@ fn gpu_norm_once_tiles_equal_the_default() {
     let w = model::embedded::weights(&shaped);
     cases.push(("0.6B-shaped".into(), shaped, w, vec![17, 900, 3, 5, 1000]));
     for (name, cfg, weights, steps) in cases {
-        let one = Tiles::for_config(&cfg);
+        let one = Tiles::for_config(&cfg)
+            .with_gate_up_tiles(&cfg, 1)
+            .with_lm_head_tiles(&cfg, 1);
         let many = one
             .clone()
             .with_gate_up_tiles(&cfg, 3)

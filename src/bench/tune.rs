@@ -49,8 +49,8 @@ impl Default for Knobs {
             prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             attn_splits: 0,
-            gate_up_tiles: 1,
-            lm_head_tiles: 1,
+            gate_up_tiles: 0,
+            lm_head_tiles: 0,
         }
     }
 }
@@ -91,6 +91,20 @@ pub struct TuneRow {
     pub profile: Option<String>,
 }
 
+/// How each configuration of a tuning run is timed.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Context position the timed tokens start at.
+    pub position: usize,
+    /// Tokens timed per configuration.
+    pub tokens: usize,
+    /// Also profile one step of each configuration.
+    pub profile: bool,
+    /// The megakernel's wait watchdog (`MegaOptions::timeout_ms`): raised under
+    /// compute-sanitizer, whose instrumentation makes a step far slower.
+    pub watchdog_ms: u64,
+}
+
 /// Runs every configuration; a configuration that fails (it does not fit, say) reports
 /// its error and the others go on.
 pub fn run(
@@ -98,10 +112,14 @@ pub fn run(
     weights: &Weights,
     dev: &Device,
     grid: &[Knobs],
-    position: usize,
-    tokens: usize,
-    profile: bool,
+    timing: Timing,
 ) -> Result<Vec<TuneRow>, ModelError> {
+    let Timing {
+        position,
+        tokens,
+        profile,
+        watchdog_ms,
+    } = timing;
     let opts = MegakernelOptions {
         max_seq: Some((position + tokens + 8).min(cfg.max_position_embeddings)),
         output: Output::Token,
@@ -124,6 +142,7 @@ pub fn run(
             prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             stage_ring: k.stage_ring.0.map(|k| k << 10),
+            timeout_ms: watchdog_ms,
             check: false,
             ..MegaOptions::default()
         };

@@ -44,16 +44,20 @@ pub struct TuneArgs {
     #[arg(long, value_name = "LIST")]
     pub attn_splits: Option<String>,
     /// gate/up row tiles per program: the norm once per program, the next tile's weights
-    /// loaded while one reduces (1: one program per tile, the default; 0: spread over the
-    /// CTAs). Needs one k step (bk max at least the hidden size).
+    /// loaded while one reduces (0: spread over the CTAs, the default; 1: one per program).
+    /// Needs one k step (bk max at least the hidden size).
     #[arg(long, value_name = "LIST")]
     pub gate_up_tiles: Option<String>,
-    /// lm_head row blocks per program, the same way (1: the default; 0: spread over the CTAs).
+    /// lm_head row blocks per program, the same way (0: spread over the CTAs, the default).
     #[arg(long, value_name = "LIST")]
     pub lm_head_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
+    /// Milliseconds a megakernel wait may last before the launch gives up with an error
+    /// naming it (raise it under compute-sanitizer).
+    #[arg(long, value_name = "MS", default_value_t = crate::runtime::mega::MegaOptions::default().timeout_ms)]
+    pub watchdog_ms: u64,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -174,8 +178,18 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
     if !dev.is_cuda() {
         eprintln!("note: no GPU: the interpreter runs, so times say nothing about speed (and nothing is profiled)");
     }
-    let rows =
-        crate::bench::tune::run(&cfg, &weights, &dev, &grid, a.position, a.tokens, a.profile)?;
+    let rows = crate::bench::tune::run(
+        &cfg,
+        &weights,
+        &dev,
+        &grid,
+        crate::bench::tune::Timing {
+            position: a.position,
+            tokens: a.tokens,
+            profile: a.profile,
+            watchdog_ms: a.watchdog_ms,
+        },
+    )?;
     let mut out = format!(
         "tessera tune: {} configurations at context {}, {} tokens each, on {}\n\n",
         rows.len(),

@@ -85,12 +85,8 @@ pub fn gemv_residual(
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    // The residual stream is f32 (`embedding.rs` says why); its rows are loaded before the
-    // tile library's GEMV loop, so their round trip overlaps the weights'.
-    let r = load(res + rows, row_mask, 0.0);
-    store(
-        res + rows,
-        r + gemv_rows(w, x, rows, row_mask, k, BK),
-        row_mask,
-    );
+    // The residual stream is f32 (`embedding.rs` says why). One program owns each row, so
+    // adding in place is `res[r] + y` rounded once, as a load and a store would be, with no
+    // load's round trip on the way.
+    atomic_add(res + rows, gemv_rows(w, x, rows, row_mask, k, BK), row_mask);
 }

@@ -17,8 +17,9 @@
 //! (signed overflow is undefined in the CUDA C this lowers to), and is mirrored on the host
 //! by `sampling::gumbel_uniform` for tests.
 //!
-//! `lm_head_argmax_tiles` is the megakernel's variant with several blocks per program and
-//! the final norm once (`Tiles::lm_head_tiles`, off by default until measured).
+//! `lm_head_argmax_tiles` is the megakernel's phase 1 when one k step covers the hidden size:
+//! several blocks per program and the final norm once (`Tiles::lm_head_tiles`, spread over
+//! the CTAs; faster than one block per program on an H100, docs/PERF.md session 13).
 use dsl_runtime::prelude::*;
 
 /// The scores a block's argmax is taken over: z itself when greedy (`inv_temp` = 0), else
@@ -114,11 +115,9 @@ pub fn lm_head_argmax_tiles(
 ) {
     let cols = arange(0, BK);
     let col_mask = cols < k;
-    let xv = load(x + cols, col_mask, 0.0);
-    let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     let first = program_id(0) * TILES;
-    // The first block's weights; each iteration loads the next one's.
+    // The first block's weights, before anything another stage writes; each iteration
+    // loads the next one's.
     let rows0 = first * BM + arange(0, BM);
     let mask0 = (rows0 < vocab).expand_dims(1) & col_mask.expand_dims(0);
     let mut wv = load(
@@ -126,6 +125,9 @@ pub fn lm_head_argmax_tiles(
         mask0,
         0.0,
     );
+    let xv = load(x + cols, col_mask, 0.0);
+    let inv = rms_inv(xv * xv, k, eps);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {
         let block = first + t;
         let rows = block * BM + arange(0, BM);

@@ -5,8 +5,9 @@
 //! products share each load of h, and SiLU·mul happens in registers, in f32. The
 //! post-attention RMSNorm is recomputed by every program in the same loop (as in `gemv.rs`). The grid is
 //! intermediate / BM programs, the widest of the layer: the fusion costs no parallelism.
-//! `rmsnorm_gate_up_silu_tiles` is the megakernel's variant with several row tiles per
-//! program and the norm once (`Tiles::gate_up_tiles`, off by default until measured).
+//! `rmsnorm_gate_up_silu_tiles` is the megakernel's when one k step covers the hidden size:
+//! several row tiles per program and the norm once (`Tiles::gate_up_tiles`, spread over the
+//! CTAs; faster than one tile per program on an H100, docs/PERF.md session 13).
 use dsl_runtime::prelude::*;
 
 #[kernel]
@@ -67,16 +68,17 @@ pub fn rmsnorm_gate_up_silu_tiles(
 ) {
     let cols = arange(0, BK);
     let col_mask = cols < k;
-    let xv = load(x + cols, col_mask, 0.0);
-    let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     let first = program_id(0) * TILES;
-    // The first tile's weights; each iteration loads the next one's.
+    // The first tile's weights, before anything another stage writes; each iteration loads
+    // the next one's.
     let rows0 = first * BM + arange(0, BM);
     let mask0 = (rows0 < inter).expand_dims(1) & col_mask.expand_dims(0);
     let offs0 = rows0.expand_dims(1) * k + cols.expand_dims(0);
     let mut wg = load(w + offs0, mask0, 0.0);
     let mut wu = load(w + inter * k + offs0, mask0, 0.0);
+    let xv = load(x + cols, col_mask, 0.0);
+    let inv = rms_inv(xv * xv, k, eps);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {
         let rows = (first + t) * BM + arange(0, BM);
         let row_mask = rows < inter;

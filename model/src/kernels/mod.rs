@@ -128,14 +128,16 @@ pub struct Tiles {
     pub o_proj: Gemv,
     pub gate_up: Gemv,
     /// gate/up row tiles per program in the megakernel (`rmsnorm_gate_up_silu_tiles`: the
-    /// norm once per program, the next tile's weights loaded while one reduces); 1, the
-    /// default, is one program per tile (`rmsnorm_gate_up_silu`). More than 1 needs one k
-    /// step (`gate_up.bk >= hidden`): see [`Tiles::with_gate_up_tiles`].
+    /// norm once per program, the next tile's weights loaded while one reduces), when one k
+    /// step covers the hidden size (`gate_up.bk >= hidden`; else the k-looped
+    /// `rmsnorm_gate_up_silu`, one program per tile). The default spreads the tiles over
+    /// the CTAs (faster than one per program on an H100, docs/PERF.md session 13): see
+    /// [`Tiles::with_gate_up_tiles`].
     pub gate_up_tiles: usize,
     pub down: Gemv,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
-    /// `gate_up_tiles`; 1, the default, is one program per block.
+    /// `gate_up_tiles` (spread over the CTAs by default; `lm_head_argmax` with a k loop).
     pub lm_head_tiles: usize,
     /// Positions per attention tile ([BLOCK_N, head_dim] K and V tiles).
     pub attn_block_n: usize,
@@ -155,7 +157,7 @@ impl Tiles {
         let h = cfg.hidden_size;
         let gemv = |m, k, tiles| Gemv::with_rule(m, k, tiles, r);
         let lm_head = gemv(cfg.vocab_size, h, 1);
-        Tiles {
+        let tiles = Tiles {
             warps: r.warps,
             ctas: r.ctas,
             embed_block: h.min(1024),
@@ -189,7 +191,8 @@ impl Tiles {
                 .programs(cfg.vocab_size)
                 .next_power_of_two()
                 .min(8192),
-        }
+        };
+        tiles.with_gate_up_tiles(cfg, 0).with_lm_head_tiles(cfg, 0)
     }
 }
 
@@ -315,22 +318,20 @@ pub fn shipped() -> Vec<Shipped> {
         k(
             &mlp::rmsnorm_gate_up_silu_tiles::KERNEL,
             {
-                let t = t.clone().with_gate_up_tiles(&cfg, 0);
                 let mut c = gemv(t.gate_up);
                 c.push(("TILES", int(t.gate_up_tiles)));
                 c
             },
-            "the same, TILES row tiles per program: the norm once, the next tile's weights loaded while one reduces",
+            "the megakernel's: TILES row tiles per program, the norm once, the next tile's weights loaded while one reduces",
         ),
         k(
             &lm_head::lm_head_argmax_tiles::KERNEL,
             {
-                let t = t.clone().with_lm_head_tiles(&cfg, 0);
                 let mut c = gemv(t.lm_head);
                 c.push(("TILES", int(t.lm_head_tiles)));
                 c
             },
-            "lm_head_argmax with TILES blocks per program: the norm once, the next block's weights loaded while one reduces",
+            "the megakernel's lm_head_argmax: TILES blocks per program, the norm once, the next block's weights loaded while one reduces",
         ),
         k(
             &lm_head::lm_head_argmax::KERNEL,
