@@ -26,11 +26,15 @@ fn configs() -> Vec<Config> {
         )
         .stages(s)
     };
+    // BK = 64 on 8 warps (Triton's mma.sync tile) fits in registers since the ldmatrix
+    // addresses are per-lane bases and the warp grid is square (docs/PERF.md, session 13).
     vec![
         c(128, 256, 32, 8, 3),
         c(128, 128, 32, 4, 4),
         c(128, 128, 64, 4, 3),
         c(256, 128, 32, 8, 3),
+        c(128, 256, 64, 8, 3),
+        c(256, 128, 64, 8, 3),
     ]
 }
 

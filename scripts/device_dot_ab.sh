@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
-# A/B of two builds of the `dot` examples in ONE device call: .gpu/bin/{matmul,attention}
-# (A: the packed commit) against .gpu/bin/{matmul,attention}-B (B: a candidate lowering,
-# built here from another commit and copied in), ABAB at each shape. One JSON line per run
-# in $OUT/dot-ab.jsonl, each tagged with its build.
+# A/B of two builds of the `dot` examples in ONE device call, ABAB at each shape; one JSON
+# line per run in $OUT/dot-ab.jsonl, each tagged with its build and commit, and the
+# autotuner's winners (per code hash) in $OUT/autotune-*.json.
+# - A: .gpu/bin/{matmul,attention}, built from .gpu/commit;
+# - B: .gpu/bin/{matmul,attention}-B, built from .gpu/commit-B.
+#   pack: bash scripts/pack_dot_ab.sh (at A), then bash scripts/pack_dot_ab.sh B (at B)
 #   device run: carry [".gpu"], command: bash scripts/device_dot_ab.sh
 set -uo pipefail
 source .gpu/device-env.sh > /dev/null
 export TESSERA_CACHE_DIR=/tmp/tessera-cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 J="$OUT/dot-ab.jsonl"; : > "$J"
+for b in matmul attention; do
+  for f in ".gpu/bin/$b" ".gpu/bin/$b-B"; do
+    [[ -x $f ]] || { echo "missing $f (scripts/pack_dot_ab.sh, then scripts/pack_dot_ab.sh B)"; exit 1; }
+  done
+done
+commit_A=$(cat .gpu/commit 2>/dev/null); commit_B=$(cat .gpu/commit-B 2>/dev/null)
+echo "A: $commit_A  B: $commit_B" | tee "$OUT/commits.txt"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv > "$OUT/gpu.csv" 2>&1
 status=0
 one() {  # one TAG BIN ARGS...
   local tag=$1 bin=$2; shift 2
-  local line
+  local line commit=$commit_A
+  if [ "$tag" = B ]; then bin="$bin-B"; commit=$commit_B; fi
   line=$(timeout 90 "$bin" --bench "$@" 2>> "$OUT/dot-ab.log") || { status=1; echo "FAILED: $tag $bin $*"; return; }
-  echo "{\"build\":\"$tag\",\"result\":$line}" | tee -a "$J"
+  echo "{\"build\":\"$tag\",\"commit\":\"$commit\",\"result\":$line}" | tee -a "$J"
 }
 for args in "4096 4096 4096" "8192 8192 8192" "4000 4100 4200"; do
   for rep in 1 2; do
-    one A .gpu/bin/matmul $args; one B .gpu/bin/matmul-B $args
+    one A .gpu/bin/matmul $args; one B .gpu/bin/matmul $args
   done
 done
 for args in "4 32 4096 128" "4 32 4096 128 --causal"; do
   for rep in 1 2; do
-    one A .gpu/bin/attention $args; one B .gpu/bin/attention-B $args
+    one A .gpu/bin/attention $args; one B .gpu/bin/attention $args
   done
 done
+cp "$TESSERA_CACHE_DIR"/*.json "$OUT"/ 2>/dev/null || true
 exit $status

@@ -392,6 +392,11 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
         ring && which != "f32",
         "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: cp.async ring expected: {ring}"
     );
+    assert_eq!(
+        code.contains("tsr_saddr lds_a["),
+        code.contains("// dot: tensor cores"),
+        "{which} {m}x{n}x{k} tile {tile:?}: ldmatrix from lane bases on tensor cores"
+    );
     if have_gxx() {
         let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
         let eg = emu[2].to_f32s();
@@ -422,6 +427,68 @@ fn matmul_f16_to_bf16_interpreter_and_emulation() {
     for (i, c) in CASES.iter().enumerate().skip(2).take(3) {
         mm_run(c, "f16", 21 + i as u64);
     }
+}
+
+/// Larger tiles: warp grids with several warps along N (2x2 on 4 warps for 64x128, 2x4 on
+/// 8, 1x2 for 32x64), swizzles with 8 phases (4 lane bases) and chunk constants past them, masked
+/// edges in every dimension, with and without the ring.
+const LANE_CASES: &[Case] = &[
+    Case {
+        m: 150,
+        n: 272,
+        k: 208,
+        tile: (64, 128, 64),
+        warps: 4,
+        stages: 3,
+        ring: true,
+    },
+    Case {
+        m: 70,
+        n: 200,
+        k: 100,
+        tile: (64, 128, 32),
+        warps: 8,
+        stages: 4,
+        ring: false,
+    },
+    Case {
+        m: 40,
+        n: 96,
+        k: 144,
+        tile: (32, 64, 128),
+        warps: 2,
+        stages: 2,
+        ring: true,
+    },
+];
+
+#[test]
+fn matmul_lane_bases_interpreter_and_emulation() {
+    for (i, c) in LANE_CASES.iter().enumerate() {
+        mm_run(c, "bf16", 41 + i as u64);
+        mm_run(c, "f16", 71 + i as u64);
+    }
+}
+
+#[test]
+fn warp_grid_loads_the_fewest_fragments() {
+    let src = |bm, bn, bk, warps| {
+        let k = mm_bf16::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+            .unwrap();
+        emit(&k, &EmitOptions::new(warps)).unwrap().code
+    };
+    // 128x256 on 8 warps: 2x4 warps of 64x64 (8 ldmatrix.x4 per k step), not 8x1 (17).
+    let big = src(128, 256, 64, 8);
+    assert!(big.contains("2x4 warps, each 4 x 8 tiles of 16x8"), "{big}");
+    // 4 + 4 bases (BK = 64 and BN = 256: 8-phase swizzles), not one register per ldmatrix.
+    assert!(big.contains("tsr_saddr lds_a[4], lds_b[4];"), "{big}");
+    assert!(!big.contains("tsr_smem_u32(smem") && !big.contains("tsr_ldmatrix_x4(fa[mi], smem"));
+    // Square tiles: 2x2 of 64x64 on 4 warps, 4x2 of 64x64 on 8. A tie (64x64 on 2 warps:
+    // 2x1 loads 2 + 4 fragments, 1x2 loads 4 + 2) goes to more warps along M.
+    assert!(src(128, 128, 32, 4).contains("2x2 warps, each 4 x 8 tiles of 16x8"));
+    assert!(src(256, 128, 64, 8).contains("4x2 warps, each 4 x 8 tiles of 16x8"));
+    assert!(src(64, 64, 32, 2).contains("2x1 warps, each 2 x 8 tiles of 16x8"));
 }
 
 #[test]
@@ -526,4 +593,30 @@ fn every_dot_kernel_compiles_with_nvrtc() {
         .specialize(&ints(&[("BM", 64), ("BN", 64), ("D", 128)]))
         .unwrap();
     nvrtc_compiles(&qk, 4, 2);
+}
+
+#[test]
+fn lane_base_tiles_compile_with_nvrtc() {
+    for c in LANE_CASES {
+        let (bm, bn, bk) = c.tile;
+        let cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
+        for def in [&mm_bf16::KERNEL, &mm_f16::KERNEL] {
+            nvrtc_compiles(&def.specialize(&cx).unwrap(), c.warps, c.stages);
+        }
+    }
+    // The matmul example's tuning space (BK = 64 on 8 warps included).
+    for (bm, bn, bk, w, s) in [
+        (128, 256, 64, 8, 3),
+        (128, 256, 32, 8, 3),
+        (128, 128, 32, 4, 4),
+        (128, 128, 64, 4, 3),
+        (256, 128, 32, 8, 3),
+        (256, 128, 64, 8, 3),
+    ] {
+        let big = mm_bf16::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+            .unwrap();
+        let code = nvrtc_compiles(&big, w, s);
+        assert!(code.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+    }
 }

@@ -9,7 +9,10 @@
 //!   XOR-ed with the row (`swizzle`), either from registers or, for loads in a loop, by
 //!   `cp.async` into a ring `num_stages` deep (`pipeline.rs`). `b = trans(x)` is stored as
 //!   x's rows (`[n][k]`) and read with a plain `ldmatrix`; any other b as `[k][n]` rows,
-//!   read with `ldmatrix.trans`.
+//!   read with `ldmatrix.trans`. Each lane computes a few 32-bit shared-memory addresses
+//!   before the k steps (one per residue of the swizzle's chunk XOR, [`LaneBases`]), and
+//!   each `ldmatrix` adds a constant to one; the warps tile `[M, N]` in the grid that loads
+//!   the fewest fragments (`dot_plan.rs`: 2x4 warps of 64x64 for 128x256 on 8 warps).
 //! - FMA fallback (any shape and dtype): a and b through shared memory (as f32), each
 //!   thread computes its own elements of the result in its layout, `fmaf` in ascending k
 //!   from the accumulator: the interpreter's order exactly.
@@ -28,14 +31,23 @@ __device__ __forceinline__ unsigned tsr_smem_u32(const void* p) {
   asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
-// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
-__device__ __forceinline__ void tsr_ldmatrix_x4(unsigned* r, const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tsr_smem_u32(p)));
+// ldmatrix takes a 32-bit shared-memory address, computed once per lane as a base (the
+// k loop's ldmatrix add constants, which ptxas folds into the instruction's offset).
+typedef unsigned tsr_saddr;
+// Not volatile: a pure function of p, so the compiler may hoist it out of the k loop.
+__device__ __forceinline__ tsr_saddr tsr_saddr_of(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
 }
-__device__ __forceinline__ void tsr_ldmatrix_x4_trans(unsigned* r, const void* p) {
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void tsr_ldmatrix_x4(unsigned* r, tsr_saddr a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void tsr_ldmatrix_x4_trans(unsigned* r, tsr_saddr a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tsr_smem_u32(p)));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 // D[16x8] += A[16x16] B[16x8] for one warp, f32 accumulators.
 __device__ __forceinline__ void tsr_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
@@ -61,6 +73,45 @@ template <int N> __device__ __forceinline__ void tsr_cp_async_wait() {
 // -- end mma --
 #endif
 "#;
+
+/// One operand's `ldmatrix` addresses: a few per-lane bases. A lane's row phase
+/// depends only on the lane (every constant row offset is a multiple of 16, and the
+/// swizzle's per_phase * max_phase divides 16), and a chunk `X + c` (X: lane and warp, c:
+/// a compile-time multiple of 2) swizzles to `((X + c % mp) ^ phase) + (c - c % mp)`
+/// (adding a multiple of mp leaves the XOR-ed low bits alone). So one base per residue
+/// `c % mp` (at most 4) and a constant per `ldmatrix`.
+struct LaneBases {
+    /// The swizzle's max_phase for this tile's rows.
+    mp: usize,
+    /// Bases (residues) the k loop's constants reach.
+    count: usize,
+}
+
+impl LaneBases {
+    fn new(cols: usize, consts: usize) -> LaneBases {
+        let mp = super::dot_plan::swizzle_params(cols).1;
+        LaneBases {
+            mp,
+            count: (mp / 2).clamp(1, consts.max(1)),
+        }
+    }
+    /// The base for chunk constant `c` (C, an even value).
+    fn index(&self, c: &str) -> String {
+        if self.mp >= 2 {
+            format!("{c} % {} / 2", self.mp)
+        } else {
+            "0".into()
+        }
+    }
+    /// The part of `c` above the XOR-ed bits, in chunks.
+    fn high(&self, c: &str) -> String {
+        if self.mp >= 2 {
+            format!("{c} / {mp} * {mp}", mp = self.mp)
+        } else {
+            c.into()
+        }
+    }
+}
 
 impl Emitter<'_> {
     /// Whether every reader of `id` is a `dot` (so a `trans` needs no code of its own).
@@ -312,40 +363,14 @@ impl Emitter<'_> {
             f.wn, f.wn
         ));
         self.line("(void)wrow; (void)wcol;");
+        self.ldmatrix_lane_bases(&a_smem, &b_smem, b_nk, f, (kk, n));
         self.line("#pragma unroll");
         self.open(format!(
             "for (int kstep = 0; kstep < {}; ++kstep) {{",
             kk / 16
         ));
         self.line(format!("unsigned fa[{mt}][4], fb[{nt}][2];"));
-        // A: lane l points at row m0 + l % 16, chunk 2 * kstep + l / 16.
-        let arow = format!("wrow * {} + mi * 16 + lane % 16", mt * 16);
-        self.line("#pragma unroll");
-        self.line(format!(
-            "for (int mi = 0; mi < {mt}; ++mi) tsr_ldmatrix_x4(fa[mi], {a_smem} + {});",
-            swz_c(&arow, "kstep * 2 + lane / 16", kk)
-        ));
-        self.line("#pragma unroll");
-        self.open(format!("for (int nj = 0; nj < {}; ++nj) {{", nt / 2));
-        self.line("unsigned r4[4];");
-        if b_nk {
-            // [n][k] rows: lane l points at row n0 + l % 8 + (l / 16) * 8, chunk 2 * kstep + (l / 8) % 2.
-            let brow = format!("wcol * {} + nj * 16 + lane % 8 + lane / 16 * 8", nt * 8);
-            self.line(format!(
-                "tsr_ldmatrix_x4(r4, {b_smem} + {});",
-                swz_c(&brow, "kstep * 2 + lane / 8 % 2", kk)
-            ));
-        } else {
-            // [k][n] rows, transposed on the way: lane l points at row k0 + l % 16, chunk n0 / 8 + l / 16.
-            let chunk = format!("wcol * {} + nj * 2 + lane / 16", nt);
-            self.line(format!(
-                "tsr_ldmatrix_x4_trans(r4, {b_smem} + {});",
-                swz_c("kstep * 16 + lane % 16", &chunk, n)
-            ));
-        }
-        self.line("fb[2 * nj][0] = r4[0]; fb[2 * nj][1] = r4[1];");
-        self.line("fb[2 * nj + 1][0] = r4[2]; fb[2 * nj + 1][1] = r4[3];");
-        self.close("}");
+        self.ldmatrix_from_bases(b_nk, f, (kk, n));
         self.line("#pragma unroll");
         self.line(format!("for (int mi = 0; mi < {mt}; ++mi)"));
         self.line("#pragma unroll");
@@ -357,5 +382,92 @@ impl Emitter<'_> {
         let _ = m;
         self.regs[id.0 as usize] = true;
         Ok(())
+    }
+}
+
+impl Emitter<'_> {
+    /// Before the k steps: `lds_a[j]`, `lds_b[j]`, each lane's shared addresses for chunk
+    /// residue `2 * j` (see [`LaneBases`]).
+    fn ldmatrix_lane_bases(
+        &mut self,
+        a_smem: &str,
+        b_smem: &str,
+        b_nk: bool,
+        f: Frag,
+        (kk, n): (usize, usize),
+    ) {
+        let (mt, nt) = (f.mt, f.nt);
+        let la = LaneBases::new(kk, kk / 16);
+        let lb = if b_nk {
+            LaneBases::new(kk, kk / 16)
+        } else {
+            LaneBases::new(n, nt / 2)
+        };
+        self.line(format!(
+            "// ldmatrix addresses: per lane, {} + {} shared addresses (one per residue of the swizzle's chunk XOR); each ldmatrix adds a constant",
+            la.count, lb.count
+        ));
+        self.line(format!(
+            "tsr_saddr lds_a[{}], lds_b[{}];",
+            la.count, lb.count
+        ));
+        // A: lane l at row wrow * 16mt + l % 16, chunk 2j + l / 16.
+        let arow = format!("wrow * {} + lane % 16", mt * 16);
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int j = 0; j < {}; ++j) lds_a[j] = tsr_saddr_of({a_smem}) + 2 * ({});",
+            la.count,
+            swz_c(&arow, "2 * j + lane / 16", kk)
+        ));
+        let b_off = if b_nk {
+            // [n][k] rows: lane l at row wcol * 8nt + l % 8 + (l / 16) * 8, chunk 2j + (l / 8) % 2.
+            let brow = format!("wcol * {} + lane % 8 + lane / 16 * 8", nt * 8);
+            swz_c(&brow, "2 * j + lane / 8 % 2", kk)
+        } else {
+            // [k][n] rows: lane l at row l % 16, chunk wcol * nt + 2j + l / 16.
+            swz_c("lane % 16", &format!("wcol * {nt} + 2 * j + lane / 16"), n)
+        };
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int j = 0; j < {}; ++j) lds_b[j] = tsr_saddr_of({b_smem}) + 2 * ({b_off});",
+            lb.count
+        ));
+    }
+
+    /// In a k step: the fragments from `lds_a`, `lds_b`, each `ldmatrix` a base plus a
+    /// constant.
+    fn ldmatrix_from_bases(&mut self, b_nk: bool, f: Frag, (kk, n): (usize, usize)) {
+        let (mt, nt) = (f.mt, f.nt);
+        let la = LaneBases::new(kk, kk / 16);
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int mi = 0; mi < {mt}; ++mi) tsr_ldmatrix_x4(fa[mi], lds_a[{}] + 2 * (mi * {} + {} * 8));",
+            la.index("kstep * 2"),
+            16 * kk,
+            la.high("kstep * 2")
+        ));
+        self.line("#pragma unroll");
+        self.open(format!("for (int nj = 0; nj < {}; ++nj) {{", nt / 2));
+        self.line("unsigned r4[4];");
+        if b_nk {
+            let lb = LaneBases::new(kk, kk / 16);
+            self.line(format!(
+                "tsr_ldmatrix_x4(r4, lds_b[{}] + 2 * (nj * {} + {} * 8));",
+                lb.index("kstep * 2"),
+                16 * kk,
+                lb.high("kstep * 2")
+            ));
+        } else {
+            let lb = LaneBases::new(n, nt / 2);
+            self.line(format!(
+                "tsr_ldmatrix_x4_trans(r4, lds_b[{}] + 2 * (kstep * {} + {} * 8));",
+                lb.index("nj * 2"),
+                16 * n,
+                lb.high("nj * 2")
+            ));
+        }
+        self.line("fb[2 * nj][0] = r4[0]; fb[2 * nj][1] = r4[1];");
+        self.line("fb[2 * nj + 1][0] = r4[2]; fb[2 * nj + 1][1] = r4[3];");
+        self.close("}");
     }
 }

@@ -82,24 +82,32 @@ pub(crate) fn plan_dots(
     (plans, frags)
 }
 
-/// Warps along M first (as many as M/16 allows), the rest along N in 16-column pairs.
+/// The warp grid whose warps load the fewest fragments per k step (`mt` ldmatrix.x4 for A,
+/// `nt / 2` for B): square-ish warp tiles, as Triton's and CUTLASS's (128x256 on 8 warps:
+/// 2x4 warps of 64x64, 8 ldmatrix per 32 mma, where 8x1 takes 17 and 64 registers of B
+/// fragments). Ties go to more warps along M (the grids are tried from all warps along M
+/// down to one, each halving it).
 fn warp_grid(m: usize, n: usize, threads: usize) -> Option<Frag> {
     let w = threads / 32;
+    let mut best: Option<(usize, Frag)> = None;
     let mut wm = w;
     while wm >= 1 {
         let wn = w / wm;
         if m.is_multiple_of(16 * wm) && n.is_multiple_of(16 * wn) {
-            let l = Layout::mma(m, n, wm, wn);
-            return l.frag;
+            let f = Layout::mma(m, n, wm, wn).frag?;
+            let loads = f.mt + f.nt / 2;
+            if best.is_none_or(|(b, _)| loads < b) {
+                best = Some((loads, f));
+            }
         }
         wm /= 2;
     }
-    None
+    best.map(|(_, f)| f)
 }
 
 /// Element offset of (row, col) in a swizzled bf16/f16 tile with rows of `cols` elements:
 /// 16-byte chunks, chunk index XOR-ed with `(row / per_phase) % max_phase`.
-fn swizzle_params(cols: usize) -> (usize, usize) {
+pub(crate) fn swizzle_params(cols: usize) -> (usize, usize) {
     let chunks = cols / 8;
     let row_bytes = cols * 2;
     let per_phase = (128 / row_bytes).max(1);

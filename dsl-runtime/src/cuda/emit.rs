@@ -128,7 +128,7 @@ const GENERATED: &[&str] = &[
     "tid", "lane", "warp", "smem", "s", "a", "o", "pw", "q", "e", "xor_off", "acc", "r", "r_i",
     "g", "j", "c", "acc_i", "full", "raw", "pid0", "pid1", "pid2", "npid0", "npid1", "npid2",
     "stage", "range", "bar", "bytes", "lo", "hi", "slo", "sn", "dk", "dc", "kstep", "fa", "fb",
-    "r4", "mi", "ni", "nj", "wrow", "wcol", "st", "ahead", "cq",
+    "r4", "mi", "ni", "nj", "wrow", "wcol", "st", "ahead", "cq", "lds_a", "lds_b",
 ];
 
 impl<'a> Emitter<'a> {

@@ -28,8 +28,12 @@ inline void tsr_ldmatrix_model(unsigned* r, const void* p, bool trans) {
   }
   w.bar->arrive_and_wait();
 }
-inline void tsr_ldmatrix_x4(unsigned* r, const void* p) { tsr_ldmatrix_model(r, p, false); }
-inline void tsr_ldmatrix_x4_trans(unsigned* r, const void* p) { tsr_ldmatrix_model(r, p, true); }
+// A shared-memory address is the whole pointer as an integer here, so the generated
+// base-plus-offset arithmetic lands on the same bytes the GPU's 32-bit .shared address does.
+typedef unsigned long long tsr_saddr;
+inline tsr_saddr tsr_saddr_of(const void* p) { return (tsr_saddr)(uintptr_t)p; }
+inline void tsr_ldmatrix_x4(unsigned* r, tsr_saddr a) { tsr_ldmatrix_model(r, (const void*)(uintptr_t)a, false); }
+inline void tsr_ldmatrix_x4_trans(unsigned* r, tsr_saddr a) { tsr_ldmatrix_model(r, (const void*)(uintptr_t)a, true); }
 
 inline float tsr_emu_bf16(unsigned h) { return __uint_as_float((h & 0xffffu) << 16); }
 inline float tsr_emu_f16(unsigned h) {
