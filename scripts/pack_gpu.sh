@@ -52,3 +52,8 @@ done
 cp scripts/dot_peers.py .gpu/  # Triton matmul, torch.matmul, torch SDPA (device_dot.sh)
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo -dirty)" > .gpu/commit
 ls .gpu/bin | tr '\n' ' '; echo; du -sh .gpu
+# A device call carries at most 64 MiB, the working tree (~21 MB) included.
+mb=$(du -sm .gpu | cut -f1)
+if (( mb > 40 )); then
+  echo "pack_gpu.sh: .gpu is ${mb} MB, too much to carry beside the tree: remove the binaries this call does not run (largest: $(ls -S .gpu/bin | head -4 | tr '\n' ' '))" >&2
+fi
