@@ -6,6 +6,8 @@
 #   git checkout B; bash scripts/pack_dot_ab.sh B    # adds .gpu/bin/{matmul,attention}-B,
 #                                                    # commit-B (A's files stay)
 # then one device call with carry [".gpu"]: bash scripts/device_dot_ab.sh
+# A candidate behind an option needs one pack only: without the -B binaries,
+# device_dot_ab.sh runs B as A's binaries with ${B_ENV:-TESSERA_CP_STEP=1}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 side=${1:-A}

@@ -10,7 +10,7 @@ use dsl_runtime::cuda::{emit, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
-use emu::{emulate, facts, have_gxx, Scalar};
+use emu::{emulate, emulate_with, facts, have_gxx, Scalar};
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -202,6 +202,11 @@ fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[i32]) 
 /// Compiles the full kernel for sm_80 and sm_90 with NVRTC (skipped, loudly, without it:
 /// ./scripts/test.sh installs it).
 fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
+    nvrtc_compiles_with(k, warps, stages, false)
+}
+
+/// [`nvrtc_compiles`] with `EmitOptions::cp_step` as given.
+fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, cp_step: bool) -> String {
     let src = emit(
         k,
         &EmitOptions {
@@ -211,6 +216,7 @@ fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
+            cp_step,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -335,6 +341,12 @@ const CASES: &[Case] = &[
 ];
 
 fn mm_run(case: &Case, which: &str, seed: u64) {
+    mm_run_with(case, which, seed, false)
+}
+
+/// [`mm_run`] with `EmitOptions::cp_step` as given: with it, every ring's copies advance by
+/// a fixed step (the matmuls' pointers are affine in k0).
+fn mm_run_with(case: &Case, which: &str, seed: u64, cp_step: bool) {
     let Case {
         m,
         n,
@@ -383,6 +395,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
+            cp_step,
         },
     )
     .unwrap()
@@ -393,12 +406,22 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
         "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: cp.async ring expected: {ring}"
     );
     assert_eq!(
+        code.contains("tsr_cp_async16_at("),
+        cp_step && ring && which != "f32",
+        "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: copies advanced by a fixed step"
+    );
+    let generic_copies = code
+        .lines()
+        .filter(|l| l.contains("tsr_cp_async16(") && !l.contains("void tsr_cp_async16("))
+        .count();
+    assert!(!cp_step || generic_copies == 0, "{code}");
+    assert_eq!(
         code.contains("tsr_saddr lds_a["),
         code.contains("// dot: tensor cores"),
         "{which} {m}x{n}x{k} tile {tile:?}: ldmatrix from lane bases on tensor cores"
     );
     if have_gxx() {
-        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
+        let emu = emulate_with(&kern, warps, stages, cp_step, grid, &[a, b, c], &sc);
         let eg = emu[2].to_f32s();
         for (i, (x, y)) in eg.iter().zip(&got).enumerate() {
             assert!(
@@ -467,6 +490,114 @@ fn matmul_lane_bases_interpreter_and_emulation() {
     for (i, c) in LANE_CASES.iter().enumerate() {
         mm_run(c, "bf16", 41 + i as u64);
         mm_run(c, "f16", 71 + i as u64);
+    }
+}
+
+/// `EmitOptions::cp_step`: odd, masked M and N, K not a multiple of BK, with and without
+/// the ring (and B alone in it), a copy count that does not divide the threads (a guarded
+/// copy), and a tile whose copies are not a whole number of swizzle periods apart.
+const CP_CASES: &[Case] = &[
+    Case {
+        m: 37,
+        n: 48,
+        k: 80,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 3,
+        ring: true,
+    },
+    Case {
+        m: 45,
+        n: 80,
+        k: 112,
+        tile: (32, 64, 64),
+        warps: 4,
+        stages: 2,
+        ring: true,
+    },
+    // K = 40 is not divisible by 16: A keeps the register path, B alone has the ring.
+    Case {
+        m: 16,
+        n: 64,
+        k: 40,
+        tile: (16, 64, 16),
+        warps: 2,
+        stages: 2,
+        ring: true,
+    },
+    Case {
+        m: 37,
+        n: 45,
+        k: 50,
+        tile: (32, 32, 16),
+        warps: 4,
+        stages: 3,
+        ring: false,
+    },
+    // B is 32 chunks for 64 threads: the copy is guarded.
+    Case {
+        m: 21,
+        n: 32,
+        k: 48,
+        tile: (32, 16, 16),
+        warps: 2,
+        stages: 3,
+        ring: true,
+    },
+    // One warp: B's copies are 2 rows apart, under its swizzle's period of 8 (no per-lane base).
+    Case {
+        m: 20,
+        n: 144,
+        k: 96,
+        tile: (16, 128, 32),
+        warps: 1,
+        stages: 4,
+        ring: true,
+    },
+];
+
+#[test]
+fn matmul_cp_step_interpreter_and_emulation() {
+    for (i, c) in CP_CASES.iter().chain(LANE_CASES).enumerate() {
+        mm_run_with(c, "bf16", 101 + i as u64, true);
+        mm_run_with(c, "f16", 131 + i as u64, true);
+    }
+}
+
+#[test]
+fn cp_step_compiles_with_nvrtc() {
+    for (i, c) in CP_CASES.iter().chain(LANE_CASES).enumerate() {
+        let (bm, bn, bk) = c.tile;
+        let cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
+        for def in [&mm_bf16::KERNEL, &mm_f16::KERNEL] {
+            let code = nvrtc_compiles_with(&def.specialize(&cx).unwrap(), c.warps, c.stages, true);
+            // The guarded copy and the copies without a per-lane base are exercised.
+            match i {
+                4 => assert!(code.contains("if (cq < 32) {"), "{code}"),
+                5 => assert!(
+                    code.contains("const tsr_saddr bt_ring_s = tsr_saddr_of(bt_ring);"),
+                    "{code}"
+                ),
+                _ => {}
+            }
+        }
+    }
+    // The matmul example's tuning space.
+    for (bm, bn, bk, w, s) in [
+        (128, 256, 64, 8, 3),
+        (128, 256, 32, 8, 3),
+        (128, 128, 32, 4, 4),
+        (128, 128, 64, 4, 3),
+        (256, 128, 32, 8, 3),
+        (256, 128, 64, 8, 3),
+    ] {
+        let big = mm_bf16::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+            .unwrap();
+        let code = nvrtc_compiles_with(&big, w, s, true);
+        // Both operands advance by a fixed step, from a per-lane shared-memory base.
+        assert_eq!(code.matches("tsr_cp_async16_at(").count(), 5, "{code}");
+        assert!(code.contains("this thread's first chunk"), "{code}");
     }
 }
 

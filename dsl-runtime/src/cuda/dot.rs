@@ -74,6 +74,28 @@ template <int N> __device__ __forceinline__ void tsr_cp_async_wait() {
 #endif
 "#;
 
+/// With `EmitOptions::cp_step`, a `cp.async` from a 32-bit shared-memory address computed
+/// once before the loop (the default's `tsr_cp_async16` converts a generic pointer per call).
+const CP_ASYNC_AT: &str = r#"// 16 bytes global -> shared at a 32-bit shared-memory address (a tsr_saddr).
+__device__ __forceinline__ void tsr_cp_async16_at(tsr_saddr dst, const void* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"(dst), "l"(src), "r"(pred ? 16 : 0) : "memory");
+}
+"#;
+
+/// [`MMA_HELPERS`], with `tsr_cp_async16_at` when some copy takes it
+/// (`EmitOptions::cp_step`).
+pub fn mma_helpers(cp_step: bool) -> std::borrow::Cow<'static, str> {
+    if cp_step {
+        let end = "// -- end mma --";
+        MMA_HELPERS
+            .replacen(end, &format!("{CP_ASYNC_AT}{end}"), 1)
+            .into()
+    } else {
+        MMA_HELPERS.into()
+    }
+}
+
 /// One operand's `ldmatrix` addresses: a few per-lane bases. A lane's row phase
 /// depends only on the lane (every constant row offset is a multiple of 16, and the
 /// swizzle's per_phase * max_phase divides 16), and a chunk `X + c` (X: lane and warp, c:

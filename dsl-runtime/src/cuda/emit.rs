@@ -15,7 +15,7 @@ mod c_syntax;
 mod dot;
 #[path = "dot_plan.rs"]
 mod dot_plan;
-pub(crate) use dot::MMA_HELPERS;
+pub(crate) use dot::mma_helpers;
 #[path = "memory.rs"]
 mod memory;
 #[path = "memory_order.rs"]
@@ -178,7 +178,7 @@ impl<'a> Emitter<'a> {
             barrier_call: super::barrier_call(opts),
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
-        e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
+        e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.cp_step);
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
             if let Stmt::Let {

@@ -27,21 +27,21 @@ pub(crate) enum Term {
 }
 
 impl Term {
-    fn add(a: Term, b: Term) -> Term {
+    pub(crate) fn add(a: Term, b: Term) -> Term {
         match (a, b) {
             (Term::Int(x), Term::Int(y)) => Term::Int(x + y),
             (Term::Int(0), t) | (t, Term::Int(0)) => t,
             (a, b) => Term::Add(Box::new(a), Box::new(b)),
         }
     }
-    fn sub(a: Term, b: Term) -> Term {
+    pub(crate) fn sub(a: Term, b: Term) -> Term {
         match (a, b) {
             (Term::Int(x), Term::Int(y)) => Term::Int(x - y),
             (t, Term::Int(0)) => t,
             (a, b) => Term::Sub(Box::new(a), Box::new(b)),
         }
     }
-    fn mul(a: Term, b: Term) -> Term {
+    pub(crate) fn mul(a: Term, b: Term) -> Term {
         match (a, b) {
             (Term::Int(x), Term::Int(y)) => Term::Int(x * y),
             (Term::Int(0), _) | (_, Term::Int(0)) => Term::Int(0),

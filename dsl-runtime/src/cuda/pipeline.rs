@@ -19,8 +19,20 @@
 //! `src_bytes = 0`), and its pointers and mask are index arithmetic that can be evaluated
 //! for a later iteration. Everything else keeps the plain path (registers, then shared
 //! memory), and says so nowhere because nothing changed.
+//!
+//! With `EmitOptions::cp_step` (off by default), a pipelined load whose pointer is affine
+//! in the loop counter with a loop-invariant coefficient (`a + rows * k + k0 + j`,
+//! `b + (k0 + i) * n + cols`: [`CpStep`]) has each thread's copy pointers computed once,
+//! before the loop, for the first iteration, and advanced by `coefficient * step` elements
+//! per issued iteration; the conjuncts of its mask that do not depend on the counter
+//! (`rows < m`) are computed once too, only the others (`k0 + j < k`) per iteration; and
+//! each copy's shared-memory destination is a 32-bit address (`tsr_cp_async16_at`) from a
+//! base computed once. Anything else keeps rebuilding pointer and mask for the iteration
+//! ahead, as without the option.
 use super::super::analysis::Facts;
-use super::dot_plan::{swz_c, DotPlan};
+use super::super::footprint::{affine, Term};
+use super::c_syntax::reg_ty;
+use super::dot_plan::{swizzle_params, swz_c, DotPlan};
 use super::{strip, At, Emitter, R};
 use dsl_ir::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +49,36 @@ pub(crate) struct PipeLoop {
     /// Scalar `let`s of the loop body the loads' pointers and masks need (re-evaluated for
     /// the iteration ahead), in program order.
     pub scalars: Vec<ValueId>,
+    /// `EmitOptions::cp_step`: the loads whose copies advance by a fixed step.
+    pub steps: BTreeMap<ValueId, CpStep>,
+}
+
+/// A pipelined load whose pointer is `p(start) + (k0 - start) * per_iv` elements.
+#[derive(Clone, Debug)]
+pub(crate) struct CpStep {
+    /// d(pointer) / d(loop counter), in elements: a term over scalars defined before the
+    /// loop (or a constant).
+    pub per_iv: Term,
+    /// The mask's conjuncts that do not depend on the loop counter (computed once, before
+    /// the loop), and those that do (evaluated for the iteration ahead).
+    pub fixed: Vec<ValueId>,
+    pub moving: Vec<ValueId>,
+}
+
+/// The C names of a [`CpStep`] load's per-thread state (while emitting).
+#[derive(Clone, Debug)]
+struct CpNames {
+    /// Per copy: the pointer of the next iteration to issue.
+    ptr: String,
+    /// Per copy: the fixed conjuncts of the mask (`None`: there are none).
+    ok: Option<String>,
+    /// The pointer's step per issued iteration, in elements (`None`: it does not move).
+    step: Option<String>,
+    /// The ring's 32-bit shared-memory address, or (`lane`) this thread's first copy's
+    /// address in slot 0: copy `q` is then `q * threads * 16` bytes further (its rows are
+    /// a whole number of swizzle periods below), a constant the copy instruction takes.
+    ring: String,
+    lane: bool,
 }
 
 #[derive(Default)]
@@ -51,6 +93,8 @@ pub(crate) struct Pipes {
     /// loop (attention's Q), by value.
     pub hoisted: BTreeMap<ValueId, String>,
     counter: BTreeMap<ValueId, String>,
+    /// While emitting: the per-thread state of each `CpStep` load.
+    cp: BTreeMap<ValueId, CpNames>,
 }
 
 /// The readers of every value: `Some(id)` for a `let id = op(.., v, ..)`, `None` for a
@@ -123,6 +167,7 @@ pub(crate) fn plan(
     f: &Facts,
     plans: &BTreeMap<ValueId, DotPlan>,
     stages: u32,
+    cp_step: bool,
 ) -> Pipes {
     let mut pipes = Pipes::default();
     if stages < 2 {
@@ -208,16 +253,170 @@ pub(crate) fn plan(
         for v in &loads {
             pipes.loads.insert(*v, *iv);
         }
+        let steps = if cp_step {
+            let dep = counter_dependent(*iv, body);
+            let inside = body_lets(body);
+            loads
+                .iter()
+                .filter_map(|&v| Some((v, cp_step_of(k, f, *iv, &dep, &inside, v)?)))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         pipes.loops.insert(
             *iv,
             PipeLoop {
                 loads,
                 stages: st,
                 scalars,
+                steps,
             },
         );
     });
     pipes
+}
+
+/// The values of a loop body (`iv` included) that depend on the loop counter `iv`.
+fn counter_dependent(iv: ValueId, body: &[Stmt]) -> BTreeSet<ValueId> {
+    let mut dep = BTreeSet::from([iv]);
+    walk(body, &mut |s| {
+        if let Stmt::Let { id, op, .. } = s {
+            if operands(op).iter().any(|x| dep.contains(x)) {
+                dep.insert(*id);
+            }
+        }
+    });
+    dep
+}
+
+/// The values a loop body defines.
+fn body_lets(body: &[Stmt]) -> BTreeSet<ValueId> {
+    let mut out = BTreeSet::new();
+    walk(body, &mut |s| {
+        if let Stmt::Let { id, .. } = s {
+            out.insert(*id);
+        }
+    });
+    out
+}
+
+/// Every scalar a term reads.
+fn term_vals(t: &Term, out: &mut Vec<ValueId>) {
+    match t {
+        Term::Int(_) => {}
+        Term::Val(v) => out.push(*v),
+        Term::Add(a, b) | Term::Sub(a, b) | Term::Mul(a, b) | Term::Min(a, b) => {
+            term_vals(a, out);
+            term_vals(b, out);
+        }
+    }
+}
+
+/// Whether a term reads no value that depends on the loop counter.
+fn counter_free(t: &Term, dep: &BTreeSet<ValueId>) -> bool {
+    let mut vs = vec![];
+    term_vals(t, &mut vs);
+    vs.iter().all(|v| !dep.contains(v))
+}
+
+/// d(t) / d(iv) as a term free of the counter, when `t` is affine in it (`dep`: the values
+/// that depend on the counter; a scalar `let` of the body that does is expanded through
+/// `+`, `-` and `*`).
+fn d_counter(
+    k: &Kernel,
+    f: &Facts,
+    t: &Term,
+    iv: ValueId,
+    dep: &BTreeSet<ValueId>,
+) -> Option<Term> {
+    let d = |t: &Term| d_counter(k, f, t, iv, dep);
+    Some(match t {
+        Term::Int(_) => Term::Int(0),
+        Term::Val(v) if *v == iv => Term::Int(1),
+        Term::Val(v) if !dep.contains(v) => Term::Int(0),
+        Term::Val(v) => {
+            if !k.ty(*v).is_scalar() || k.ty(*v).elem != Elem::Num(DType::I32) {
+                return None;
+            }
+            let Some(Op::Binary(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul), x, y)) =
+                &f.defs[v.0 as usize]
+            else {
+                return None;
+            };
+            let (x, y) = (Box::new(Term::Val(*x)), Box::new(Term::Val(*y)));
+            d(&match op {
+                BinOp::Add => Term::Add(x, y),
+                BinOp::Sub => Term::Sub(x, y),
+                _ => Term::Mul(x, y),
+            })?
+        }
+        Term::Add(a, b) => Term::add(d(a)?, d(b)?),
+        Term::Sub(a, b) => Term::sub(d(a)?, d(b)?),
+        Term::Mul(a, b) => match (counter_free(a, dep), counter_free(b, dep)) {
+            (true, true) => Term::Int(0),
+            (true, false) => Term::mul((**a).clone(), d(b)?),
+            (false, true) => Term::mul(d(a)?, (**b).clone()),
+            (false, false) => return None,
+        },
+        Term::Min(..) if counter_free(t, dep) => Term::Int(0),
+        Term::Min(..) => return None,
+    })
+}
+
+/// The conjuncts of a mask (`x & y & ...` over bools of the mask's shape).
+fn conjuncts(k: &Kernel, f: &Facts, m: ValueId, out: &mut Vec<ValueId>) {
+    match &f.defs[m.0 as usize] {
+        Some(Op::Binary(BinOp::And, x, y))
+            if k.ty(m).elem == Elem::Num(DType::Bool)
+                && k.ty(*x).dims() == k.ty(m).dims()
+                && k.ty(*y).dims() == k.ty(m).dims() =>
+        {
+            conjuncts(k, f, *x, out);
+            conjuncts(k, f, *y, out);
+        }
+        _ => out.push(m),
+    }
+}
+
+/// `EmitOptions::cp_step`: whether the copies of pipelined load `v` of the loop over `iv`
+/// can advance by a fixed step (its pointer affine in the counter, the coefficient
+/// computable before the loop), and how its mask splits.
+fn cp_step_of(
+    k: &Kernel,
+    f: &Facts,
+    iv: ValueId,
+    dep: &BTreeSet<ValueId>,
+    inside: &BTreeSet<ValueId>,
+    v: ValueId,
+) -> Option<CpStep> {
+    let Some(Op::Load { ptr, mask, .. }) = &f.defs[v.0 as usize] else {
+        return None;
+    };
+    let a = affine(k, f, *ptr)?;
+    if !counter_free(&a.ci, dep) || !counter_free(&a.cj, dep) {
+        return None;
+    }
+    let per_iv = d_counter(k, f, &a.base, iv, dep)?;
+    let mut vs = vec![];
+    term_vals(&per_iv, &mut vs);
+    // A parameter read in the body (`%77 = param n`) has its name everywhere.
+    let before_loop = |v: &ValueId| {
+        !dep.contains(v)
+            && (!inside.contains(v) || matches!(f.defs[v.0 as usize], Some(Op::Param(_))))
+    };
+    if !vs.iter().all(before_loop) {
+        return None;
+    }
+    let mut leaves = vec![];
+    if let Some(m) = mask {
+        conjuncts(k, f, *m, &mut leaves);
+    }
+    let (moving, fixed) = leaves.into_iter().partition(|l| dep.contains(l));
+    Some(CpStep {
+        per_iv,
+        fixed,
+        moving,
+    })
 }
 
 /// A load that can be a `cp.async` copy of whole 16-byte chunks.
@@ -300,6 +499,7 @@ impl Emitter<'_> {
         ));
         self.line(format!("int {counter} = 0;"));
         let [start, end, step] = bounds;
+        self.cp_state(iv, &pl, start, step)?;
         self.line("#pragma unroll");
         self.open(format!(
             "for (int st = 0; st < {}; ++st) {{  // prologue: the first iterations' tiles",
@@ -389,6 +589,11 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// Whether some copy is issued by `tsr_cp_async16_at` (`EmitOptions::cp_step`).
+    pub(crate) fn uses_cp_step(&self) -> bool {
+        !self.pipe.cp.is_empty()
+    }
+
     /// At the end of a pipelined loop's body.
     pub(super) fn pipe_end(&mut self, iv: ValueId) {
         if let Some(c) = self.pipe.counter.get(&iv).cloned() {
@@ -418,14 +623,7 @@ impl Emitter<'_> {
         self.open(format!("if (ahead < {end}) {{"));
         let saved = self.names[iv.0 as usize].clone();
         self.names[iv.0 as usize] = "ahead".into();
-        for &s in &pl.scalars {
-            let (op, src) = self.let_of(s).ok_or_else(|| self.err("internal: scalar"))?;
-            let src = Src {
-                name: String::new(),
-                ..src
-            };
-            self.let_(s, &op, &src)?;
-        }
+        self.rescalars(pl)?;
         for &v in &pl.loads {
             let Some(Op::Load { ptr, mask, .. }) = self.f.defs[v.0 as usize].clone() else {
                 continue;
@@ -437,6 +635,53 @@ impl Emitter<'_> {
             let ring = self.pipe.ring[&v].clone();
             let cpr = cols / 8;
             let idx = vec![format!("cq / {cpr}"), format!("cq % {cpr} * 8")];
+            if let Some(cp) = self.pipe.cp.get(&v).cloned() {
+                let cs = &pl.steps[&v];
+                let mut m = self.conj(&cs.moving, &idx)?;
+                if let Some(ok) = &cp.ok {
+                    m = if cs.moving.is_empty() {
+                        format!("{ok}[q]")
+                    } else {
+                        format!("{ok}[q] && {m}")
+                    };
+                }
+                let dst = if cp.lane {
+                    format!(
+                        "{} + {slot} % {} * {} + q * {}",
+                        cp.ring,
+                        pl.stages,
+                        rows * cols * 2,
+                        self.threads * 16
+                    )
+                } else {
+                    format!(
+                        "{} + ({slot} % {} * {} + {}) * 2",
+                        cp.ring,
+                        pl.stages,
+                        rows * cols,
+                        swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
+                    )
+                };
+                self.line("#pragma unroll");
+                self.open(format!(
+                    "for (int q = 0; q < {per}; ++q) {{  // `{}`: 16-byte chunks, masked ones zero-filled",
+                    self.load_name(v)
+                ));
+                self.line(format!("const int cq = tid + q * {};", self.threads));
+                let guard = chunks % self.threads != 0;
+                if guard {
+                    self.open(format!("if (cq < {chunks}) {{"));
+                }
+                self.line(format!("tsr_cp_async16_at({dst}, {}[q], {m});", cp.ptr));
+                if let Some(st) = &cp.step {
+                    self.line(format!("{}[q] += {st};", cp.ptr));
+                }
+                if guard {
+                    self.close("}");
+                }
+                self.close("}");
+                continue;
+            }
             let p = self.access(ptr, &At::Idx(idx.clone()))?;
             let m = match mask {
                 Some(m) => strip(&self.access(m, &At::Idx(idx))?),
@@ -467,6 +712,130 @@ impl Emitter<'_> {
         self.names[iv.0 as usize] = saved;
         self.close("}");
         Ok(())
+    }
+
+    /// `EmitOptions::cp_step`, before the prologue: for each `CpStep` load, each thread's
+    /// copy pointers and fixed mask conjuncts for the first iteration (`start`), the
+    /// pointers' step per issued iteration and the ring's 32-bit address.
+    fn cp_state(&mut self, iv: ValueId, pl: &PipeLoop, start: &str, step: &str) -> R<()> {
+        if pl.steps.is_empty() {
+            return Ok(());
+        }
+        let mut names = vec![];
+        let mut fill = vec![];
+        for (&v, cs) in &pl.steps {
+            let Some(Op::Load { ptr, .. }) = self.f.defs[v.0 as usize].clone() else {
+                continue;
+            };
+            let base = self.load_name(v);
+            names.push(format!("`{base}`"));
+            let dims = self.k.ty(v).dims();
+            let per = (dims[0] * dims[1] / 8).div_ceil(self.threads);
+            let ring = self.pipe.ring[&v].clone();
+            let cpr = dims[1] / 8;
+            let (pp, mp) = swizzle_params(dims[1]);
+            let lane =
+                self.threads.is_multiple_of(cpr) && (self.threads / cpr).is_multiple_of(pp * mp);
+            let cp = CpNames {
+                ptr: self.fresh(&format!("{base}_cp")),
+                ok: (!cs.fixed.is_empty()).then(|| self.fresh(&format!("{base}_ok"))),
+                step: (cs.per_iv != Term::Int(0)).then(|| self.fresh(&format!("{base}_step"))),
+                ring: self.fresh(&format!("{ring}_s")),
+                lane,
+            };
+            fill.push((v, ptr, per, cp.clone()));
+            self.pipe.cp.insert(v, cp);
+        }
+        self.line(format!(
+            "// {}: each thread's copy pointers once, for the first iteration, then a fixed step per issued iteration; the mask's terms that do not depend on the loop counter once",
+            names.join(", ")
+        ));
+        for (v, ptr, per, cp) in &fill {
+            let cs = &pl.steps[v];
+            let ring = self.pipe.ring[v].clone();
+            if cp.lane {
+                let cpr = self.k.ty(*v).dims()[1] / 8;
+                self.line(format!(
+                    "const tsr_saddr {} = tsr_saddr_of({ring}) + ({}) * 2;  // this thread's first chunk",
+                    cp.ring,
+                    swz_c(&format!("tid / {cpr}"), &format!("tid % {cpr}"), cpr * 8)
+                ));
+            } else {
+                self.line(format!(
+                    "const tsr_saddr {} = tsr_saddr_of({ring});",
+                    cp.ring
+                ));
+            }
+            self.line(format!(
+                "{} {}[{per}];",
+                reg_ty(self.k.ty(*ptr).elem),
+                cp.ptr
+            ));
+            if let Some(ok) = &cp.ok {
+                self.line(format!("bool {ok}[{per}];"));
+            }
+            if let Some(st) = &cp.step {
+                let d = cs.per_iv.c(&|x| match self.f.defs[x.0 as usize] {
+                    // Perhaps read in the body only (`%77 = param n`): not named yet.
+                    Some(Op::Param(p)) => Ok(self.param_names[p].clone()),
+                    _ => self.access(x, &At::Idx(vec![])).map(|e| strip(&e)),
+                })?;
+                self.line(format!(
+                    "const long long {st} = (long long)({}) * ({step});",
+                    strip(&d)
+                ));
+            }
+        }
+        self.open("{");
+        self.line(format!("const int ahead = {start};"));
+        let saved = self.names[iv.0 as usize].clone();
+        self.names[iv.0 as usize] = "ahead".into();
+        self.rescalars(pl)?;
+        for (v, ptr, per, cp) in &fill {
+            let cs = &pl.steps[v];
+            let cols = self.k.ty(*v).dims()[1];
+            let cpr = cols / 8;
+            let idx = vec![format!("cq / {cpr}"), format!("cq % {cpr} * 8")];
+            self.line("#pragma unroll");
+            self.open(format!("for (int q = 0; q < {per}; ++q) {{"));
+            self.line(format!("const int cq = tid + q * {};", self.threads));
+            let p = self.access(*ptr, &At::Idx(idx.clone()))?;
+            self.line(format!("{}[q] = {};", cp.ptr, strip(&p)));
+            if let Some(ok) = &cp.ok {
+                let m = self.conj(&cs.fixed, &idx)?;
+                self.line(format!("{ok}[q] = {m};"));
+            }
+            self.close("}");
+        }
+        self.names[iv.0 as usize] = saved;
+        self.close("}");
+        Ok(())
+    }
+
+    /// The pipelined loads' scalars, re-evaluated (the loop counter renamed by the caller).
+    fn rescalars(&mut self, pl: &PipeLoop) -> R<()> {
+        for &s in &pl.scalars {
+            let (op, src) = self.let_of(s).ok_or_else(|| self.err("internal: scalar"))?;
+            let src = Src {
+                name: String::new(),
+                ..src
+            };
+            self.let_(s, &op, &src)?;
+        }
+        Ok(())
+    }
+
+    /// `a && b && ...` of mask conjuncts at one index (`true` for none).
+    fn conj(&self, vs: &[ValueId], idx: &[String]) -> R<String> {
+        let mut terms = vec![];
+        for &c in vs {
+            terms.push(self.access(c, &At::Idx(idx.to_vec()))?);
+        }
+        Ok(match terms.len() {
+            0 => "true".into(),
+            1 => strip(&terms[0]),
+            _ => terms.join(" && "),
+        })
     }
 
     fn let_of(&self, v: ValueId) -> Option<(Op, Src)> {
