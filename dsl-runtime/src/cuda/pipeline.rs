@@ -662,24 +662,11 @@ impl Emitter<'_> {
                         swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
                     )
                 };
-                self.line("#pragma unroll");
-                self.open(format!(
-                    "for (int q = 0; q < {per}; ++q) {{  // `{}`: 16-byte chunks, masked ones zero-filled",
-                    self.load_name(v)
-                ));
-                self.line(format!("const int cq = tid + q * {};", self.threads));
-                let guard = chunks % self.threads != 0;
-                if guard {
-                    self.open(format!("if (cq < {chunks}) {{"));
-                }
-                self.line(format!("tsr_cp_async16_at({dst}, {}[q], {m});", cp.ptr));
+                let mut copy = vec![format!("tsr_cp_async16_at({dst}, {}[q], {m});", cp.ptr)];
                 if let Some(st) = &cp.step {
-                    self.line(format!("{}[q] += {st};", cp.ptr));
+                    copy.push(format!("{}[q] += {st};", cp.ptr));
                 }
-                if guard {
-                    self.close("}");
-                }
-                self.close("}");
+                self.chunk_loop(v, per, chunks, &copy);
                 continue;
             }
             let p = self.access(ptr, &At::Idx(idx.clone()))?;
@@ -693,25 +680,38 @@ impl Emitter<'_> {
                 rows * cols,
                 swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
             );
-            self.line("#pragma unroll");
-            self.open(format!(
-                "for (int q = 0; q < {per}; ++q) {{  // `{}`: 16-byte chunks, masked ones zero-filled",
-                self.load_name(v)
-            ));
-            self.line(format!("const int cq = tid + q * {};", self.threads));
-            let guard = chunks % self.threads != 0;
-            if guard {
-                self.open(format!("if (cq < {chunks}) {{"));
-            }
-            self.line(format!("tsr_cp_async16({dst}, {}, {m});", strip(&p)));
-            if guard {
-                self.close("}");
-            }
-            self.close("}");
+            self.chunk_loop(
+                v,
+                per,
+                chunks,
+                &[format!("tsr_cp_async16({dst}, {}, {m});", strip(&p))],
+            );
         }
         self.names[iv.0 as usize] = saved;
         self.close("}");
         Ok(())
+    }
+
+    /// Load `v`'s copies: the loop over a thread's `per` 16-byte chunks (`cq`, of `chunks`)
+    /// around `copy`.
+    fn chunk_loop(&mut self, v: ValueId, per: usize, chunks: usize, copy: &[String]) {
+        self.line("#pragma unroll");
+        self.open(format!(
+            "for (int q = 0; q < {per}; ++q) {{  // `{}`: 16-byte chunks, masked ones zero-filled",
+            self.load_name(v)
+        ));
+        self.line(format!("const int cq = tid + q * {};", self.threads));
+        let guard = chunks % self.threads != 0;
+        if guard {
+            self.open(format!("if (cq < {chunks}) {{"));
+        }
+        for c in copy {
+            self.line(c);
+        }
+        if guard {
+            self.close("}");
+        }
+        self.close("}");
     }
 
     /// `EmitOptions::cp_step`, before the prologue: for each `CpStep` load, each thread's
