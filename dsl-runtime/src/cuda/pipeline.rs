@@ -701,7 +701,7 @@ impl Emitter<'_> {
             self.load_name(v)
         ));
         self.line(format!("const int cq = tid + q * {};", self.threads));
-        let guard = chunks % self.threads != 0;
+        let guard = !chunks.is_multiple_of(self.threads);
         if guard {
             self.open(format!("if (cq < {chunks}) {{"));
         }
