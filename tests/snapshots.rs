@@ -78,8 +78,39 @@ fn toy_megakernel_explain() {
 #[test]
 fn qwen3_decode_step_explain() {
     // `tessera explain qwen3::decode_step`: Qwen3-0.6B's shape, the engine's options.
-    let text = tessera::cli::explain::decode_step_text(false, None).unwrap();
+    let text = tessera::cli::explain::decode_step_text(&model::kernels::qwen3_0_6b(), false, None)
+        .unwrap();
     check("qwen3_decode_step.explain.txt", &text);
+}
+
+#[test]
+fn qwen3_decode_step_explain_at_a_models_shape() {
+    // `tessera explain qwen3::decode_step --model DIR`: the shape and tiles of DIR's config.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("model/tests/data/mha_tok_v5");
+    let cfg = model::config::Config::from_dir(&dir).unwrap();
+    let text = tessera::cli::explain::decode_step_text(&cfg, false, None).unwrap();
+    let head = text.lines().next().unwrap();
+    assert!(
+        head.contains(&format!("HIDDEN={},", cfg.hidden_size))
+            && head.contains(&format!("LAYERS={},", cfg.num_hidden_layers)),
+        "{head}"
+    );
+    assert_ne!(cfg.hidden_size, model::kernels::qwen3_0_6b().hidden_size);
+    // A directory without a config: a clear error naming it, from the command line.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "explain",
+            "qwen3::decode_step",
+            "--model",
+            "/nonexistent/qwen3",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("/nonexistent/qwen3"),
+        "{err}"
+    );
 }
 
 /// The CUDA C of a shipped kernel, as `tessera explain NAME` prints it.

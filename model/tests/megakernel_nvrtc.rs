@@ -19,6 +19,15 @@ fn decode_megakernel_compiles_with_nvrtc() {
         intermediate_size: 6144,
         ..qwen3_0_6b()
     };
+    // 8B: 4096-wide rows, 36 layers, 32 query heads (8-row QKV tiles, 4-row gate/up tiles).
+    let qwen3_8b = model::Config {
+        hidden_size: 4096,
+        intermediate_size: 12288,
+        num_hidden_layers: 36,
+        num_attention_heads: 32,
+        tie_word_embeddings: false,
+        ..qwen3_0_6b()
+    };
     let tiny = model::Checkpoint::load(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mha_tok_v5"),
         false,
@@ -35,6 +44,7 @@ fn decode_megakernel_compiles_with_nvrtc() {
         (qwen3_0_6b(), true, true, 1),
         (qwen3_0_6b(), false, false, 0),
         (qwen3_1_7b, true, false, 1),
+        (qwen3_8b, false, false, 0),
         (tiny, false, false, 1),
     ] {
         let t = Tiles::for_config(&cfg)

@@ -1,6 +1,8 @@
 //! `tessera explain`: the generated CUDA C (or tile IR) of a kernel the library ships, or
 //! the schedule (`--cuda`: the CUDA C) of the Qwen3 decode megakernel, `qwen3::decode_step`.
 use crate::runtime::{ConstVal, Device, Shipped};
+use model::config::Config;
+use std::path::Path;
 
 #[derive(clap::Args, Debug)]
 pub struct ExplainArgs {
@@ -22,6 +24,10 @@ pub struct ExplainArgs {
     /// persistent kernel's CUDA C, not only its schedule.
     #[arg(long)]
     pub cuda: bool,
+    /// `qwen3::decode_step` at this model's shape: a directory with a Qwen3 config.json
+    /// (no weights are read).
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<std::path::PathBuf>,
 }
 
 /// The decode step as one megakernel: its schedule, or with `--cuda` its CUDA C.
@@ -59,7 +65,7 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
     }
     let name = args.kernel.unwrap_or_default();
     if name == DECODE_STEP {
-        return decode_step(args.cuda, args.warps);
+        return decode_step(args.cuda, args.warps, args.model.as_deref());
     }
     let k = all
         .iter()
@@ -114,22 +120,25 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn decode_step(cuda: bool, warps: Option<u32>) -> Result<(), String> {
-    print!("{}", decode_step_text(cuda, warps)?);
+fn decode_step(cuda: bool, warps: Option<u32>, model: Option<&Path>) -> Result<(), String> {
+    let cfg = match model {
+        Some(dir) => Config::from_dir(dir).map_err(|e| e.to_string())?,
+        None => model::kernels::qwen3_0_6b(),
+    };
+    print!("{}", decode_step_text(&cfg, cuda, warps)?);
     Ok(())
 }
 
-/// The decode megakernel at Qwen3-0.6B's shape with the engine's default options: its
+/// The decode megakernel at `cfg`'s shape with the engine's default options: its
 /// schedule, or with `cuda` its CUDA C.
-pub fn decode_step_text(cuda: bool, warps: Option<u32>) -> Result<String, String> {
-    use model::kernels::{qwen3_0_6b, Tiles};
+pub fn decode_step_text(cfg: &Config, cuda: bool, warps: Option<u32>) -> Result<String, String> {
+    use model::kernels::Tiles;
     use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
-    let cfg = qwen3_0_6b();
-    let t = Tiles::for_config(&cfg);
+    let t = Tiles::for_config(cfg);
     let opts = MegakernelOptions::default()
         .mega
         .warps(warps.unwrap_or(t.warps));
-    let cx = constexprs(&cfg, &t);
+    let cx = constexprs(cfg, &t);
     let m = &decode_step::MEGAKERNEL;
     if cuda {
         Ok(m.cuda_source(&cx, &opts).map_err(|e| e.to_string())?.code)

@@ -93,8 +93,10 @@ impl Gemv {
     /// BK = k rounded up to a power of two, at most `bk_max` (the tail is masked; a power
     /// of two keeps every lane of the CUDA layout busy). BM: a power of two such that the
     /// `tiles` weight tiles of a program (2 for gate/up) hold at most `elems_per_thread`
-    /// elements per thread; among those, the one whose busiest CTA streams the fewest rows
-    /// (`⌈programs / ctas⌉ · BM`), the largest on a tie (fewer, bigger loads).
+    /// elements per thread, the largest unless a smaller one makes the busiest CTA stream
+    /// at least 1/8 fewer rows (`⌈programs / ctas⌉ · BM`). A program costs a round trip
+    /// and a CTA-wide reduction whatever its size: at 8B, 1-row QKV programs (47 rows on
+    /// the busiest CTA against 48 in 8-row ones) made the step 4.4x its floor.
     pub fn with_rule(m: usize, k: usize, tiles: usize, r: &TileRule) -> Gemv {
         let bk = k.next_power_of_two().clamp(1, r.bk_max.max(1));
         let threads = 32 * r.warps as usize;
@@ -104,7 +106,7 @@ impl Gemv {
         let mut c = cap;
         while c > 1 {
             c /= 2;
-            if busiest(c) < busiest(bm) {
+            if busiest(c) * 8 <= busiest(bm) * 7 {
                 bm = c;
             }
         }
