@@ -5,10 +5,10 @@
 # - A: .gpu/bin/{matmul,attention}, built from .gpu/commit;
 # - B: .gpu/bin/{matmul,attention}-B when packed, built from .gpu/commit-B
 #     pack: bash scripts/pack_dot_ab.sh (at A), then bash scripts/pack_dot_ab.sh B (at B);
-#   else A's binaries with a candidate lowering's option on: env ${B_ENV:-TESSERA_CP_STEP=1}
+#   else A's binaries with a candidate lowering's option on: env $B_ENV (NAME=VALUE)
 #     pack: bash scripts/pack_dot_ab.sh (once)
 #   device run: carry [".gpu"], command: bash scripts/device_dot_ab.sh
-#   (or B_ENV=NAME=VALUE bash scripts/device_dot_ab.sh for another option)
+#   (without -B binaries: B_ENV=NAME=VALUE bash scripts/device_dot_ab.sh)
 set -uo pipefail
 source .gpu/device-env.sh > /dev/null
 export TESSERA_CACHE_DIR=/tmp/tessera-cache
@@ -21,7 +21,9 @@ commit_A=$(cat .gpu/commit 2>/dev/null)
 if [[ -x .gpu/bin/matmul-B && -x .gpu/bin/attention-B ]]; then
   commit_B=$(cat .gpu/commit-B 2>/dev/null); b_env=
 else
-  commit_B=$commit_A; b_env=${B_ENV:-TESSERA_CP_STEP=1}
+  commit_B=$commit_A
+  b_env=${B_ENV:-}
+  [[ $b_env == *=* ]] || { echo "no -B build packed: set B_ENV=NAME=VALUE (a candidate's option) or pack B (scripts/pack_dot_ab.sh B)"; exit 1; }
 fi
 echo "A: $commit_A  B: $commit_B ${b_env:+with $b_env}" | tee "$OUT/commits.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv > "$OUT/gpu.csv" 2>&1

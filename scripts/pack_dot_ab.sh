@@ -7,7 +7,7 @@
 #                                                    # commit-B (A's files stay)
 # then one device call with carry [".gpu"]: bash scripts/device_dot_ab.sh
 # A candidate behind an option needs one pack only: without the -B binaries,
-# device_dot_ab.sh runs B as A's binaries with ${B_ENV:-TESSERA_CP_STEP=1}.
+# device_dot_ab.sh runs B as A's binaries with $B_ENV (NAME=VALUE, required then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 side=${1:-A}

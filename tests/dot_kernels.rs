@@ -5,7 +5,7 @@
 //! the stated tolerance (bf16 output: relative Frobenius error ≤ 1e-2).
 #[path = "../dsl-runtime/tests/host_emu/kernel.rs"]
 mod emu;
-use emu::{emulate_with, have_gxx, Scalar};
+use emu::{emulate, have_gxx, Scalar};
 use half::bf16;
 use tessera::check::Rng;
 use tessera::kernels::attention::{self as att, attention, attention_ref};
@@ -77,15 +77,14 @@ fn matmul_interpreter_and_emulation() {
             err <= BF16_TOL,
             "matmul {m}x{n}x{k}: interpreter vs f64 {err:e}"
         );
-        // Without and with `EmitOptions::cp_step` (the ring's copies advanced by a step).
-        for cp_step in [false, true].into_iter().filter(|_| have_gxx()) {
-            let e = emulate_with(&kern, warps, stages, cp_step, grid, &bufs, &sc);
+        if have_gxx() {
+            let e = emulate(&kern, warps, stages, grid, &bufs, &sc);
             assert!(
                 e[3].to_f32s()
                     .iter()
                     .zip(&got)
                     .all(|(x, y)| x.to_bits() == y.to_bits()),
-                "matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages} cp_step {cp_step}: emulation != interpreter"
+                "matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages}: emulation != interpreter"
             );
         }
     }
@@ -150,8 +149,8 @@ fn attention_interpreter_and_emulation() {
         let err = rel_frob(&got, &dd.want);
         let what = format!("attention bh={bh} s={s} d={d} tile ({bm}, {bn}) causal={causal}");
         assert!(err <= BF16_TOL, "{what}: interpreter vs f64 {err:e}");
-        for cp_step in [false, true].into_iter().filter(|_| have_gxx()) {
-            let e = emulate_with(&kern, warps, stages, cp_step, grid, &bufs, &sc);
+        if have_gxx() {
+            let e = emulate(&kern, warps, stages, grid, &bufs, &sc);
             let eg = e[3].to_f32s();
             // exp2 on the CPU and in the interpreter are both Rust/libm's: bit for bit.
             let bad = eg
@@ -160,7 +159,7 @@ fn attention_interpreter_and_emulation() {
                 .position(|(x, y)| x.to_bits() != y.to_bits());
             assert!(
                 bad.is_none(),
-                "{what} warps {warps} stages {stages} cp_step {cp_step}: emulation != interpreter at {bad:?}"
+                "{what} warps {warps} stages {stages}: emulation != interpreter at {bad:?}"
             );
         }
     }

@@ -13,16 +13,6 @@ use dsl_ir::{ConstVal, Kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The environment variable that turns on `EmitOptions::cp_step` (`1`) for every kernel
-/// this process emits: a candidate lowering of the `cp.async` issue, off until a GPU A/B.
-pub const CP_STEP_ENV: &str = "TESSERA_CP_STEP";
-
-/// Whether `TESSERA_CP_STEP=1` (read once: the one place the option comes from).
-fn cp_step() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(CP_STEP_ENV).is_ok_and(|v| v == "1"))
-}
-
 /// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
 pub type Binding = (&'static str, ConstVal);
 
@@ -257,7 +247,6 @@ impl KernelDef {
                 num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
-                cp_step: cp_step(),
             },
         )
         .map_err(Error::Lower)
@@ -451,7 +440,6 @@ impl KernelDef {
                 num_stages: key.num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
-                cp_step: cp_step(),
             },
         )
         .map_err(Error::Lower)?;

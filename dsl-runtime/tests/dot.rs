@@ -1,8 +1,8 @@
 //! `dot` and `trans`: the interpreter against an f64 reference at odd, masked sizes; the
-//! generated CUDA C (FMA fallback and tensor cores, with and without the cp.async ring) run
-//! on the CPU by the g++ emulation (tests/host_emu, with functional models of ldmatrix,
-//! mma.sync and cp.async) against the interpreter, bit for bit; and NVRTC for sm_80 and
-//! sm_90 on every variant.
+//! generated CUDA C (FMA fallback and tensor cores, with and without the cp.async ring, its
+//! copies stepped or generic) run on the CPU by the g++ emulation (tests/host_emu, with
+//! functional models of ldmatrix, mma.sync and cp.async) against the interpreter, bit for
+//! bit; and NVRTC for sm_80 and sm_90 on every variant.
 #[path = "host_emu/kernel.rs"]
 mod emu;
 use dsl_ir::{DType, Kernel};
@@ -10,7 +10,7 @@ use dsl_runtime::cuda::{emit, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
-use emu::{emulate, emulate_with, facts, have_gxx, Scalar};
+use emu::{emulate, facts, have_gxx, Scalar};
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -96,6 +96,42 @@ fn mm_f32(
     let mut acc = zeros([BM, BN], f32);
     for k0 in (0..k).step_by(BK) {
         let ks = k0 + arange(0, BK);
+        let a_mask = (rows.expand_dims(1) < m) & (ks.expand_dims(0) < k);
+        let at = load(a + rows.expand_dims(1) * k + ks.expand_dims(0), a_mask, 0.0);
+        let b_mask = (ks.expand_dims(1) < k) & (cols.expand_dims(0) < n);
+        let bt = load(b + ks.expand_dims(1) * n + cols.expand_dims(0), b_mask, 0.0);
+        acc = dot(at, bt, acc);
+    }
+    let c_mask = (rows.expand_dims(1) < m) & (cols.expand_dims(0) < n);
+    store(
+        c + rows.expand_dims(1) * n + cols.expand_dims(0),
+        acc,
+        c_mask,
+    );
+}
+
+/// [`mm_bf16`] over k tiles numbered `kb`, at `k0 = kb << SH` (SH = log2 BK): the stepped
+/// copies follow `+`, `-` and `*` of the loop counter only, so the pipelined loads keep the
+/// generic copies (pointer and mask rebuilt for each iteration ahead).
+#[kernel]
+fn mm_shl(
+    a: Ptr<bf16>,
+    b: Ptr<bf16>,
+    c: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] SH: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let cols = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    let nk = (k + BK - 1) / BK;
+    for kb in 0..nk {
+        let ks = (kb << SH) + arange(0, BK);
         let a_mask = (rows.expand_dims(1) < m) & (ks.expand_dims(0) < k);
         let at = load(a + rows.expand_dims(1) * k + ks.expand_dims(0), a_mask, 0.0);
         let b_mask = (ks.expand_dims(1) < k) & (cols.expand_dims(0) < n);
@@ -202,11 +238,6 @@ fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[i32]) 
 /// Compiles the full kernel for sm_80 and sm_90 with NVRTC (skipped, loudly, without it:
 /// ./scripts/test.sh installs it).
 fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
-    nvrtc_compiles_with(k, warps, stages, false)
-}
-
-/// [`nvrtc_compiles`] with `EmitOptions::cp_step` as given.
-fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, cp_step: bool) -> String {
     let src = emit(
         k,
         &EmitOptions {
@@ -216,7 +247,6 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, cp_step: bool) -> St
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            cp_step,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -340,13 +370,9 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// `which`: "bf16", "f16", "f32" (`mm_bf16`, `mm_f16`, `mm_f32`) or "shl" (`mm_shl`). Every
+/// ring's copies are stepped (the matmuls' pointers are affine in k0), except `mm_shl`'s.
 fn mm_run(case: &Case, which: &str, seed: u64) {
-    mm_run_with(case, which, seed, false)
-}
-
-/// [`mm_run`] with `EmitOptions::cp_step` as given: with it, every ring's copies advance by
-/// a fixed step (the matmuls' pointers are affine in k0).
-fn mm_run_with(case: &Case, which: &str, seed: u64, cp_step: bool) {
     let Case {
         m,
         n,
@@ -360,11 +386,14 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, cp_step: bool) {
     let (def, din, dout): (&KernelDefRef, DType, DType) = match which {
         "bf16" => (&mm_bf16::KERNEL, DType::BF16, DType::F32),
         "f16" => (&mm_f16::KERNEL, DType::F16, DType::BF16),
+        "shl" => (&mm_shl::KERNEL, DType::BF16, DType::F32),
         _ => (&mm_f32::KERNEL, DType::F32, DType::F32),
     };
-    let kern = def
-        .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
-        .unwrap();
+    let mut cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
+    if which == "shl" {
+        cx.extend(ints(&[("SH", bk.trailing_zeros() as i64)]));
+    }
+    let kern = def.specialize(&cx).unwrap();
     let mut rng = Rng(seed);
     let a = HostMem::from_f32s(din, &rng.vec(m * k));
     let b = HostMem::from_f32s(din, &rng.vec(k * n));
@@ -395,7 +424,6 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, cp_step: bool) {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            cp_step,
         },
     )
     .unwrap()
@@ -405,23 +433,28 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, cp_step: bool) {
         ring && which != "f32",
         "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: cp.async ring expected: {ring}"
     );
+    let generic = which == "shl";
     assert_eq!(
         code.contains("tsr_cp_async16_at("),
-        cp_step && ring && which != "f32",
+        ring && which != "f32" && !generic,
         "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: copies advanced by a fixed step"
     );
     let generic_copies = code
         .lines()
         .filter(|l| l.contains("tsr_cp_async16(") && !l.contains("void tsr_cp_async16("))
         .count();
-    assert!(!cp_step || generic_copies == 0, "{code}");
+    assert_eq!(
+        generic_copies > 0,
+        ring && generic,
+        "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: generic copies\n{code}"
+    );
     assert_eq!(
         code.contains("tsr_saddr lds_a["),
         code.contains("// dot: tensor cores"),
         "{which} {m}x{n}x{k} tile {tile:?}: ldmatrix from lane bases on tensor cores"
     );
     if have_gxx() {
-        let emu = emulate_with(&kern, warps, stages, cp_step, grid, &[a, b, c], &sc);
+        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
         let eg = emu[2].to_f32s();
         for (i, (x, y)) in eg.iter().zip(&got).enumerate() {
             assert!(
@@ -493,7 +526,7 @@ fn matmul_lane_bases_interpreter_and_emulation() {
     }
 }
 
-/// `EmitOptions::cp_step`: odd, masked M and N, K not a multiple of BK, with and without
+/// Stepped copies: odd, masked M and N, K not a multiple of BK, with and without
 /// the ring (and B alone in it), a copy count that does not divide the threads (a guarded
 /// copy), and a tile whose copies are not a whole number of swizzle periods apart.
 const CP_CASES: &[Case] = &[
@@ -557,20 +590,20 @@ const CP_CASES: &[Case] = &[
 ];
 
 #[test]
-fn matmul_cp_step_interpreter_and_emulation() {
-    for (i, c) in CP_CASES.iter().chain(LANE_CASES).enumerate() {
-        mm_run_with(c, "bf16", 101 + i as u64, true);
-        mm_run_with(c, "f16", 131 + i as u64, true);
+fn matmul_stepped_copies_interpreter_and_emulation() {
+    for (i, c) in CP_CASES.iter().enumerate() {
+        mm_run(c, "bf16", 101 + i as u64);
+        mm_run(c, "f16", 131 + i as u64);
     }
 }
 
 #[test]
-fn cp_step_compiles_with_nvrtc() {
-    for (i, c) in CP_CASES.iter().chain(LANE_CASES).enumerate() {
+fn stepped_copies_compile_with_nvrtc() {
+    for (i, c) in CP_CASES.iter().enumerate() {
         let (bm, bn, bk) = c.tile;
         let cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
         for def in [&mm_bf16::KERNEL, &mm_f16::KERNEL] {
-            let code = nvrtc_compiles_with(&def.specialize(&cx).unwrap(), c.warps, c.stages, true);
+            let code = nvrtc_compiles(&def.specialize(&cx).unwrap(), c.warps, c.stages);
             // The guarded copy and the copies without a per-lane base are exercised.
             match i {
                 4 => assert!(code.contains("if (cq < 32) {"), "{code}"),
@@ -582,22 +615,22 @@ fn cp_step_compiles_with_nvrtc() {
             }
         }
     }
-    // The matmul example's tuning space.
-    for (bm, bn, bk, w, s) in [
-        (128, 256, 64, 8, 3),
-        (128, 256, 32, 8, 3),
-        (128, 128, 32, 4, 4),
-        (128, 128, 64, 4, 3),
-        (256, 128, 32, 8, 3),
-        (256, 128, 64, 8, 3),
-    ] {
-        let big = mm_bf16::KERNEL
-            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
-            .unwrap();
-        let code = nvrtc_compiles_with(&big, w, s, true);
-        // Both operands advance by a fixed step, from a per-lane shared-memory base.
-        assert_eq!(code.matches("tsr_cp_async16_at(").count(), 5, "{code}");
-        assert!(code.contains("this thread's first chunk"), "{code}");
+}
+
+/// `mm_shl`: pipelined loads whose pointers the stepped copies do not follow keep the
+/// generic copies (every ring case of [`CASES`]; its K tails and B-alone ring included).
+#[test]
+fn matmul_generic_copies_interpreter_emulation_and_nvrtc() {
+    for (i, c) in CASES.iter().enumerate().filter(|(_, c)| c.ring) {
+        mm_run(c, "shl", 161 + i as u64);
+        let (bm, bn, bk) = c.tile;
+        let cx = ints(&[
+            ("BM", bm),
+            ("BN", bn),
+            ("BK", bk),
+            ("SH", bk.trailing_zeros() as i64),
+        ]);
+        nvrtc_compiles(&mm_shl::KERNEL.specialize(&cx).unwrap(), c.warps, c.stages);
     }
 }
 
@@ -749,5 +782,9 @@ fn lane_base_tiles_compile_with_nvrtc() {
             .unwrap();
         let code = nvrtc_compiles(&big, w, s);
         assert!(code.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+        // Both operands' copies are stepped (the helper, then each in the prologue and the
+        // loop), from a per-lane shared-memory base.
+        assert_eq!(code.matches("tsr_cp_async16_at(").count(), 5, "{code}");
+        assert!(code.contains("this thread's first chunk"), "{code}");
     }
 }

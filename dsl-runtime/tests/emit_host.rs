@@ -64,7 +64,6 @@ fn run_host_staged(
             num_stages: 1,
             stage_boxes: boxes,
             consumer_barrier: false,
-            cp_step: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -533,7 +532,6 @@ fn staged_gemv_matches_reference() {
             num_stages: 1,
             stage_boxes: boxes,
             consumer_barrier: false,
-            cp_step: false,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

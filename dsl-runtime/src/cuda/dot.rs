@@ -74,8 +74,8 @@ template <int N> __device__ __forceinline__ void tsr_cp_async_wait() {
 #endif
 "#;
 
-/// With `EmitOptions::cp_step`, a `cp.async` from a 32-bit shared-memory address computed
-/// once before the loop (the default's `tsr_cp_async16` converts a generic pointer per call).
+/// A `cp.async` to a 32-bit shared-memory address computed once before the loop (stepped
+/// copies; `tsr_cp_async16` converts a generic pointer per call).
 const CP_ASYNC_AT: &str = r#"// 16 bytes global -> shared at a 32-bit shared-memory address (a tsr_saddr).
 __device__ __forceinline__ void tsr_cp_async16_at(tsr_saddr dst, const void* src, bool pred) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
@@ -83,10 +83,9 @@ __device__ __forceinline__ void tsr_cp_async16_at(tsr_saddr dst, const void* src
 }
 "#;
 
-/// [`MMA_HELPERS`], with `tsr_cp_async16_at` when some copy takes it
-/// (`EmitOptions::cp_step`).
-pub fn mma_helpers(cp_step: bool) -> std::borrow::Cow<'static, str> {
-    if cp_step {
+/// [`MMA_HELPERS`], with `tsr_cp_async16_at` when some copy is stepped (`pipeline.rs`).
+pub fn mma_helpers(stepped: bool) -> std::borrow::Cow<'static, str> {
+    if stepped {
         let end = "// -- end mma --";
         MMA_HELPERS
             .replacen(end, &format!("{CP_ASYNC_AT}{end}"), 1)

@@ -178,7 +178,7 @@ impl<'a> Emitter<'a> {
             barrier_call: super::barrier_call(opts),
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
-        e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.cp_step);
+        e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
             if let Stmt::Let {

@@ -71,14 +71,6 @@ pub struct EmitOptions {
     /// program's warps (`mega/staging.rs`) never joins them, and a staged load's `_issue`
     /// is run by that warp's one lane as if it were thread 0.
     pub consumer_barrier: bool,
-    /// Off by default (`TESSERA_CP_STEP=1` turns it on in `KernelDef`, until a GPU A/B
-    /// makes it the default): a pipelined load whose pointer is affine in the loop counter
-    /// (`base + k0 * stride`, the stride loop-invariant) gets each thread's copy pointers
-    /// once before the loop and advances them by a fixed step per issued iteration; the
-    /// mask's terms that do not depend on the counter are computed once too, and each copy
-    /// takes a 32-bit shared-memory address (`pipeline.rs`: `CpStep`). Other pipelined
-    /// loads keep rebuilding pointer and mask from the iteration ahead.
-    pub cp_step: bool,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -94,7 +86,6 @@ impl EmitOptions {
             num_stages: DEFAULT_NUM_STAGES,
             stage_boxes: false,
             consumer_barrier: false,
-            cp_step: false,
         }
     }
 }
@@ -177,7 +168,7 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     let params = e.params_c();
     let mut w = CWriter::new(0);
     if e.uses_mma {
-        w.paste(&emit::mma_helpers(e.uses_cp_step()));
+        w.paste(&emit::mma_helpers(e.uses_stepped_copies()));
     }
     let bound: Vec<String> = kernel
         .bound

@@ -20,15 +20,16 @@
 //! for a later iteration. Everything else keeps the plain path (registers, then shared
 //! memory), and says so nowhere because nothing changed.
 //!
-//! With `EmitOptions::cp_step` (off by default), a pipelined load whose pointer is affine
-//! in the loop counter with a loop-invariant coefficient (`a + rows * k + k0 + j`,
-//! `b + (k0 + i) * n + cols`: [`CpStep`]) has each thread's copy pointers computed once,
-//! before the loop, for the first iteration, and advanced by `coefficient * step` elements
-//! per issued iteration; the conjuncts of its mask that do not depend on the counter
-//! (`rows < m`) are computed once too, only the others (`k0 + j < k`) per iteration; and
-//! each copy's shared-memory destination is a 32-bit address (`tsr_cp_async16_at`) from a
-//! base computed once. Anything else keeps rebuilding pointer and mask for the iteration
-//! ahead, as without the option.
+//! A pipelined load whose pointer is affine in the loop counter with a loop-invariant
+//! coefficient (`a + rows * k + k0 + j`, `b + (k0 + i) * n + cols`: [`CpStep`]) has stepped
+//! copies: each thread's copy pointers are computed once, before the loop, for the first
+//! iteration, and advanced by `coefficient * step` elements per issued iteration; the
+//! conjuncts of its mask that do not depend on the counter (`rows < m`) are computed once
+//! too, only the others (`k0 + j < k`) per iteration; and each copy's shared-memory
+//! destination is a 32-bit address (`tsr_cp_async16_at`) from a base computed once. Any
+//! other pipelined load (its pointer not affine in the counter, or the coefficient not
+//! computable before the loop) rebuilds pointer and mask for the iteration ahead
+//! (`tsr_cp_async16`).
 use super::super::analysis::Facts;
 use super::super::footprint::{affine, Term};
 use super::c_syntax::reg_ty;
@@ -49,7 +50,7 @@ pub(crate) struct PipeLoop {
     /// Scalar `let`s of the loop body the loads' pointers and masks need (re-evaluated for
     /// the iteration ahead), in program order.
     pub scalars: Vec<ValueId>,
-    /// `EmitOptions::cp_step`: the loads whose copies advance by a fixed step.
+    /// The loads with stepped copies (advanced by a fixed step per issued iteration).
     pub steps: BTreeMap<ValueId, CpStep>,
 }
 
@@ -167,7 +168,6 @@ pub(crate) fn plan(
     f: &Facts,
     plans: &BTreeMap<ValueId, DotPlan>,
     stages: u32,
-    cp_step: bool,
 ) -> Pipes {
     let mut pipes = Pipes::default();
     if stages < 2 {
@@ -253,16 +253,12 @@ pub(crate) fn plan(
         for v in &loads {
             pipes.loads.insert(*v, *iv);
         }
-        let steps = if cp_step {
-            let dep = counter_dependent(*iv, body);
-            let inside = body_lets(body);
-            loads
-                .iter()
-                .filter_map(|&v| Some((v, cp_step_of(k, f, *iv, &dep, &inside, v)?)))
-                .collect()
-        } else {
-            BTreeMap::new()
-        };
+        let dep = counter_dependent(*iv, body);
+        let inside = body_lets(body);
+        let steps = loads
+            .iter()
+            .filter_map(|&v| Some((v, cp_step_of(k, f, *iv, &dep, &inside, v)?)))
+            .collect();
         pipes.loops.insert(
             *iv,
             PipeLoop {
@@ -378,9 +374,9 @@ fn conjuncts(k: &Kernel, f: &Facts, m: ValueId, out: &mut Vec<ValueId>) {
     }
 }
 
-/// `EmitOptions::cp_step`: whether the copies of pipelined load `v` of the loop over `iv`
-/// can advance by a fixed step (its pointer affine in the counter, the coefficient
-/// computable before the loop), and how its mask splits.
+/// Whether the copies of pipelined load `v` of the loop over `iv` can advance by a fixed
+/// step (its pointer affine in the counter, the coefficient computable before the loop),
+/// and how its mask splits. `None`: the load keeps the generic copies.
 fn cp_step_of(
     k: &Kernel,
     f: &Facts,
@@ -589,8 +585,8 @@ impl Emitter<'_> {
         Ok(())
     }
 
-    /// Whether some copy is issued by `tsr_cp_async16_at` (`EmitOptions::cp_step`).
-    pub(crate) fn uses_cp_step(&self) -> bool {
+    /// Whether some copy is stepped (issued by `tsr_cp_async16_at`).
+    pub(crate) fn uses_stepped_copies(&self) -> bool {
         !self.pipe.cp.is_empty()
     }
 
@@ -714,7 +710,7 @@ impl Emitter<'_> {
         self.close("}");
     }
 
-    /// `EmitOptions::cp_step`, before the prologue: for each `CpStep` load, each thread's
+    /// Before the prologue: for each `CpStep` load (stepped copies), each thread's
     /// copy pointers and fixed mask conjuncts for the first iteration (`start`), the
     /// pointers' step per issued iteration and the ring's 32-bit address.
     fn cp_state(&mut self, iv: ValueId, pl: &PipeLoop, start: &str, step: &str) -> R<()> {

@@ -48,19 +48,6 @@ pub fn emulate(
     bufs: &[HostMem],
     scalars: &[Scalar],
 ) -> Vec<HostMem> {
-    emulate_with(k, warps, stages, false, grid, bufs, scalars)
-}
-
-/// [`emulate`] with `EmitOptions::cp_step` set as given.
-pub fn emulate_with(
-    k: &Kernel,
-    warps: u32,
-    stages: u32,
-    cp_step: bool,
-    grid: [u32; 3],
-    bufs: &[HostMem],
-    scalars: &[Scalar],
-) -> Vec<HostMem> {
     let div16 = facts(k, scalars);
     let src = emit_body(
         k,
@@ -71,7 +58,6 @@ pub fn emulate_with(
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
-            cp_step,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

@@ -78,7 +78,7 @@ struct TsrCopy { void* dst; const void* src; bool pred; };
 thread_local std::vector<TsrCopy> tsr_emu_open;
 thread_local std::vector<std::vector<TsrCopy>> tsr_emu_groups;
 inline void tsr_cp_async16(void* dst, const void* src, bool pred) { tsr_emu_open.push_back({dst, src, pred}); }
-// EmitOptions::cp_step: the destination as a tsr_saddr (here the whole pointer).
+// Stepped copies: the destination as a tsr_saddr (here the whole pointer).
 inline void tsr_cp_async16_at(tsr_saddr dst, const void* src, bool pred) { tsr_cp_async16((void*)(uintptr_t)dst, src, pred); }
 inline void tsr_cp_async_commit() {
   tsr_emu_groups.push_back(tsr_emu_open);
