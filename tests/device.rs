@@ -37,3 +37,27 @@ fn the_interpreter_can_be_forced() {
         dev.describe()
     );
 }
+
+/// `upload_concat`: the parts one after the other, each element intact (bf16 and i32
+/// through their bytes); `upload` is its one-part case.
+fn check_upload_concat(dev: &Device) {
+    use tessera::runtime::bf16;
+    let a: Vec<bf16> = (0..5).map(|i| bf16::from_f32(i as f32 - 1.5)).collect();
+    let b: Vec<bf16> = (0..3).map(|i| bf16::from_f32(100.0 + i as f32)).collect();
+    let buf = dev.upload_concat(&[&a, &[], &b]).unwrap();
+    assert_eq!(buf.len(), 8);
+    assert_eq!(buf.to_vec().unwrap(), [a.clone(), b].concat());
+    let ints = dev.upload(&[7i32, -1, i32::MAX]).unwrap();
+    assert_eq!(ints.to_vec().unwrap(), [7, -1, i32::MAX]);
+}
+
+#[test]
+fn upload_concat_stacks_its_parts_in_order() {
+    check_upload_concat(&Device::interpreter());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_upload_concat_stacks_its_parts_in_order() {
+    check_upload_concat(&Device::cuda(0).expect("a CUDA GPU"));
+}

@@ -130,17 +130,39 @@ impl Device {
     }
 
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<Buffer<T>> {
-        let bytes = to_bytes(data);
+        self.upload_concat(&[data])
+    }
+
+    /// One buffer holding `parts` one after the other, copied from each part in place
+    /// (e.g. every layer's weights stacked: no host-side concatenation of gigabytes).
+    pub fn upload_concat<T: Element>(&self, parts: &[&[T]]) -> Result<Buffer<T>> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         let raw = match &*self.0 {
-            Kind::Cuda(c) => RawBuf::Cuda(c.stream.clone_htod(&bytes)?),
+            Kind::Cuda(c) => {
+                let mut dst = c
+                    .stream
+                    .alloc_zeros::<u8>((len * T::DTYPE.size_bytes()).max(1))?;
+                let mut at = 0;
+                for p in parts {
+                    let bytes = to_bytes(p);
+                    c.stream
+                        .memcpy_htod(bytes, &mut dst.slice_mut(at..at + bytes.len()))?;
+                    at += bytes.len();
+                }
+                RawBuf::Cuda(dst)
+            }
             Kind::Interpreter { .. } => RawBuf::Host(Arc::new(Mutex::new(HostMem {
                 dtype: T::DTYPE,
-                bytes,
+                bytes: parts
+                    .iter()
+                    .map(|p| to_bytes(p))
+                    .collect::<Vec<_>>()
+                    .concat(),
             }))),
         };
         Ok(Buffer {
             raw,
-            len: data.len(),
+            len,
             _t: PhantomData,
         })
     }
@@ -253,9 +275,9 @@ impl<T: Element> Buffer<T> {
         match &mut self.raw {
             RawBuf::Cuda(s) => {
                 let stream = s.stream().clone();
-                stream.memcpy_htod(&bytes, &mut s.slice_mut(0..bytes.len()))?;
+                stream.memcpy_htod(bytes, &mut s.slice_mut(0..bytes.len()))?;
             }
-            RawBuf::Host(h) => lock(h).bytes = bytes,
+            RawBuf::Host(h) => lock(h).bytes = bytes.to_vec(),
         }
         Ok(())
     }

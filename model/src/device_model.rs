@@ -101,8 +101,9 @@ pub fn engine_err(engine: &str, msg: impl std::fmt::Display) -> ModelError {
     }
 }
 
-fn stack<'a>(ts: impl Iterator<Item = &'a Tensor>) -> Vec<bf16> {
-    ts.flat_map(|t| t.data.iter().copied()).collect()
+/// Each layer's tensors, in layer order, as the parts of one stacked device buffer.
+fn stack<'a>(ts: impl Iterator<Item = &'a Tensor>) -> Vec<&'a [bf16]> {
+    ts.map(|t| t.data.as_slice()).collect()
 }
 
 /// Bytes of K and V that one position adds to the cache (all layers).
@@ -276,6 +277,8 @@ impl DeviceModel {
         }
         let e = |x: dsl_runtime::Error| engine_err(engine, x);
         let up = |v: &[bf16]| dev.upload(v).map_err(e);
+        // Stacked over the layers, copied to the device part by part (no host copy).
+        let up_stack = |parts: Vec<&[bf16]>| dev.upload_concat(&parts).map_err(e);
         let ls = &weights.layers;
         let rope = crate::reference::rope_table(&crate::reference::rope_inv_freq(&cfg), max_seq);
         let w = DeviceWeights {
@@ -283,17 +286,16 @@ impl DeviceModel {
             lm_head: weights.lm_head.as_ref().map(|t| up(&t.data)).transpose()?,
             norm: up(&weights.norm.data)?,
             rope: dev.upload(&rope).map_err(e)?,
-            input_layernorm: up(&stack(ls.iter().map(|lw| &lw.input_layernorm)))?,
-            qkv_proj: up(&ls.iter().flat_map(|lw| lw.fused_qkv()).collect::<Vec<_>>())?,
-            q_norm: up(&stack(ls.iter().map(|lw| &lw.q_norm)))?,
-            k_norm: up(&stack(ls.iter().map(|lw| &lw.k_norm)))?,
-            o_proj: up(&stack(ls.iter().map(|lw| &lw.o_proj)))?,
-            post_attention_layernorm: up(&stack(ls.iter().map(|lw| &lw.post_attention_layernorm)))?,
-            gate_up_proj: up(&ls
-                .iter()
-                .flat_map(|lw| lw.fused_gate_up())
-                .collect::<Vec<_>>())?,
-            down_proj: up(&stack(ls.iter().map(|lw| &lw.down_proj)))?,
+            input_layernorm: up_stack(stack(ls.iter().map(|lw| &lw.input_layernorm)))?,
+            qkv_proj: up_stack(ls.iter().flat_map(|lw| lw.qkv_parts()).collect())?,
+            q_norm: up_stack(stack(ls.iter().map(|lw| &lw.q_norm)))?,
+            k_norm: up_stack(stack(ls.iter().map(|lw| &lw.k_norm)))?,
+            o_proj: up_stack(stack(ls.iter().map(|lw| &lw.o_proj)))?,
+            post_attention_layernorm: up_stack(stack(
+                ls.iter().map(|lw| &lw.post_attention_layernorm),
+            ))?,
+            gate_up_proj: up_stack(ls.iter().flat_map(|lw| lw.gate_up_parts()).collect())?,
+            down_proj: up_stack(stack(ls.iter().map(|lw| &lw.down_proj)))?,
         };
         let a = activations(engine, &cfg, &tiles, &dev)?;
         let prefill = Prefill::new(&dev);

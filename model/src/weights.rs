@@ -47,19 +47,23 @@ impl LayerWeights {
     /// each row `hidden` long, row-major. Output element `r` of `W x` is q[r] for
     /// r < q_dim, then k, then v.
     pub fn fused_qkv(&self) -> Vec<bf16> {
-        [&self.q_proj, &self.k_proj, &self.v_proj]
-            .iter()
-            .flat_map(|t| t.data.iter().copied())
-            .collect()
+        self.qkv_parts().concat()
+    }
+
+    /// [`LayerWeights::fused_qkv`]'s parts, in order, to copy without concatenating.
+    pub fn qkv_parts(&self) -> [&[bf16]; 3] {
+        [&self.q_proj.data, &self.k_proj.data, &self.v_proj.data]
     }
 
     /// Fused gate/up: rows `[gate (intermediate); up (intermediate)]`, each `hidden` long,
     /// row-major; the MLP is `down(silu(y[..I]) * y[I..])` with `y = W x`.
     pub fn fused_gate_up(&self) -> Vec<bf16> {
-        [&self.gate_proj, &self.up_proj]
-            .iter()
-            .flat_map(|t| t.data.iter().copied())
-            .collect()
+        self.gate_up_parts().concat()
+    }
+
+    /// [`LayerWeights::fused_gate_up`]'s parts, in order.
+    pub fn gate_up_parts(&self) -> [&[bf16]; 2] {
+        [&self.gate_proj.data, &self.up_proj.data]
     }
 }
 
@@ -319,10 +323,8 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
 /// Little-endian raw bytes to bf16; None for dtypes other than BF16/F16/F32.
 fn to_bf16(dtype: Dtype, bytes: &[u8]) -> Option<Vec<bf16>> {
     Some(match dtype {
-        Dtype::BF16 => bytes
-            .chunks_exact(2)
-            .map(|b| bf16::from_le_bytes([b[0], b[1]]))
-            .collect(),
+        // One copy out of the mapped file (safetensors is little-endian, as the host).
+        Dtype::BF16 => bytemuck::pod_collect_to_vec(bytes),
         Dtype::F16 => bytes
             .chunks_exact(2)
             .map(|b| bf16::from_f32(f16::from_le_bytes([b[0], b[1]]).to_f32()))
