@@ -69,3 +69,4 @@ for n in "${names[@]}"; do
   done
 done
 echo "=== [$(date +%T)] done"
+tar_out

@@ -106,4 +106,5 @@ done
 echo "=== failed steps: ${#failed[@]}" | tee -a "$OUT/decode.log"
 for f in "${failed[@]}"; do echo "  $f" | tee -a "$OUT/decode.log"; done
 cat "$OUT"/bench-*.md 2>/dev/null
+tar_out
 exit 0

@@ -16,6 +16,7 @@ parts=("$@")
 [[ ${#parts[@]} == 0 ]] && parts=(ab decode shapes serve dot committed)
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+source .gpu/device-env.sh > "$OUT/env.txt" 2>&1
 export PEERS=${PEERS:-0}
 t0=$SECONDS
 run() {  # run NAME LIMIT CMD...: its output to $OUT/part-NAME.log
@@ -60,4 +61,4 @@ for p in "${parts[@]}"; do
   esac
 done
 echo "=== [$((SECONDS - t0))s] done"
-(cd "$OUT" && tar czf /tmp/all.tgz --exclude=all.tgz . && mv /tmp/all.tgz "$OUT/all.tgz")
+tar_out
