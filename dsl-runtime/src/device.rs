@@ -143,7 +143,7 @@ impl Device {
                     .stream
                     .alloc_zeros::<u8>((len * T::DTYPE.size_bytes()).max(1))?;
                 let mut at = 0;
-                for p in parts {
+                for p in parts.iter().filter(|p| !p.is_empty()) {
                     let bytes = to_bytes(p);
                     c.stream
                         .memcpy_htod(bytes, &mut dst.slice_mut(at..at + bytes.len()))?;
