@@ -103,7 +103,7 @@ pub fn engine_err(engine: &str, msg: impl std::fmt::Display) -> ModelError {
 
 /// Each layer's tensors, in layer order, as the parts of one stacked device buffer.
 fn stack<'a>(ts: impl Iterator<Item = &'a Tensor>) -> Vec<&'a [bf16]> {
-    ts.map(|t| t.data.as_slice()).collect()
+    ts.map(|t| &*t.data).collect()
 }
 
 /// Bytes of K and V that one position adds to the cache (all layers).

@@ -62,7 +62,8 @@ pub fn weights(cfg: &Config) -> Weights {
                     };
                     bf16::from_f64(damp * (center + spread * (2.0 * rng.next_f64() - 1.0)))
                 })
-                .collect();
+                .collect::<Vec<_>>()
+                .into();
             Tensor { name, shape, data }
         })
         .collect();

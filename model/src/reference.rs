@@ -63,7 +63,7 @@ pub fn rms_norm(x: &[f32], weight: &Tensor, eps: f64) -> Vec<f32> {
     let mean_sq = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
     let inv = 1.0 / (mean_sq + eps as f32).sqrt();
     x.iter()
-        .zip(&weight.data)
+        .zip(weight.data.iter())
         .map(|(v, w)| v * inv * w.to_f32())
         .collect()
 }

@@ -1,21 +1,75 @@
 //! Qwen3 weights from `model.safetensors` or a sharded `model.safetensors.index.json`.
 //!
 //! Files are mmapped; every tensor the config implies is checked for presence, shape
-//! and dtype, then copied out as bf16 (f16/f32 are converted, with a note). Each matrix
-//! keeps PyTorch's `nn.Linear` layout: row-major `[out_features, in_features]`.
+//! and dtype. A bf16 tensor stays in the mapped file (no copy: an 8B checkpoint costs page
+//! cache, not 16 GB of process memory); f16/f32 are converted to bf16 (with a note). Each
+//! matrix keeps PyTorch's `nn.Linear` layout: row-major `[out_features, in_features]`.
 use crate::config::{read_json, Config};
 use crate::error::ModelError;
 use half::{bf16, f16};
+use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One bf16 tensor, row-major.
 #[derive(Debug, Clone)]
 pub struct Tensor {
     pub name: String,
     pub shape: Vec<usize>,
-    pub data: Vec<bf16>,
+    pub data: Data,
+}
+
+/// A tensor's elements: in memory, or in place in a mapped safetensors file.
+#[derive(Debug, Clone)]
+pub enum Data {
+    Owned(Vec<bf16>),
+    /// `len` elements from byte `offset` of the mapping (2-byte aligned: checked when made).
+    Mapped {
+        map: Arc<Mmap>,
+        offset: usize,
+        len: usize,
+    },
+}
+
+impl Data {
+    /// The bf16 elements of `bytes` (a tensor's data inside `map`) in place, when they are
+    /// 2-byte aligned; else None (the caller copies them).
+    fn mapped(map: &Arc<Mmap>, bytes: &[u8]) -> Option<Data> {
+        let offset = bytes.as_ptr() as usize - map.as_ptr() as usize;
+        bytemuck::try_cast_slice::<u8, bf16>(bytes).ok()?;
+        Some(Data::Mapped {
+            map: map.clone(),
+            offset,
+            len: bytes.len() / 2,
+        })
+    }
+}
+
+impl std::ops::Deref for Data {
+    type Target = [bf16];
+    fn deref(&self) -> &[bf16] {
+        match self {
+            Data::Owned(v) => v,
+            Data::Mapped { map, offset, len } => {
+                bytemuck::cast_slice(&map[*offset..*offset + 2 * len])
+            }
+        }
+    }
+}
+
+/// Equal elements, wherever they live.
+impl PartialEq for Data {
+    fn eq(&self, other: &Data) -> bool {
+        **self == **other
+    }
+}
+
+impl From<Vec<bf16>> for Data {
+    fn from(v: Vec<bf16>) -> Data {
+        Data::Owned(v)
+    }
 }
 
 impl Tensor {
@@ -183,10 +237,11 @@ impl Weights {
             .iter()
             .map(|p| {
                 let f = std::fs::File::open(p).map_err(|e| ModelError::io(p, e))?;
-                // SAFETY: the file is opened read-only and only read while mapped; a
-                // concurrent writer is outside what a checkpoint loader can defend against.
-                let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| ModelError::io(p, e))?;
-                Ok((p.clone(), m))
+                // SAFETY: the file is opened read-only and only read while mapped (for as
+                // long as a tensor points into it); a concurrent writer is outside what a
+                // checkpoint loader can defend against.
+                let m = unsafe { Mmap::map(&f) }.map_err(|e| ModelError::io(p, e))?;
+                Ok((p.clone(), Arc::new(m)))
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         let parsed = maps
@@ -237,10 +292,19 @@ impl Weights {
                     msg: format!("expected shape {shape:?}, got {:?}", view.shape()),
                 });
             }
-            let data = to_bf16(view.dtype(), view.data()).ok_or_else(|| ModelError::Tensor {
-                name: name.clone(),
-                msg: format!("expected dtype BF16 (or F16/F32), got {:?}", view.dtype()),
-            })?;
+            let in_place = match view.dtype() {
+                Dtype::BF16 => Data::mapped(&maps[fi].1, view.data()),
+                _ => None,
+            };
+            let data = match in_place {
+                Some(d) => d,
+                None => to_bf16(view.dtype(), view.data())
+                    .ok_or_else(|| ModelError::Tensor {
+                        name: name.clone(),
+                        msg: format!("expected dtype BF16 (or F16/F32), got {:?}", view.dtype()),
+                    })?
+                    .into(),
+            };
             if view.dtype() != Dtype::BF16 {
                 *converted
                     .entry(if view.dtype() == Dtype::F16 {

@@ -36,7 +36,7 @@ fn tensor(data: Vec<bf16>, shape: &[usize]) -> Tensor {
     Tensor {
         name: "test".into(),
         shape: shape.to_vec(),
-        data,
+        data: data.into(),
     }
 }
 

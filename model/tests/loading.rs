@@ -106,6 +106,42 @@ fn sharded_checkpoint_loads_the_same() {
     assert!(ck.notes.is_empty(), "{:?}", ck.notes);
 }
 
+/// bf16 tensors stay in the mapped file; a file whose data section starts at an odd byte
+/// (an unpadded header, legal JSON with one trailing space) can't be viewed as bf16 in
+/// place, so its tensors are copied out: the same weights either way.
+#[test]
+fn bf16_tensors_in_place_or_copied_when_misaligned() {
+    use model::weights::Data;
+    let base = load(&data_dir("untied_gqa4_v5"));
+    let mapped = |d: &Data| matches!(d, Data::Mapped { .. });
+    assert!(mapped(&base.weights.embed_tokens.data));
+    assert!(mapped(&base.weights.layers[1].down_proj.data));
+
+    let dir = fresh_copy("untied_gqa4_v5", "odd-header");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + n]).unwrap().trim_end();
+    let header = if header.len().is_multiple_of(2) {
+        format!("{header} ")
+    } else {
+        header.to_string()
+    };
+    let mut odd = (header.len() as u64).to_le_bytes().to_vec();
+    odd.extend_from_slice(header.as_bytes());
+    odd.extend_from_slice(&bytes[8 + n..]);
+    std::fs::write(&path, odd).unwrap();
+
+    let ck = load(&dir);
+    assert!(!mapped(&ck.weights.embed_tokens.data));
+    assert_eq!(ck.weights.embed_tokens.data, base.weights.embed_tokens.data);
+    assert_eq!(
+        ck.weights.layers[1].down_proj.data,
+        base.weights.layers[1].down_proj.data
+    );
+    assert_eq!(ck.weights.lm_head().data, base.weights.lm_head().data);
+}
+
 #[test]
 fn tied_head_is_the_embedding() {
     let ck = load(&data_dir("tied_gqa2_v4"));

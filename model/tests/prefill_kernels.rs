@@ -236,7 +236,7 @@ fn qk_norm_rope_rows_writes_q_and_the_cache_slots() {
     let tensor = |data: Vec<bf16>| Tensor {
         name: "t".into(),
         shape: vec![d],
-        data,
+        data: data.into(),
     };
     for (t_len, start, bt) in [(7usize, 3usize, 4usize), (5, 0, 16), (1, 19, 4)] {
         let qkv = rand_bf16(&mut rng, t_len * qkv_rows, 2.0);
