@@ -5,7 +5,7 @@
 //! the stated tolerance (bf16 output: relative Frobenius error ≤ 1e-2).
 #[path = "../dsl-runtime/tests/host_emu/kernel.rs"]
 mod emu;
-use emu::{emulate, have_gxx, Scalar};
+use emu::{emulate_with, have_gxx, Scalar};
 use half::bf16;
 use tessera::check::Rng;
 use tessera::kernels::attention::{self as att, attention, attention_ref};
@@ -56,6 +56,9 @@ fn matmul_interpreter_and_emulation() {
         (77usize, 50usize, 96usize, (32i64, 32i64, 32i64), 4u32, 3u32),
         (40, 72, 53, (32, 64, 16), 4, 2),
         (33, 17, 20, (16, 16, 16), 1, 3),
+        // Trip counts not a multiple of the ring's depth (EmitOptions::ring_unroll).
+        (77, 50, 304, (32, 32, 32), 4, 4),
+        (45, 64, 112, (32, 64, 16), 4, 3),
     ] {
         let d = mm_data(m, n, k, (m * n + k) as u64);
         let kern = matmul::KERNEL
@@ -77,14 +80,16 @@ fn matmul_interpreter_and_emulation() {
             err <= BF16_TOL,
             "matmul {m}x{n}x{k}: interpreter vs f64 {err:e}"
         );
-        if have_gxx() {
-            let e = emulate(&kern, warps, stages, grid, &bufs, &sc);
+        // Without and with `EmitOptions::ring_unroll` (the ring's loop in passes of
+        // `stages` iterations, constant slots).
+        for unroll in [false, true].into_iter().filter(|_| have_gxx()) {
+            let e = emulate_with(&kern, warps, stages, unroll, grid, &bufs, &sc);
             assert!(
                 e[3].to_f32s()
                     .iter()
                     .zip(&got)
                     .all(|(x, y)| x.to_bits() == y.to_bits()),
-                "matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages}: emulation != interpreter"
+                "matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages} ring_unroll {unroll}: emulation != interpreter"
             );
         }
     }
@@ -124,6 +129,8 @@ fn attention_interpreter_and_emulation() {
         (2, 77, 64, 32, 32, 4, 2, false),
         (1, 40, 128, 16, 32, 2, 3, true),
         (1, 23, 16, 16, 16, 1, 1, false),
+        // 2 to 10 key blocks per program (causal), 4 stages.
+        (1, 150, 64, 32, 16, 2, 4, true),
     ] {
         let dd = attn_data(bh, s, d, causal, (bh * s * d) as u64 + causal as u64);
         let kern = attention::KERNEL
@@ -149,8 +156,8 @@ fn attention_interpreter_and_emulation() {
         let err = rel_frob(&got, &dd.want);
         let what = format!("attention bh={bh} s={s} d={d} tile ({bm}, {bn}) causal={causal}");
         assert!(err <= BF16_TOL, "{what}: interpreter vs f64 {err:e}");
-        if have_gxx() {
-            let e = emulate(&kern, warps, stages, grid, &bufs, &sc);
+        for unroll in [false, true].into_iter().filter(|_| have_gxx()) {
+            let e = emulate_with(&kern, warps, stages, unroll, grid, &bufs, &sc);
             let eg = e[3].to_f32s();
             // exp2 on the CPU and in the interpreter are both Rust/libm's: bit for bit.
             let bad = eg
@@ -159,7 +166,7 @@ fn attention_interpreter_and_emulation() {
                 .position(|(x, y)| x.to_bits() != y.to_bits());
             assert!(
                 bad.is_none(),
-                "{what} warps {warps} stages {stages}: emulation != interpreter at {bad:?}"
+                "{what} warps {warps} stages {stages} ring_unroll {unroll}: emulation != interpreter at {bad:?}"
             );
         }
     }

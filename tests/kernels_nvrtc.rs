@@ -1,10 +1,12 @@
 //! Every shipped kernel's CUDA C (the library's and the Qwen3 decoder's) compiles with NVRTC for sm_80 and sm_90, at the default
 //! constexprs and at odd ones; the `dot` kernels at their tuned configs too, with every
-//! pipelined load's copies stepped. Needs libnvrtc (./scripts/test.sh installs it), not a GPU.
+//! pipelined load's copies stepped, with and without `EmitOptions::ring_unroll`. Needs
+//! libnvrtc (./scripts/test.sh installs it), not a GPU.
 use tessera::kernels::{attention::attention, matmul::matmul};
 use tessera::model::kernels::prefill::{
     gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention, PrefillTiles,
 };
+use tessera::runtime::cuda::{emit, EmitOptions};
 use tessera::runtime::{nvrtc, ConstVal, KernelDef};
 
 #[test]
@@ -46,10 +48,34 @@ fn every_shipped_kernel_compiles_with_nvrtc() {
     }
 }
 
-fn compiles(what: &str, def: &KernelDef, cx: &[(&'static str, ConstVal)], warps: u32, st: u32) {
-    let src = def
-        .cuda_source_staged(cx, warps, st)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+/// `ring_unroll`: with `EmitOptions::ring_unroll` (else `KernelDef::cuda_source_staged`'s
+/// options, the process's default); `gemm`: the pipelined loop's `dot`s only accumulate, so
+/// the option puts it in passes (attention's loop stays as it is).
+fn compiles(
+    what: &str,
+    def: &KernelDef,
+    cx: &[(&'static str, ConstVal)],
+    (warps, st): (u32, u32),
+    (ring_unroll, gemm): (bool, bool),
+) {
+    let src = if ring_unroll {
+        let k = def.specialize(cx).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let opts = EmitOptions {
+            divisible16: vec![true; k.params.len()],
+            num_stages: st,
+            ring_unroll: true,
+            ..EmitOptions::new(warps)
+        };
+        emit(&k, &opts).unwrap_or_else(|e| panic!("{what}: {e}"))
+    } else {
+        def.cuda_source_staged(cx, warps, st)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    assert_eq!(
+        src.code.contains("the ring slots are constants"),
+        ring_unroll && gemm,
+        "{what}: passes of constant ring slots"
+    );
     // Every pipelined load of these kernels is affine in its loop counter: its copies are
     // stepped, none keeps the generic path.
     assert!(
@@ -83,6 +109,17 @@ fn compiles(what: &str, def: &KernelDef, cx: &[(&'static str, ConstVal)], warps:
 /// configs, and the prefill kernels at the GPU's tiles.
 #[test]
 fn pipelined_dot_kernels_compile_with_stepped_copies() {
+    pipelined_dot_kernels_compile(false);
+}
+
+/// The same with `EmitOptions::ring_unroll` (`TESSERA_RING_UNROLL=1`, a candidate): the
+/// GEMM loops in passes of constant ring slots, attention's as without it.
+#[test]
+fn pipelined_dot_kernels_compile_with_ring_unroll() {
+    pipelined_dot_kernels_compile(true);
+}
+
+fn pipelined_dot_kernels_compile(ring_unroll: bool) {
     if let Err(e) = tessera::runtime::device::probe_nvrtc() {
         panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
     }
@@ -106,8 +143,8 @@ fn pipelined_dot_kernels_compile_with_stepped_copies() {
             &format!("matmul {bm}x{bn}x{bk}"),
             &matmul::KERNEL,
             &cx,
-            w,
-            s,
+            (w, s),
+            (ring_unroll, true),
         );
     }
     // examples/attention.rs: configs(d, causal).
@@ -121,7 +158,7 @@ fn pipelined_dot_kernels_compile_with_stepped_copies() {
                     ("CAUSAL", ConstVal::Bool(causal)),
                 ];
                 let what = format!("attention {bm}x{bn} d={d} causal={causal}");
-                compiles(&what, &attention::KERNEL, &cx, w, s);
+                compiles(&what, &attention::KERNEL, &cx, (w, s), (ring_unroll, false));
             }
         }
     }
@@ -139,7 +176,13 @@ fn pipelined_dot_kernels_compile_with_stepped_copies() {
         &gemm_nt_residual::KERNEL,
         &gemm_nt_gate_up_silu::KERNEL,
     ] {
-        compiles(k.name(), k, &gemm, p.gemm_warps, p.gemm_stages);
+        compiles(
+            k.name(),
+            k,
+            &gemm,
+            (p.gemm_warps, p.gemm_stages),
+            (ring_unroll, true),
+        );
     }
     for d in [128usize, 32] {
         let cx = [("BM", u(p.attn_bm)), ("BN", u(p.attn_bn)), ("D", u(d))];
@@ -148,8 +191,8 @@ fn pipelined_dot_kernels_compile_with_stepped_copies() {
             &what,
             &prefill_attention::KERNEL,
             &cx,
-            p.attn_warps,
-            p.attn_stages,
+            (p.attn_warps, p.attn_stages),
+            (ring_unroll, false),
         );
     }
 }

@@ -13,6 +13,19 @@ use dsl_ir::{ConstVal, Kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// The environment variable that turns on `EmitOptions::ring_unroll` (`1`) for every kernel
+/// this process emits: a candidate lowering of the pipelined loop (constant ring slots),
+/// off until a GPU A/B. The generated C differs, so the disk caches (NVRTC's, keyed by the
+/// source; the autotuner's, keyed by a hash of it) never mix the two; in memory a process
+/// has one value.
+pub const RING_UNROLL_ENV: &str = "TESSERA_RING_UNROLL";
+
+/// Whether `TESSERA_RING_UNROLL=1` (read once: the one place the option comes from).
+fn ring_unroll() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).is_ok_and(|v| v == "1"))
+}
+
 /// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
 pub type Binding = (&'static str, ConstVal);
 
@@ -247,6 +260,7 @@ impl KernelDef {
                 num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
+                ring_unroll: ring_unroll(),
             },
         )
         .map_err(Error::Lower)
@@ -440,6 +454,7 @@ impl KernelDef {
                 num_stages: key.num_stages,
                 stage_boxes: false,
                 consumer_barrier: false,
+                ring_unroll: ring_unroll(),
             },
         )
         .map_err(Error::Lower)?;

@@ -10,7 +10,7 @@ use dsl_runtime::cuda::{emit, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
-use emu::{emulate, facts, have_gxx, Scalar};
+use emu::{emulate, emulate_with, facts, have_gxx, Scalar};
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -238,6 +238,11 @@ fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[i32]) 
 /// Compiles the full kernel for sm_80 and sm_90 with NVRTC (skipped, loudly, without it:
 /// ./scripts/test.sh installs it).
 fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
+    nvrtc_compiles_with(k, warps, stages, false)
+}
+
+/// [`nvrtc_compiles`] with `EmitOptions::ring_unroll` as given.
+fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -> String {
     let src = emit(
         k,
         &EmitOptions {
@@ -247,6 +252,7 @@ fn nvrtc_compiles(k: &Kernel, warps: u32, stages: u32) -> String {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
+            ring_unroll,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -373,6 +379,12 @@ const CASES: &[Case] = &[
 /// `which`: "bf16", "f16", "f32" (`mm_bf16`, `mm_f16`, `mm_f32`) or "shl" (`mm_shl`). Every
 /// ring's copies are stepped (the matmuls' pointers are affine in k0), except `mm_shl`'s.
 fn mm_run(case: &Case, which: &str, seed: u64) {
+    mm_run_with(case, which, seed, false)
+}
+
+/// [`mm_run`] with `EmitOptions::ring_unroll` as given: with it, a ring's loop runs in
+/// passes of `stages` iterations (constant ring slots), the last pass cut short.
+fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
     let Case {
         m,
         n,
@@ -424,10 +436,17 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
+            ring_unroll,
         },
     )
     .unwrap()
     .code;
+    assert_eq!(
+        code.contains("the ring slots are constants"),
+        ring_unroll && ring && which != "f32",
+        "{which} {m}x{n}x{k} tile {tile:?} stages {stages}: passes of constant ring slots\n{code}"
+    );
+    assert!(!(ring_unroll && code.contains("ring_it")), "{code}");
     assert_eq!(
         code.contains("// software pipelining (num_stages"),
         ring && which != "f32",
@@ -454,7 +473,7 @@ fn mm_run(case: &Case, which: &str, seed: u64) {
         "{which} {m}x{n}x{k} tile {tile:?}: ldmatrix from lane bases on tensor cores"
     );
     if have_gxx() {
-        let emu = emulate(&kern, warps, stages, grid, &[a, b, c], &sc);
+        let emu = emulate_with(&kern, warps, stages, ring_unroll, grid, &[a, b, c], &sc);
         let eg = emu[2].to_f32s();
         for (i, (x, y)) in eg.iter().zip(&got).enumerate() {
             assert!(
@@ -614,6 +633,201 @@ fn stepped_copies_compile_with_nvrtc() {
                 _ => {}
             }
         }
+    }
+}
+
+/// `EmitOptions::ring_unroll`: trip counts (`ceil(k / BK)`) of 0, 1, below the ring's
+/// depth, equal to it, above it and not a multiple of it (over 2S - 1 too: copies issued
+/// after a whole pass), K tails masked or not, with both operands in the ring or B alone
+/// (K not divisible by 16).
+const UNROLL_CASES: &[Case] = &[
+    // 4 stages, BK = 32: trips 0, 1, 2 (tail), 3 (tail), 4 (tail), 6 (tail), 9.
+    Case {
+        m: 37,
+        n: 48,
+        k: 0,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    Case {
+        m: 37,
+        n: 48,
+        k: 32,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    Case {
+        m: 37,
+        n: 48,
+        k: 48,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    Case {
+        m: 50,
+        n: 40,
+        k: 80,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    Case {
+        m: 21,
+        n: 64,
+        k: 112,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    Case {
+        m: 37,
+        n: 48,
+        k: 176,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    Case {
+        m: 33,
+        n: 80,
+        k: 288,
+        tile: (32, 64, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    // Trip 11 (tail): the third pass is short (and the copies' pointers advance by passes).
+    Case {
+        m: 37,
+        n: 48,
+        k: 336,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 4,
+        ring: true,
+    },
+    // 3 stages, BK = 16: trips 5 and 7; 2 stages: 3 and 5 (tails).
+    Case {
+        m: 45,
+        n: 32,
+        k: 80,
+        tile: (32, 32, 16),
+        warps: 4,
+        stages: 3,
+        ring: true,
+    },
+    Case {
+        m: 19,
+        n: 96,
+        k: 112,
+        tile: (16, 64, 16),
+        warps: 2,
+        stages: 3,
+        ring: true,
+    },
+    Case {
+        m: 40,
+        n: 48,
+        k: 80,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 2,
+        ring: true,
+    },
+    Case {
+        m: 40,
+        n: 48,
+        k: 144,
+        tile: (32, 32, 32),
+        warps: 4,
+        stages: 2,
+        ring: true,
+    },
+    // K = 72: A's rows are not 16-byte aligned (register path), B alone in the ring; 5 trips.
+    Case {
+        m: 24,
+        n: 64,
+        k: 72,
+        tile: (16, 64, 16),
+        warps: 2,
+        stages: 4,
+        ring: true,
+    },
+];
+
+/// With `EmitOptions::ring_unroll`: every ring case of this file, emulated bit for bit
+/// against the interpreter (bf16 and f16; the generic copies of `mm_shl` too), and the
+/// trip counts of [`UNROLL_CASES`].
+#[test]
+fn matmul_ring_unroll_interpreter_and_emulation() {
+    let all = || {
+        CASES
+            .iter()
+            .chain(LANE_CASES)
+            .chain(CP_CASES)
+            .chain(UNROLL_CASES)
+    };
+    for (i, c) in all().enumerate() {
+        mm_run_with(c, "bf16", 201 + i as u64, true);
+        mm_run_with(c, "f16", 251 + i as u64, true);
+    }
+    for (i, c) in all().enumerate().filter(|(_, c)| c.ring) {
+        mm_run_with(c, "shl", 301 + i as u64, true);
+    }
+    // And the new trip counts with the option off.
+    for (i, c) in UNROLL_CASES.iter().enumerate() {
+        mm_run(c, "bf16", 351 + i as u64);
+    }
+}
+
+#[test]
+fn ring_unroll_compiles_with_nvrtc() {
+    for c in CASES
+        .iter()
+        .chain(LANE_CASES)
+        .chain(CP_CASES)
+        .chain(UNROLL_CASES)
+    {
+        let (bm, bn, bk) = c.tile;
+        let cx = ints(&[("BM", bm), ("BN", bn), ("BK", bk)]);
+        for def in [&mm_bf16::KERNEL, &mm_f16::KERNEL] {
+            nvrtc_compiles_with(&def.specialize(&cx).unwrap(), c.warps, c.stages, true);
+        }
+        if c.ring {
+            let cx = [cx, ints(&[("SH", bk.trailing_zeros() as i64)])].concat();
+            let code = nvrtc_compiles_with(
+                &mm_shl::KERNEL.specialize(&cx).unwrap(),
+                c.warps,
+                c.stages,
+                true,
+            );
+            assert!(code.contains("the ring slots are constants"), "{code}");
+        }
+    }
+    // The matmul example's tuning space.
+    for (bm, bn, bk, w, s) in [
+        (128, 256, 64, 8, 3),
+        (128, 256, 32, 8, 3),
+        (128, 128, 32, 4, 4),
+        (128, 128, 64, 4, 3),
+        (256, 128, 32, 8, 3),
+        (256, 128, 64, 8, 3),
+    ] {
+        let big = mm_bf16::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+            .unwrap();
+        let code = nvrtc_compiles_with(&big, w, s, true);
+        assert!(code.contains("the ring slots are constants"), "{code}");
+        assert!(!code.contains("ring_it"), "{code}");
     }
 }
 

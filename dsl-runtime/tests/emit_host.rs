@@ -64,6 +64,7 @@ fn run_host_staged(
             num_stages: 1,
             stage_boxes: boxes,
             consumer_barrier: false,
+            ring_unroll: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -532,6 +533,7 @@ fn staged_gemv_matches_reference() {
             num_stages: 1,
             stage_boxes: boxes,
             consumer_barrier: false,
+            ring_unroll: false,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

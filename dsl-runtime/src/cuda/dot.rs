@@ -324,13 +324,17 @@ impl Emitter<'_> {
         // Operands: a ring slot (pipelined), a tile written before the loop (loop-invariant),
         // or written now from registers.
         let mut wrote = false;
+        // As 32-bit shared-memory addresses.
         let a_smem = match self.pipelined_tile(a) {
             Some(t) => t,
             None => match self.pipe.hoisted.get(&a) {
-                Some(t) => t.clone(),
+                Some(t) => format!("tsr_saddr_of({t})"),
                 None => {
                     wrote = true;
-                    self.swizzled_tile(a, d, "dot operand a")?
+                    format!(
+                        "tsr_saddr_of({})",
+                        self.swizzled_tile(a, d, "dot operand a")?
+                    )
                 }
             },
         };
@@ -341,10 +345,13 @@ impl Emitter<'_> {
         let b_smem = match self.pipelined_tile(b_src) {
             Some(t) => t,
             None => match self.pipe.hoisted.get(&b_src) {
-                Some(t) => t.clone(),
+                Some(t) => format!("tsr_saddr_of({t})"),
                 None => {
                     wrote = true;
-                    self.swizzled_tile(b_src, d, "dot operand b")?
+                    format!(
+                        "tsr_saddr_of({})",
+                        self.swizzled_tile(b_src, d, "dot operand b")?
+                    )
                 }
             },
         };
@@ -408,7 +415,7 @@ impl Emitter<'_> {
 
 impl Emitter<'_> {
     /// Before the k steps: `lds_a[j]`, `lds_b[j]`, each lane's shared addresses for chunk
-    /// residue `2 * j` (see [`LaneBases`]).
+    /// residue `2 * j` (see [`LaneBases`]); `a_smem`, `b_smem`: the tiles' 32-bit addresses.
     fn ldmatrix_lane_bases(
         &mut self,
         a_smem: &str,
@@ -436,7 +443,7 @@ impl Emitter<'_> {
         let arow = format!("wrow * {} + lane % 16", mt * 16);
         self.line("#pragma unroll");
         self.line(format!(
-            "for (int j = 0; j < {}; ++j) lds_a[j] = tsr_saddr_of({a_smem}) + 2 * ({});",
+            "for (int j = 0; j < {}; ++j) lds_a[j] = {a_smem} + 2 * ({});",
             la.count,
             swz_c(&arow, "2 * j + lane / 16", kk)
         ));
@@ -450,7 +457,7 @@ impl Emitter<'_> {
         };
         self.line("#pragma unroll");
         self.line(format!(
-            "for (int j = 0; j < {}; ++j) lds_b[j] = tsr_saddr_of({b_smem}) + 2 * ({b_off});",
+            "for (int j = 0; j < {}; ++j) lds_b[j] = {b_smem} + 2 * ({b_off});",
             lb.count
         ));
     }

@@ -178,7 +178,7 @@ impl<'a> Emitter<'a> {
             barrier_call: super::barrier_call(opts),
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
-        e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages);
+        e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.ring_unroll);
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
@@ -693,12 +693,15 @@ impl<'a> Emitter<'a> {
                 let bounds = [strip(&a), strip(&b), strip(&c)];
                 self.hoist_operands(body)?;
                 self.pipe_prologue(*iv, &bounds)?;
-                self.open(format!(
-                    "for (int {name} = {}; {name} < {}; {name} += {}) {{",
-                    strip(&a),
-                    strip(&b),
-                    strip(&c)
-                ));
+                let passes = self.pipe_open_passes(*iv, &name, &bounds);
+                if !passes {
+                    self.open(format!(
+                        "for (int {name} = {}; {name} < {}; {name} += {}) {{",
+                        strip(&a),
+                        strip(&b),
+                        strip(&c)
+                    ));
+                }
                 self.pipe_iteration(*iv, &bounds)?;
                 // The previous iteration's accesses are pending too, at other addresses.
                 let carried: Vec<MemOp> = self
@@ -720,7 +723,11 @@ impl<'a> Emitter<'a> {
                 self.pipe_end(*iv);
                 self.loop_depth -= 1;
                 self.pending.extend(carried);
-                self.close("}");
+                if passes {
+                    self.pipe_close_passes(*iv);
+                } else {
+                    self.close("}");
+                }
                 Ok(())
             }
             Stmt::If {

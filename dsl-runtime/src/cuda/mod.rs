@@ -71,6 +71,15 @@ pub struct EmitOptions {
     /// program's warps (`mega/staging.rs`) never joins them, and a staged load's `_issue`
     /// is run by that warp's one lane as if it were thread 0.
     pub consumer_barrier: bool,
+    /// Off by default (`TESSERA_RING_UNROLL=1` turns it on in `KernelDef`, until a GPU A/B
+    /// decides): a pipelined loop (`pipeline.rs`) whose `dot`s only accumulate (a GEMM main
+    /// loop) runs as passes of `num_stages` iterations, the iterations of a pass a
+    /// `#pragma unroll` loop over the ring's slots, so the slot each iteration reads and the
+    /// one it refills are compile-time constants (every `ldmatrix` base and `cp.async`
+    /// destination a base plus a constant, a stepped copy's source the pass's pointer plus
+    /// a constant number of steps); the last pass stops at the loop's end. Off: one
+    /// iteration at a time, the slots `counter % S`.
+    pub ring_unroll: bool,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -86,6 +95,7 @@ impl EmitOptions {
             num_stages: DEFAULT_NUM_STAGES,
             stage_boxes: false,
             consumer_barrier: false,
+            ring_unroll: false,
         }
     }
 }

@@ -30,6 +30,21 @@
 //! other pipelined load (its pointer not affine in the counter, or the coefficient not
 //! computable before the loop) rebuilds pointer and mask for the iteration ahead
 //! (`tsr_cp_async16`).
+//!
+//! With `EmitOptions::ring_unroll` (off by default, a candidate) a loop whose `dot`s only
+//! accumulate (a GEMM main loop; not attention's, whose body unrolled spills) runs as passes
+//! of S iterations, the S iterations of a pass a `#pragma unroll` loop over the ring's
+//! slots, so each one's read slot (`ring_slot`) and refilled slot (`(ring_slot + S-1) % S`)
+//! are constants after unrolling (what CUTLASS's multistage mainloop does), and a stepped
+//! copy's pointer is the pass's plus `ring_slot` steps (advanced by S steps per pass):
+//!
+//! ```text
+//!   for (k0_pass = start; k0_pass < end; k0_pass += S * step)
+//!     #pragma unroll
+//!     for (ring_slot = 0; ring_slot < S; ++ring_slot):
+//!       k0 = k0_pass + ring_slot * step; if (k0 >= end) break;   the last pass may be short
+//!       ... the iteration above, slot it % S = ring_slot ...
+//! ```
 use super::super::analysis::Facts;
 use super::super::footprint::{affine, Term};
 use super::c_syntax::reg_ty;
@@ -52,6 +67,10 @@ pub(crate) struct PipeLoop {
     pub scalars: Vec<ValueId>,
     /// The loads with stepped copies (advanced by a fixed step per issued iteration).
     pub steps: BTreeMap<ValueId, CpStep>,
+    /// `EmitOptions::ring_unroll`, for a loop whose `dot`s only accumulate: the iterations
+    /// in passes of `stages`, the ring slots constants (the loop's counter is then the
+    /// pass's slot, `ring_slot`, not an iteration count).
+    pub passes: bool,
 }
 
 /// A pipelined load whose pointer is `p(start) + (k0 - start) * per_iv` elements.
@@ -168,6 +187,7 @@ pub(crate) fn plan(
     f: &Facts,
     plans: &BTreeMap<ValueId, DotPlan>,
     stages: u32,
+    unroll: bool,
 ) -> Pipes {
     let mut pipes = Pipes::default();
     if stages < 2 {
@@ -266,10 +286,42 @@ pub(crate) fn plan(
                 stages: st,
                 scalars,
                 steps,
+                passes: unroll && only_accumulates(&rd, f, body),
             },
         );
     });
     pipes
+}
+
+/// Whether every `dot` of a loop body only accumulates (a GEMM main loop: `acc = dot(a, b,
+/// acc)`, `acc += dot(a, b)`): its result is read by statements (the assignment) only, or by
+/// one `+` that only statements read. Not attention's `s = dot(q, trans(k))`, which feeds
+/// the softmax: unrolled by the ring's depth, that body spills at 255 registers (sm_90).
+fn only_accumulates(
+    rd: &BTreeMap<ValueId, Vec<Option<ValueId>>>,
+    f: &Facts,
+    body: &[Stmt],
+) -> bool {
+    let statements_only = |v: &ValueId| rd.get(v).is_some_and(|r| r.iter().all(Option::is_none));
+    let mut ok = true;
+    walk(body, &mut |s| {
+        if let Stmt::Let {
+            id,
+            op: Op::Dot { .. },
+            ..
+        } = s
+        {
+            ok &= statements_only(id)
+                || match rd.get(id).map(Vec::as_slice) {
+                    Some([Some(x)]) => {
+                        matches!(f.defs[x.0 as usize], Some(Op::Binary(BinOp::Add, ..)))
+                            && statements_only(x)
+                    }
+                    _ => false,
+                };
+        }
+    });
+    ok
 }
 
 /// The values of a loop body (`iv` included) that depend on the loop counter `iv`.
@@ -437,15 +489,20 @@ fn eligible(k: &Kernel, f: &Facts, v: ValueId) -> bool {
 }
 
 impl Emitter<'_> {
-    /// The ring slot a pipelined load's current iteration sits in, as a pointer to its
-    /// swizzled tile.
+    /// The ring slot a pipelined load's current iteration sits in: the 32-bit shared-memory
+    /// address of its swizzled tile (a `tsr_saddr` expression).
     pub(super) fn pipelined_tile(&mut self, v: ValueId) -> Option<String> {
         let lp = *self.pipe.loads.get(&v)?;
         let ring = self.pipe.ring.get(&v)?.clone();
         let counter = self.pipe.counter.get(&lp)?.clone();
         let st = self.pipe.loops[&lp].stages;
         let n = self.k.ty(v).numel();
-        Some(format!("({ring} + {counter} % {st} * {n})"))
+        Some(if self.pipe.loops[&lp].passes {
+            // A constant slot once the pass is unrolled: the ring's base plus slot * bytes.
+            format!("tsr_saddr_of({ring}) + {counter} * {}", n * 2)
+        } else {
+            format!("tsr_saddr_of(({ring} + {counter} % {st} * {n}))")
+        })
     }
 
     /// A pipelined load: nothing to do here (its copies were issued ahead).
@@ -485,7 +542,7 @@ impl Emitter<'_> {
             self.pipe.ring.insert(v, ring);
             names.push(format!("`{base}`"));
         }
-        let counter = self.fresh("ring_it");
+        let counter = self.fresh(if pl.passes { "ring_slot" } else { "ring_it" });
         self.pipe.counter.insert(iv, counter.clone());
         self.line(format!(
             "// software pipelining (num_stages = {st}): {} copied by cp.async {} iteration{} ahead into a ring of {st} slots",
@@ -493,7 +550,9 @@ impl Emitter<'_> {
             st - 1,
             if st == 2 { "" } else { "s" }
         ));
-        self.line(format!("int {counter} = 0;"));
+        if !pl.passes {
+            self.line(format!("int {counter} = 0;"));
+        }
         let [start, end, step] = bounds;
         self.cp_state(iv, &pl, start, step)?;
         self.line("#pragma unroll");
@@ -502,10 +561,84 @@ impl Emitter<'_> {
             st - 1
         ));
         self.line(format!("const int ahead = {start} + st * {step};"));
-        self.issue_copies(iv, &pl, end, "st")?;
+        self.issue_copies(iv, &pl, end, "st", None)?;
         self.line("tsr_cp_async_commit();  // one group per iteration, even an empty one");
         self.close("}");
         Ok(())
+    }
+
+    /// `EmitOptions::ring_unroll`: opens a pipelined loop as passes of S iterations, each
+    /// pass a `#pragma unroll` loop over the ring's slots (`name`: the loop variable, defined
+    /// per iteration; `bounds`: start, end and step as C), closed by
+    /// [`Self::pipe_close_passes`]. `false`: not a loop in passes ([`PipeLoop::passes`]; the
+    /// caller opens the plain loop).
+    pub(super) fn pipe_open_passes(
+        &mut self,
+        iv: ValueId,
+        name: &str,
+        bounds: &[String; 3],
+    ) -> bool {
+        let Some(st) = self
+            .pipe
+            .loops
+            .get(&iv)
+            .filter(|pl| pl.passes)
+            .map(|pl| pl.stages)
+        else {
+            return false;
+        };
+        let slot = self.pipe.counter[&iv].clone();
+        let pass = self.fresh(&format!("{name}_pass"));
+        let [start, end, step] = bounds;
+        let step = if step.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            step.clone()
+        } else {
+            format!("({step})")
+        };
+        self.open(format!(
+            "for (int {pass} = {start}; {pass} < {end}; {pass} += {st} * {step}) {{  // passes of {st} iterations: the ring slots are constants"
+        ));
+        self.line("#pragma unroll");
+        self.open(format!(
+            "for (int {slot} = 0; {slot} < {st}; ++{slot}) {{  // reads ring slot {slot}, refills slot ({slot} + {}) % {st}",
+            st - 1
+        ));
+        self.line(format!("const int {name} = {pass} + {slot} * {step};"));
+        self.line(format!(
+            "if ({name} >= {end}) break;  // the last pass: fewer than {st} iterations left"
+        ));
+        true
+    }
+
+    /// Closes the slot loop [`Self::pipe_open_passes`] opened, advances the stepped copies'
+    /// pointers by a pass (S iterations), and closes the pass loop.
+    pub(super) fn pipe_close_passes(&mut self, iv: ValueId) {
+        self.close("}");
+        let pl = self.pipe.loops[&iv].clone();
+        let st = pl.stages;
+        let mut first = true;
+        for &v in &pl.loads {
+            let Some(CpNames {
+                ptr,
+                step: Some(step),
+                ..
+            }) = self.pipe.cp.get(&v).cloned()
+            else {
+                continue;
+            };
+            if first {
+                self.line(format!(
+                    "// the pass's copies read their pointers at slot * step: advance them by {st} steps"
+                ));
+                first = false;
+            }
+            let per = (self.k.ty(v).numel() / 8).div_ceil(self.threads);
+            self.line("#pragma unroll");
+            self.line(format!(
+                "for (int q = 0; q < {per}; ++q) {ptr}[q] += {st} * {step};"
+            ));
+        }
+        self.close("}");
     }
 
     /// Before a loop: the tensor-core `dot` operands of its body that are defined outside
@@ -580,7 +713,16 @@ impl Emitter<'_> {
             st - 1,
             bounds[2]
         ));
-        self.issue_copies(iv, &pl, &bounds[1], &format!("({counter} + {})", st - 1))?;
+        // Off: an iteration count; on: the pass's slot (`ring_slot`), its refill a constant,
+        // and the stepped pointers at that slot's offset from the pass's.
+        let in_pass = pl.passes.then_some(counter.as_str());
+        self.issue_copies(
+            iv,
+            &pl,
+            &bounds[1],
+            &format!("({counter} + {})", st - 1),
+            in_pass,
+        )?;
         self.line("tsr_cp_async_commit();");
         Ok(())
     }
@@ -592,6 +734,9 @@ impl Emitter<'_> {
 
     /// At the end of a pipelined loop's body.
     pub(super) fn pipe_end(&mut self, iv: ValueId) {
+        if self.pipe.loops.get(&iv).is_some_and(|pl| pl.passes) {
+            return;
+        }
         if let Some(c) = self.pipe.counter.get(&iv).cloned() {
             self.line(format!("++{c};"));
         }
@@ -615,7 +760,18 @@ impl Emitter<'_> {
 
     /// The copies of iteration `ahead` (a C variable in scope) into ring slot `slot % S`:
     /// the loop variable and the scalars the pointers need are re-evaluated for it.
-    fn issue_copies(&mut self, iv: ValueId, pl: &PipeLoop, end: &str, slot: &str) -> R<()> {
+    /// `in_pass`: in a pass of `EmitOptions::ring_unroll`, the pass's slot (C): a stepped
+    /// pointer is then read at `slot * step` from the pass's (a constant offset once
+    /// unrolled, for a constant step) and advanced once per pass ([`Self::pipe_close_passes`]);
+    /// otherwise each copy advances its pointer by a step.
+    fn issue_copies(
+        &mut self,
+        iv: ValueId,
+        pl: &PipeLoop,
+        end: &str,
+        slot: &str,
+        in_pass: Option<&str>,
+    ) -> R<()> {
         self.open(format!("if (ahead < {end}) {{"));
         let saved = self.names[iv.0 as usize].clone();
         self.names[iv.0 as usize] = "ahead".into();
@@ -658,8 +814,12 @@ impl Emitter<'_> {
                         swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
                     )
                 };
-                let mut copy = vec![format!("tsr_cp_async16_at({dst}, {}[q], {m});", cp.ptr)];
-                if let Some(st) = &cp.step {
+                let src = match (&cp.step, in_pass) {
+                    (Some(st), Some(s)) => format!("{}[q] + {s} * {st}", cp.ptr),
+                    _ => format!("{}[q]", cp.ptr),
+                };
+                let mut copy = vec![format!("tsr_cp_async16_at({dst}, {src}, {m});")];
+                if let (Some(st), None) = (&cp.step, in_pass) {
                     copy.push(format!("{}[q] += {st};", cp.ptr));
                 }
                 self.chunk_loop(v, per, chunks, &copy);

@@ -119,6 +119,7 @@ pub fn stage_bodies(
                     num_stages: 1,
                     stage_boxes: true,
                     consumer_barrier: ring_bytes > 0,
+                    ring_unroll: false,
                 },
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))

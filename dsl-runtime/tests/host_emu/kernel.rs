@@ -48,6 +48,19 @@ pub fn emulate(
     bufs: &[HostMem],
     scalars: &[Scalar],
 ) -> Vec<HostMem> {
+    emulate_with(k, warps, stages, false, grid, bufs, scalars)
+}
+
+/// [`emulate`] with `EmitOptions::ring_unroll` set as given.
+pub fn emulate_with(
+    k: &Kernel,
+    warps: u32,
+    stages: u32,
+    ring_unroll: bool,
+    grid: [u32; 3],
+    bufs: &[HostMem],
+    scalars: &[Scalar],
+) -> Vec<HostMem> {
     let div16 = facts(k, scalars);
     let src = emit_body(
         k,
@@ -58,6 +71,7 @@ pub fn emulate(
             num_stages: stages,
             stage_boxes: false,
             consumer_barrier: false,
+            ring_unroll,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
