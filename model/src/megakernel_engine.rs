@@ -27,7 +27,7 @@ use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
-use crate::kernels::gemv::gemv_residual;
+use crate::kernels::gemv::{gemv_residual, gemv_residual_tiles};
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles};
 use crate::kernels::rope::rmsnorm_qkv_rope;
@@ -96,12 +96,16 @@ pub fn decode_step(
     #[constexpr] QKV_BK: usize,
     #[constexpr] O_BM: usize,
     #[constexpr] O_BK: usize,
+    #[constexpr] O_TILED: bool,
+    #[constexpr] O_TILES: usize,
     #[constexpr] GU_BM: usize,
     #[constexpr] GU_BK: usize,
     #[constexpr] GU_NORM_ONCE: bool,
     #[constexpr] GU_TILES: usize,
     #[constexpr] DOWN_BM: usize,
     #[constexpr] DOWN_BK: usize,
+    #[constexpr] DOWN_TILED: bool,
+    #[constexpr] DOWN_TILES: usize,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -168,16 +172,31 @@ pub fn decode_step(
             ATTN_BLOCK_N,
             ATTN_SPLITS,
         );
-        gemv_residual(
-            grid(cdiv(HIDDEN, O_BM)),
-            o_proj.layer(layer, HIDDEN * q_dim),
-            attn,
-            x,
-            HIDDEN,
-            q_dim,
-            O_BM,
-            O_BK,
-        );
+        if O_TILED {
+            // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
+            gemv_residual_tiles(
+                grid(cdiv(HIDDEN, O_BM * O_TILES)),
+                o_proj.layer(layer, HIDDEN * q_dim),
+                attn,
+                x,
+                HIDDEN,
+                q_dim,
+                O_BM,
+                O_BK,
+                O_TILES,
+            );
+        } else {
+            gemv_residual(
+                grid(cdiv(HIDDEN, O_BM)),
+                o_proj.layer(layer, HIDDEN * q_dim),
+                attn,
+                x,
+                HIDDEN,
+                q_dim,
+                O_BM,
+                O_BK,
+            );
+        }
         // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
         if GU_NORM_ONCE {
             // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`): one
@@ -209,16 +228,31 @@ pub fn decode_step(
                 GU_BK,
             );
         }
-        gemv_residual(
-            grid(cdiv(HIDDEN, DOWN_BM)),
-            down_proj.layer(layer, HIDDEN * INTER),
-            act,
-            x,
-            HIDDEN,
-            INTER,
-            DOWN_BM,
-            DOWN_BK,
-        );
+        if DOWN_TILED {
+            // As o_proj (`Tiles::down_tiles`).
+            gemv_residual_tiles(
+                grid(cdiv(HIDDEN, DOWN_BM * DOWN_TILES)),
+                down_proj.layer(layer, HIDDEN * INTER),
+                act,
+                x,
+                HIDDEN,
+                INTER,
+                DOWN_BM,
+                DOWN_BK,
+                DOWN_TILES,
+            );
+        } else {
+            gemv_residual(
+                grid(cdiv(HIDDEN, DOWN_BM)),
+                down_proj.layer(layer, HIDDEN * INTER),
+                act,
+                x,
+                HIDDEN,
+                INTER,
+                DOWN_BM,
+                DOWN_BK,
+            );
+        }
     }
     // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
     if LM_NORM_ONCE {
@@ -274,6 +308,16 @@ pub fn decode_step(
 
 /// `decode_step`'s constexprs for a model and its tiles.
 pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
+    // `gemv_residual_tiles` computes one k step (`Tiles::with_gemv_tiles` sees to it).
+    for (what, g, tiles, k) in [
+        ("o_proj", t.o_proj, t.o_proj_tiles, cfg.q_dim()),
+        ("down", t.down, t.down_tiles, cfg.intermediate_size),
+    ] {
+        assert!(
+            tiles <= 1 || g.bk >= k,
+            "{what}: {tiles} row tiles per program need one k step ({g:?}, k = {k})"
+        );
+    }
     decode_step::Consts {
         LAYERS: cfg.num_hidden_layers,
         HIDDEN: cfg.hidden_size,
@@ -287,12 +331,16 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         QKV_BK: t.qkv.bk,
         O_BM: t.o_proj.bm,
         O_BK: t.o_proj.bk,
+        O_TILED: t.o_proj_tiles > 1,
+        O_TILES: t.o_proj_tiles,
         GU_BM: t.gate_up.bm,
         GU_BK: t.gate_up.bk,
         GU_NORM_ONCE: t.gate_up.bk >= cfg.hidden_size,
         GU_TILES: t.gate_up_tiles,
         DOWN_BM: t.down.bm,
         DOWN_BK: t.down.bk,
+        DOWN_TILED: t.down_tiles > 1,
+        DOWN_TILES: t.down_tiles,
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
         LM_NORM_ONCE: t.lm_head.bk >= cfg.hidden_size,

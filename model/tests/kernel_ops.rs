@@ -191,6 +191,66 @@ fn gemv_residual_adds_the_projection_in_place() {
     }
 }
 
+/// The row-tiled variant (`gemv_residual_tiles`: TILES row tiles per program, x once, the
+/// next tile's weights loaded while one reduces) adds the same bits into the residual as
+/// one program per tile, with rows past `m` in the last program's tiles, k < BK (masked
+/// columns), one tile, and more tiles per program than there are rows left.
+#[test]
+fn gemv_residual_tiles_equals_one_program_per_tile() {
+    let mut rng = SplitMix64::new(16);
+    // (m, k, BM, BK, TILES)
+    for (m, k, bm, bk, tiles) in [
+        (37, 100, 4, 128, 3),
+        (64, 96, 1, 128, 3),
+        (1024, 2048, 8, 2048, 1),
+        (1024, 2048, 8, 2048, 3),
+        (24, 48, 8, 64, 7),
+        // down at 8B's tiles (`Tiles::with_gemv_tiles`): 2 rows of a 16384-wide k step.
+        (150, 12288, 2, 16384, 16),
+    ] {
+        let x = up(&rand_bf16(&mut rng, k, 1.0));
+        let w = up(&rand_bf16(&mut rng, m * k, 0.1));
+        let res = f32s(&rand_bf16(&mut rng, m, 1.0));
+        let (one, many) = (up(&res), up(&res));
+        gemv::gemv_residual::launch(
+            &dev(),
+            &grid(m.div_ceil(bm)),
+            &w,
+            &x,
+            &one,
+            m as i32,
+            k as i32,
+            bm,
+            bk,
+        )
+        .unwrap();
+        gemv::gemv_residual_tiles::launch(
+            &dev(),
+            &grid(m.div_ceil(bm * tiles)),
+            &w,
+            &x,
+            &many,
+            m as i32,
+            k as i32,
+            bm,
+            bk,
+            tiles,
+        )
+        .unwrap();
+        let (one, many) = (down(&one), down(&many));
+        assert!(
+            one.iter().zip(&res).all(|(a, r)| a != r),
+            "{m}x{k}: a row not added to"
+        );
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&one),
+            bits(&many),
+            "{m}x{k} BM {bm} BK {bk} TILES {tiles}"
+        );
+    }
+}
+
 #[test]
 fn gate_up_silu_matches_the_reference_mlp_half() {
     let mut rng = SplitMix64::new(5);
@@ -892,11 +952,98 @@ fn tile_rule_spreads_rows_evenly_from_0_6b_to_32b() {
     }
 }
 
+/// o_proj and down with row tiles per program (`Tiles::with_gemv_tiles`) from Qwen3-0.6B
+/// to 32B: off by default (1 changes nothing); on (0), a GEMV gets several tiles only with
+/// one k step that covers its k (down at 8B re-derived with k steps up to 16384, BM = 2),
+/// within the elements per thread, and its programs spread over at most one round of CTAs;
+/// where no k step up to 16384 covers k (down at 14B and 32B) it keeps its tiles, one per
+/// program.
+#[test]
+fn gemv_tiles_take_one_k_step_or_stay_one_per_program() {
+    use model::kernels::{qwen3_0_6b, TileRule, Tiles, GEMV_TILES_BK_MAX};
+    // (hidden, intermediate, heads): 0.6B, 1.7B, 4B, 8B, 14B, 32B.
+    let shapes = [
+        (1024, 3072, 16),
+        (2048, 6144, 16),
+        (2560, 9728, 32),
+        (4096, 12288, 32),
+        (5120, 17408, 40),
+        (5120, 25600, 64),
+    ];
+    let rule = TileRule::default();
+    let threads = 32 * rule.warps as usize;
+    for (h, i, nh) in shapes {
+        let cfg = model::Config {
+            hidden_size: h,
+            intermediate_size: i,
+            num_attention_heads: nh,
+            ..qwen3_0_6b()
+        };
+        let off = Tiles::with_rule(&cfg, &rule);
+        assert_eq!((off.o_proj_tiles, off.down_tiles), (1, 1), "hidden {h}");
+        assert_eq!(off.clone().with_gemv_tiles(&cfg, 1), off, "hidden {h}");
+        let on = off.clone().with_gemv_tiles(&cfg, 0);
+        // Nothing else moves.
+        let only = Tiles {
+            o_proj: off.o_proj,
+            o_proj_tiles: 1,
+            down: off.down,
+            down_tiles: 1,
+            ..on.clone()
+        };
+        assert_eq!(only, off, "hidden {h}");
+        for (what, g0, g, tiles, k) in [
+            (
+                "o_proj",
+                off.o_proj,
+                on.o_proj,
+                on.o_proj_tiles,
+                cfg.q_dim(),
+            ),
+            ("down", off.down, on.down, on.down_tiles, i),
+        ] {
+            eprintln!("hidden {h} {what}: BM {} BK {} TILES {tiles}", g.bm, g.bk);
+            if k <= GEMV_TILES_BK_MAX {
+                assert!(g.bk >= k, "hidden {h} {what}: {g:?}");
+                assert_eq!(
+                    g == g0,
+                    g0.bk >= k,
+                    "hidden {h} {what}: re-derived only for k"
+                );
+                assert!(g.bm * g.bk <= threads * rule.elems_per_thread);
+                // One round: every CTA one program at most, and as few tiles per program
+                // as that takes (one where the tiles fit the CTAs: o_proj and down at 0.6B).
+                let programs = h.div_ceil(g.bm * tiles);
+                assert!(programs <= rule.ctas, "hidden {h} {what}: {programs}");
+                assert!(
+                    tiles == 1 || h.div_ceil(g.bm * (tiles - 1)) > rule.ctas,
+                    "hidden {h} {what}: {tiles} tiles, fewer fit"
+                );
+                assert_eq!(tiles > 1, g.programs(h) > rule.ctas, "hidden {h} {what}");
+            } else {
+                assert_eq!((g, tiles), (g0, 1), "hidden {h} {what}");
+            }
+            // An explicit count is taken as it is (capped at the programs there are).
+            let three = off.clone().with_gemv_tiles(&cfg, 3);
+            let t3 = if what == "o_proj" {
+                three.o_proj_tiles
+            } else {
+                three.down_tiles
+            };
+            assert_eq!(
+                t3,
+                if k <= GEMV_TILES_BK_MAX { 3 } else { 1 },
+                "hidden {h} {what}"
+            );
+        }
+    }
+}
+
 /// `shipped()` (what `tessera explain` lists): every kernel specialises at its defaults.
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 13);
+    assert_eq!(all.len(), 14);
     let prefill = model::kernels::prefill_shipped();
     assert_eq!(prefill.len(), 7);
     for k in all.into_iter().chain(prefill) {

@@ -4,7 +4,9 @@
 //! thread, functional models of ldmatrix, mma.sync and cp.async): bit for bit what the
 //! interpreter computes, at masked sizes (rows, columns and keys past the tiles' edges, a
 //! chunk at start_pos > 0). This checks the tensor-core path, `trans` of the weight tile,
-//! the cp.async rings and the fused epilogues without a GPU. Skipped without g++.
+//! the cp.async rings and the fused epilogues without a GPU. Skipped without g++. The
+//! row-tiled residual GEMV (`gemv_residual_tiles`) is checked against its one-tile
+//! kernel's C instead.
 #[path = "../../dsl-runtime/tests/host_emu/kernel.rs"]
 mod emu;
 use dsl_ir::{DType, Kernel};
@@ -12,6 +14,7 @@ use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::ConstVal;
 use emu::{emulate, have_gxx, Scalar};
 use model::kernels::attention::attn_split_merge;
+use model::kernels::gemv::gemv_residual_tiles;
 use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
 use model::kernels::rope::rmsnorm_qkv_rope;
@@ -291,4 +294,56 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
         vec![0.0; heads + 2 * kv],
         "the last programs put the tickets back"
     );
+}
+
+/// `gemv_residual_tiles`' C (the weights carried across its loop, one atomic add per row)
+/// adds the same bits into the residual as `gemv_residual`'s C with one program per tile,
+/// as the GPU runs them. (Not against the interpreter: it sums a row in index order, the C
+/// as a tree, so both kernels' C are an ulp off it in some rows here.)
+#[test]
+fn gemv_residual_tiles_emulated_equals_one_program_per_tile() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(17);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    // (m, k, BM, BK, TILES): the last program's tiles past m, k < BK (masked columns), more
+    // tiles a program than rows left.
+    for (m, k, bm, bk, tiles) in [
+        (37usize, 100usize, 4usize, 128usize, 3usize),
+        (24, 48, 8, 64, 7),
+    ] {
+        let one = model::kernels::gemv::gemv_residual::KERNEL
+            .specialize(&[("BM", int(bm)), ("BK", int(bk))])
+            .unwrap();
+        let many = gemv_residual_tiles::KERNEL
+            .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("TILES", int(tiles))])
+            .unwrap();
+        let res = rand(&mut rng, m, 1.0);
+        let bufs = vec![
+            HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * k, 0.5)),
+            HostMem::from_f32s(DType::BF16, &rand(&mut rng, k, 1.0)),
+            HostMem::from_f32s(DType::F32, &res),
+        ];
+        let sc = [m, k].map(|v| Scalar::I32(v as i32));
+        let run = |kern: &Kernel, programs: usize| {
+            emulate(kern, NUM_WARPS, 1, [programs as u32, 1, 1], &bufs, &sc)[2].to_f32s()
+        };
+        let (want, got) = (
+            run(&one, m.div_ceil(bm)),
+            run(&many, m.div_ceil(bm * tiles)),
+        );
+        assert!(
+            want.iter().zip(&res).all(|(a, r)| a != r),
+            "{m}x{k}: a row not added to"
+        );
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&got),
+            bits(&want),
+            "{m}x{k} BM {bm} BK {bk} TILES {tiles}: emulated C"
+        );
+        eprintln!("gemv_residual_tiles {m}x{k} TILES {tiles}: emulated C = one program per tile, bit for bit");
+    }
 }

@@ -460,3 +460,70 @@ fn norm_once_tiles_compute_the_same_logits() {
         }
     }
 }
+
+/// o_proj and down with several row tiles per program (`gemv_residual_tiles`,
+/// `Tiles::with_gemv_tiles`: x once per program, the next tile's weights loaded while one
+/// reduces; off by default): the same logits and tokens, bit for bit, as one tile per
+/// program, stage by stage and under adversarial interleavings, at every committed
+/// checkpoint.
+#[test]
+fn gemv_tiles_compute_the_same_logits() {
+    for name in CHECKPOINTS {
+        gemv_tiles_same_logits_at(name);
+    }
+}
+
+fn gemv_tiles_same_logits_at(name: &str) {
+    let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
+    let one = model::kernels::Tiles::for_config(&cfg);
+    assert_eq!((one.o_proj_tiles, one.down_tiles), (1, 1), "off by default");
+    // 3 tiles of o_proj's and down's rows per program: the last program's tiles run past
+    // the hidden size unless BM * 3 divides it.
+    let many = one.clone().with_gemv_tiles(&cfg, 3);
+    assert_eq!((many.o_proj_tiles, many.down_tiles), (3, 3));
+    assert_eq!((many.o_proj, many.down), (one.o_proj, one.down));
+    assert!(
+        !cfg.hidden_size.is_multiple_of(3 * many.down.bm),
+        "{:?}",
+        many.down
+    );
+    let prompt = ids(&expected(name)["prompt_ids"]);
+    for (mode, opts) in modes() {
+        let with = |t: &model::kernels::Tiles| MegakernelOptions {
+            tiles: Some(t.clone()),
+            ..opts.clone()
+        };
+        let (mut a, mut b) = (
+            mega(name, Output::Logits, &with(&one)),
+            mega(name, Output::Logits, &with(&many)),
+        );
+        let (ea, eb) = (a.explain().unwrap(), b.explain().unwrap());
+        assert!(!ea.contains("gemv_residual_tiles"));
+        // o_proj and down on the tiles' grids (a stage's name takes its constexprs where
+        // the two differ).
+        for (stage, grid) in [
+            (
+                "stage 4 gemv_residual_tiles",
+                "grid (cdiv(HIDDEN, O_BM * O_TILES)",
+            ),
+            (
+                "stage 6 gemv_residual_tiles",
+                "grid (cdiv(HIDDEN, DOWN_BM * DOWN_TILES)",
+            ),
+        ] {
+            let heads = eb
+                .lines()
+                .filter(|l| l.trim_start().starts_with(stage) && l.contains(grid))
+                .count();
+            assert_eq!(heads, 1, "{stage}:\n{eb}");
+        }
+        for (pos, &t) in prompt.iter().enumerate() {
+            assert_eq!(
+                logits(a.step(t, pos).unwrap()),
+                logits(b.step(t, pos).unwrap()),
+                "{name} ({mode}) pos {pos}"
+            );
+            assert_eq!(a.next_token().unwrap(), b.next_token().unwrap());
+        }
+    }
+}

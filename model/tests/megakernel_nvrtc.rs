@@ -37,20 +37,28 @@ fn decode_megakernel_compiles_with_nvrtc() {
     // The 0.6B shape also with the staging ring (the weights copied ahead by a producer
     // warp, as an H100 allows), and with gate/up's row tiles spread over the CTAs (the norm
     // once per program: `Tiles::gate_up_tiles`, 0 = as many as that takes, the default) as
-    // well as one per program, and the lm_head's blocks the same way.
-    for (cfg, profile, staged, gate_up_tiles) in [
-        (qwen3_0_6b(), false, false, 1),
-        (qwen3_0_6b(), false, true, 1),
-        (qwen3_0_6b(), true, true, 1),
-        (qwen3_0_6b(), false, false, 0),
-        (qwen3_1_7b, true, false, 1),
-        (qwen3_8b, false, false, 0),
-        (tiny, false, false, 1),
+    // well as one per program, and the lm_head's blocks the same way; o_proj's and down's
+    // row tiles (`Tiles::with_gemv_tiles`, off by default) at 0.6B (2 per program: spread
+    // over the CTAs, 0, gives one there, 128 programs) and spread over the CTAs at 8B (down
+    // re-derived for one k step: BM = 2, BK = 16384).
+    for (cfg, profile, staged, gate_up_tiles, gemv_tiles) in [
+        (qwen3_0_6b(), false, false, 1, 1),
+        (qwen3_0_6b(), false, true, 1, 1),
+        (qwen3_0_6b(), true, true, 1, 1),
+        (qwen3_0_6b(), false, false, 0, 1),
+        (qwen3_0_6b(), false, false, 0, 2),
+        (qwen3_0_6b(), false, true, 0, 2),
+        (qwen3_1_7b, true, false, 1, 1),
+        (qwen3_8b.clone(), false, false, 0, 1),
+        (qwen3_8b, false, false, 0, 0),
+        (tiny, false, false, 1, 1),
     ] {
         let t = Tiles::for_config(&cfg)
             .with_gate_up_tiles(&cfg, gate_up_tiles)
-            .with_lm_head_tiles(&cfg, gate_up_tiles);
+            .with_lm_head_tiles(&cfg, gate_up_tiles)
+            .with_gemv_tiles(&cfg, gemv_tiles);
         assert_eq!(t.gate_up_tiles == 1, gate_up_tiles == 1);
+        assert_eq!(t.o_proj_tiles > 1 && t.down_tiles > 1, gemv_tiles != 1);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;
         opts.stage_ring = if staged { None } else { Some(0) };
@@ -67,12 +75,39 @@ fn decode_megakernel_compiles_with_nvrtc() {
             );
             // QKV, o_proj and down are staged: their weight tiles are whole rows, a box each.
             // gate/up and the lm_head are not: the norm-once kernels load the next tile in
-            // their loop under a mask on the loop index, which is not a box.
-            assert_eq!(src.code.matches("_issue(tsr_p % tsr_g0").count(), 3);
+            // their loop under a mask on the loop index, which is not a box; nor are o_proj
+            // and down with row tiles (`gemv_residual_tiles`), for the same reason.
+            let staged_gemvs = if gemv_tiles == 1 { 3 } else { 1 };
+            assert_eq!(
+                src.code.matches("_issue(tsr_p % tsr_g0").count(),
+                staged_gemvs
+            );
+        }
+        if gemv_tiles != 1 {
+            assert_eq!(
+                src.code
+                    .matches("// ---- stage 4 gemv_residual_tiles")
+                    .count(),
+                1
+            );
+            assert_eq!(
+                src.code
+                    .matches("// ---- stage 6 gemv_residual_tiles")
+                    .count(),
+                1
+            );
+        }
+        // TESSERA_DUMP_DECODE=DIR: each configuration's C, for ptxas (registers, spills).
+        if let Ok(dir) = std::env::var("TESSERA_DUMP_DECODE") {
+            let f = format!(
+                "{dir}/decode_h{}_gu{gate_up_tiles}_gemv{gemv_tiles}_p{}_s{}.cu",
+                cfg.hidden_size, profile as u8, staged as u8
+            );
+            std::fs::write(f, &src.code).unwrap();
         }
         let t = std::time::Instant::now();
         if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
-            panic!("hidden {}: {e}", cfg.hidden_size);
+            panic!("hidden {} (gemv tiles {gemv_tiles}): {e}", cfg.hidden_size);
         }
         eprintln!(
             "decode_step, hidden {}: {} lines of CUDA C, NVRTC {:.0} ms (sm_90, this machine)",

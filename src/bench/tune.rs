@@ -34,6 +34,9 @@ pub struct Knobs {
     pub gate_up_tiles: usize,
     /// lm_head row blocks per program (`Tiles::lm_head_tiles`); 0: spread over the CTAs.
     pub lm_head_tiles: usize,
+    /// o_proj and down row tiles per program (`Tiles::with_gemv_tiles`); 0: spread over
+    /// the CTAs, 1: one per program (the default).
+    pub gemv_tiles: usize,
 }
 
 impl Default for Knobs {
@@ -51,6 +54,7 @@ impl Default for Knobs {
             attn_splits: 0,
             gate_up_tiles: 0,
             lm_head_tiles: 0,
+            gemv_tiles: 1,
         }
     }
 }
@@ -148,7 +152,8 @@ pub fn run(
         };
         let mut tiles = Tiles::with_rule(cfg, &rule)
             .with_gate_up_tiles(cfg, k.gate_up_tiles)
-            .with_lm_head_tiles(cfg, k.lm_head_tiles);
+            .with_lm_head_tiles(cfg, k.lm_head_tiles)
+            .with_gemv_tiles(cfg, k.gemv_tiles);
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
@@ -227,12 +232,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         }
     };
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | lm_head tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | lm_head tiles | o_proj/down tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -251,6 +256,7 @@ pub fn table(rows: &[TuneRow]) -> String {
             },
             per_program(k.gate_up_tiles),
             per_program(k.lm_head_tiles),
+            per_program(k.gemv_tiles),
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

@@ -28,6 +28,11 @@ pub struct ExplainArgs {
     /// (no weights are read).
     #[arg(long, value_name = "DIR")]
     pub model: Option<std::path::PathBuf>,
+    /// `qwen3::decode_step` with o_proj and down at this many row tiles per program
+    /// (`tessera tune --gemv-tiles`: 0 spreads them over the CTAs; 1, the default, is one
+    /// per program).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub gemv_tiles: usize,
 }
 
 /// The decode step as one megakernel: its schedule, or with `--cuda` its CUDA C.
@@ -65,7 +70,12 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
     }
     let name = args.kernel.unwrap_or_default();
     if name == DECODE_STEP {
-        return decode_step(args.cuda, args.warps, args.model.as_deref());
+        return decode_step(
+            args.cuda,
+            args.warps,
+            args.model.as_deref(),
+            args.gemv_tiles,
+        );
     }
     let k = all
         .iter()
@@ -120,21 +130,37 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn decode_step(cuda: bool, warps: Option<u32>, model: Option<&Path>) -> Result<(), String> {
+fn decode_step(
+    cuda: bool,
+    warps: Option<u32>,
+    model: Option<&Path>,
+    gemv_tiles: usize,
+) -> Result<(), String> {
     let cfg = match model {
         Some(dir) => Config::from_dir(dir).map_err(|e| e.to_string())?,
         None => model::kernels::qwen3_0_6b(),
     };
-    print!("{}", decode_step_text(&cfg, cuda, warps)?);
+    print!("{}", decode_step_text_tiles(&cfg, cuda, warps, gemv_tiles)?);
     Ok(())
 }
 
 /// The decode megakernel at `cfg`'s shape with the engine's default options: its
 /// schedule, or with `cuda` its CUDA C.
 pub fn decode_step_text(cfg: &Config, cuda: bool, warps: Option<u32>) -> Result<String, String> {
+    decode_step_text_tiles(cfg, cuda, warps, 1)
+}
+
+/// [`decode_step_text`] with o_proj and down at `gemv_tiles` row tiles per program
+/// (`Tiles::with_gemv_tiles`).
+pub fn decode_step_text_tiles(
+    cfg: &Config,
+    cuda: bool,
+    warps: Option<u32>,
+    gemv_tiles: usize,
+) -> Result<String, String> {
     use model::kernels::Tiles;
     use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
-    let t = Tiles::for_config(cfg);
+    let t = Tiles::for_config(cfg).with_gemv_tiles(cfg, gemv_tiles);
     let opts = MegakernelOptions::default()
         .mega
         .warps(warps.unwrap_or(t.warps));

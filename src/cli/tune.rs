@@ -51,6 +51,11 @@ pub struct TuneArgs {
     /// lm_head row blocks per program, the same way (0: spread over the CTAs, the default).
     #[arg(long, value_name = "LIST")]
     pub lm_head_tiles: Option<String>,
+    /// o_proj and down row tiles per program: x once per program, the next tile's weights
+    /// loaded while one reduces (1: one per program, the default; 0: spread over the CTAs).
+    /// A GEMV whose k one step does not cover (down at 8B) gets k steps up to 16384 first.
+    #[arg(long, value_name = "LIST")]
+    pub gemv_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -148,6 +153,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("lm-head-tiles", &a.lm_head_tiles, d.lm_head_tiles)?,
         |k, v| k.lm_head_tiles = v,
+    );
+    grid = times(
+        grid,
+        list("gemv-tiles", &a.gemv_tiles, d.gemv_tiles)?,
+        |k, v| k.gemv_tiles = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

@@ -90,3 +90,53 @@ pub fn gemv_residual(
     // load's round trip on the way.
     atomic_add(res + rows, gemv_rows(w, x, rows, row_mask, k, BK), row_mask);
 }
+
+/// `gemv_residual` for a program that owns `TILES` consecutive `BM`-row tiles in one k step
+/// (`k <= BK`): x loaded once per program instead of once per tile, and each tile's weights
+/// loaded while the previous one reduces (`wv` carried into the next iteration), as
+/// `rmsnorm_gate_up_silu_tiles` does for gate/up. The same arithmetic, tile by tile, as
+/// `gemv_residual` with one k step (`gemv_rows`): the same bits. The megakernel's candidate
+/// for o_proj and down (`Tiles::with_gemv_tiles`), off by default until its GPU A/B.
+#[kernel]
+pub fn gemv_residual_tiles(
+    w: Ptr<bf16>,
+    x: Ptr<bf16>,
+    res: Ptr<f32>,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] TILES: usize,
+) {
+    let cols = arange(0, BK);
+    let col_mask = cols < k;
+    let first = program_id(0) * TILES;
+    // The first tile's weights before x, which another stage writes; each iteration loads
+    // the next one's.
+    let rows0 = first * BM + arange(0, BM);
+    let mask0 = (rows0 < m).expand_dims(1) & col_mask.expand_dims(0);
+    let mut wv = load(
+        w + rows0.expand_dims(1) * k + cols.expand_dims(0),
+        mask0,
+        0.0,
+    );
+    let xv = load(x + cols, col_mask, 0.0).to(f32).expand_dims(0);
+    for t in 0..TILES {
+        let rows = (first + t) * BM + arange(0, BM);
+        let row_mask = rows < m;
+        // Into zeros, as `gemv_rows` accumulates (the same bits, -0.0 included).
+        let mut acc = zeros([BM, BK], f32);
+        acc += wv.to(f32) * xv;
+        // The next tile's weights (none past the last tile or past m) stream in while this
+        // one reduces.
+        let next = rows + BM;
+        let next_mask = ((next < m) & (t + 1 < TILES)).expand_dims(1) & col_mask.expand_dims(0);
+        wv = load(
+            w + next.expand_dims(1) * k + cols.expand_dims(0),
+            next_mask,
+            0.0,
+        );
+        // One program owns each row: the add rounds as `gemv_residual`'s does.
+        atomic_add(res + rows, sum(acc, 1), row_mask);
+    }
+}

@@ -125,9 +125,17 @@ pub struct Tiles {
     pub warps: u32,
     /// CTAs the rows were spread over: the megakernel's persistent grid on a GPU.
     pub ctas: usize,
+    /// The rule's elements of a weight tile per thread (`TileRule::elems_per_thread`), for
+    /// re-deriving a GEMV's tiles ([`Tiles::with_gemv_tiles`]).
+    pub elems_per_thread: usize,
     pub embed_block: usize,
     pub qkv: Gemv,
     pub o_proj: Gemv,
+    /// o_proj row tiles per program in the megakernel (`gemv_residual_tiles`: x once per
+    /// program, the next tile's weights loaded while one reduces), when one k step covers
+    /// its k; 1: `gemv_residual`, one tile per program (the default until a GPU A/B). See
+    /// [`Tiles::with_gemv_tiles`].
+    pub o_proj_tiles: usize,
     pub gate_up: Gemv,
     /// gate/up row tiles per program in the megakernel (`rmsnorm_gate_up_silu_tiles`: the
     /// norm once per program, the next tile's weights loaded while one reduces), when one k
@@ -137,6 +145,8 @@ pub struct Tiles {
     /// [`Tiles::with_gate_up_tiles`].
     pub gate_up_tiles: usize,
     pub down: Gemv,
+    /// down row tiles per program in the megakernel, as `o_proj_tiles`.
+    pub down_tiles: usize,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
     /// `gate_up_tiles` (spread over the CTAs by default; `lm_head_argmax` with a k loop).
@@ -162,6 +172,7 @@ impl Tiles {
         let tiles = Tiles {
             warps: r.warps,
             ctas: r.ctas,
+            elems_per_thread: r.elems_per_thread,
             embed_block: h.min(1024),
             // Whole heads per D / BM programs: the last of them finishes the head
             // (`rmsnorm_qkv_rope`), so BM divides head_dim.
@@ -173,10 +184,12 @@ impl Tiles {
                 }
             },
             o_proj: gemv(h, cfg.q_dim(), 1),
+            o_proj_tiles: 1,
             // m = intermediate: a program owns BM gate rows and the BM matching up rows.
             gate_up: gemv(cfg.intermediate_size, h, 2),
             gate_up_tiles: 1,
             down: gemv(h, cfg.intermediate_size, 1),
+            down_tiles: 1,
             lm_head,
             lm_head_tiles: 1,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
@@ -204,21 +217,54 @@ impl Tiles {
     /// per program), as `rmsnorm_gate_up_silu_tiles` needs.
     pub fn with_gate_up_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
         self.gate_up_tiles =
-            self.tiles_per_program(self.gate_up, cfg, cfg.intermediate_size, tiles);
+            self.tiles_per_program(self.gate_up, cfg.intermediate_size, cfg.hidden_size, tiles);
         self
     }
 
     /// The lm_head with `tiles` row blocks per program, as [`Tiles::with_gate_up_tiles`]
     /// (`lm_head_argmax_tiles`).
     pub fn with_lm_head_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
-        self.lm_head_tiles = self.tiles_per_program(self.lm_head, cfg, cfg.vocab_size, tiles);
+        self.lm_head_tiles =
+            self.tiles_per_program(self.lm_head, cfg.vocab_size, cfg.hidden_size, tiles);
         self
     }
 
-    /// Row tiles per program of a GEMV over `m` rows of the hidden size: `tiles`, or with
-    /// 0 as many as spread them over the CTAs; 1 unless one k step covers the hidden size.
-    fn tiles_per_program(&self, g: Gemv, cfg: &Config, m: usize, tiles: usize) -> usize {
-        if g.bk < cfg.hidden_size {
+    /// o_proj and down with `tiles` row tiles per program each (`gemv_residual_tiles`; 0:
+    /// as many as spread the rows over `ctas` programs, 1: `gemv_residual`). The tiles
+    /// kernel needs one k step: a GEMV whose k is wider than its BK (down at 8B: 12288
+    /// against 4096) is re-derived with k steps up to 16384 ([`GEMV_TILES_BK_MAX`]; BM
+    /// shrinks to keep the elements per thread, BM = 2 at 8B); where k is wider still, it
+    /// keeps its tiles and one tile per program. `tiles = 1` changes nothing.
+    pub fn with_gemv_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
+        let one_step = |g: Gemv, m: usize, k: usize| {
+            if tiles == 1 || g.bk >= k {
+                return g;
+            }
+            let r = TileRule {
+                ctas: self.ctas,
+                warps: self.warps,
+                elems_per_thread: self.elems_per_thread,
+                bk_max: GEMV_TILES_BK_MAX,
+            };
+            let wide = Gemv::with_rule(m, k, 1, &r);
+            if wide.bk >= k {
+                wide
+            } else {
+                g
+            }
+        };
+        let h = cfg.hidden_size;
+        self.o_proj = one_step(self.o_proj, h, cfg.q_dim());
+        self.down = one_step(self.down, h, cfg.intermediate_size);
+        self.o_proj_tiles = self.tiles_per_program(self.o_proj, h, cfg.q_dim(), tiles);
+        self.down_tiles = self.tiles_per_program(self.down, h, cfg.intermediate_size, tiles);
+        self
+    }
+
+    /// Row tiles per program of a GEMV of `m` rows of length `k`: `tiles`, or with 0 as
+    /// many as spread them over the CTAs; 1 unless one k step covers k.
+    fn tiles_per_program(&self, g: Gemv, m: usize, k: usize, tiles: usize) -> usize {
+        if g.bk < k {
             return 1;
         }
         let programs = g.programs(m);
@@ -229,6 +275,10 @@ impl Tiles {
         .clamp(1, programs.max(1))
     }
 }
+
+/// The widest k step [`Tiles::with_gemv_tiles`] gives o_proj and down so that one step
+/// covers k (down at Qwen3-8B: 12288).
+pub const GEMV_TILES_BK_MAX: usize = 16384;
 
 /// Qwen3-0.6B's shape, for `shipped()`'s default constexprs.
 pub fn qwen3_0_6b() -> Config {
@@ -311,6 +361,18 @@ pub fn shipped() -> Vec<Shipped> {
             &gemv::gemv_residual::KERNEL,
             gemv(t.o_proj),
             "res += W · x: o_proj / down GEMV with the residual add as epilogue",
+        ),
+        k(
+            &gemv::gemv_residual_tiles::KERNEL,
+            {
+                // The megakernel's candidate (off by default), 2 of o_proj's tiles a program
+                // (spread over the CTAs they are 1 at 0.6B: 128 programs fit 132 CTAs).
+                let on = t.clone().with_gemv_tiles(&cfg, 2);
+                let mut c = gemv(on.o_proj);
+                c.push(("TILES", int(on.o_proj_tiles)));
+                c
+            },
+            "the megakernel's candidate gemv_residual: TILES row tiles per program, x once, the next tile's weights loaded while one reduces",
         ),
         k(
             &mlp::rmsnorm_gate_up_silu::KERNEL,
