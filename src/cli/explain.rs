@@ -140,19 +140,14 @@ fn decode_step(
         Some(dir) => Config::from_dir(dir).map_err(|e| e.to_string())?,
         None => model::kernels::qwen3_0_6b(),
     };
-    print!("{}", decode_step_text_tiles(&cfg, cuda, warps, gemv_tiles)?);
+    print!("{}", decode_step_text(&cfg, cuda, warps, gemv_tiles)?);
     Ok(())
 }
 
-/// The decode megakernel at `cfg`'s shape with the engine's default options: its
-/// schedule, or with `cuda` its CUDA C.
-pub fn decode_step_text(cfg: &Config, cuda: bool, warps: Option<u32>) -> Result<String, String> {
-    decode_step_text_tiles(cfg, cuda, warps, 1)
-}
-
-/// [`decode_step_text`] with o_proj and down at `gemv_tiles` row tiles per program
-/// (`Tiles::with_gemv_tiles`).
-pub fn decode_step_text_tiles(
+/// The decode megakernel at `cfg`'s shape with the engine's default options, o_proj and
+/// down at `gemv_tiles` row tiles per program (`Tiles::with_gemv_tiles`; 1 is the default):
+/// its schedule, or with `cuda` its CUDA C.
+pub fn decode_step_text(
     cfg: &Config,
     cuda: bool,
     warps: Option<u32>,
