@@ -34,7 +34,7 @@ pub struct Knobs {
     /// lm_head row blocks per program (`Tiles::lm_head_tiles`); 0: spread over the CTAs.
     pub lm_head_tiles: usize,
     /// o_proj and down row tiles per program (`Tiles::with_gemv_tiles`); 0: spread over
-    /// the CTAs (the default), 1: one per program.
+    /// the CTAs, 1: one per program (the default).
     pub gemv_tiles: usize,
     /// QKV row tiles per program (`Tiles::with_qkv_tiles`); 0: spread over the CTAs, 1:
     /// one per program (the default).

@@ -29,7 +29,7 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "DIR")]
     pub model: Option<std::path::PathBuf>,
     /// `qwen3::decode_step` with o_proj and down at this many row tiles per program
-    /// (`tessera tune --gemv-tiles`: 0, the default, spreads them over the CTAs; 1 is one
+    /// (`tessera tune --gemv-tiles`: 0 spreads them over the CTAs; 1, the default, is one
     /// per program).
     #[arg(long, value_name = "N", default_value_t = model::megakernel_engine::GEMV_TILES)]
     pub gemv_tiles: usize,
