@@ -196,3 +196,90 @@ fn pipelined_dot_kernels_compile(ring_unroll: bool) {
         );
     }
 }
+
+/// [`compiles`]' twin for `EmitOptions::wgmma` (`TESSERA_WGMMA=1` on an sm_90 device): the
+/// code for sm_90a through ptxas (what PTX alone does not check), no spills; whether some
+/// `dot` takes wgmma is `wgmma`. Returns ptxas's registers per thread.
+fn compiles_wgmma(
+    what: &str,
+    def: &KernelDef,
+    cx: &[(&'static str, ConstVal)],
+    (warps, st): (u32, u32),
+    wgmma: bool,
+) -> u32 {
+    let k = def.specialize(cx).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let opts = EmitOptions {
+        divisible16: vec![true; k.params.len()],
+        num_stages: st,
+        wgmma: true,
+        ..EmitOptions::new(warps)
+    };
+    let src = emit(&k, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(src.wgmma, wgmma, "{what}: takes wgmma\n{}", src.code);
+    if !wgmma {
+        assert!(
+            src.code.contains("; not wgmma: "),
+            "{what}: the reason\n{}",
+            src.code
+        );
+    }
+    let info = nvrtc::ptxas_info(&src.code, "sm_90a").unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(info.spill_bytes, 0, "{what}: spills\n{}", info.log);
+    eprintln!(
+        "wgmma {}: {what} warps {warps} stages {st}: {} registers, no spills",
+        if wgmma { "on" } else { "off (mma.sync)" },
+        info.registers
+    );
+    info.registers
+}
+
+/// With `EmitOptions::wgmma` (a candidate, off by default): every config of the matmul
+/// example's tuning space takes wgmma (whole warpgroups over M, N up to 256, rows of 64 or
+/// 128 bytes) and compiles for sm_90a without spills; the prefill GEMMs (B `[n][k]`,
+/// K-major) too where both operands are in the ring; attention keeps mma.sync (Q is
+/// hoisted, P comes from registers) and says why.
+#[test]
+fn dot_kernels_compile_for_sm90a_with_wgmma() {
+    if let Err(e) = tessera::runtime::device::probe_nvrtc() {
+        panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
+    }
+    let int = |v: i64| ConstVal::Int(v);
+    for (bm, bn, bk, w, s) in [
+        (128, 256, 32, 8, 3),
+        (128, 128, 32, 4, 4),
+        (128, 128, 64, 4, 3),
+        (256, 128, 32, 8, 3),
+        (128, 256, 64, 8, 3),
+        (256, 128, 64, 8, 3),
+    ] {
+        let cx = [
+            ("BM", int(bm)),
+            ("BN", int(bn)),
+            ("BK", int(bk)),
+            ("GROUP_M", int(8)),
+        ];
+        let what = format!("matmul {bm}x{bn}x{bk}");
+        compiles_wgmma(&what, &matmul::KERNEL, &cx, (w, s), true);
+    }
+    for (bm, bn, w, s) in [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 3)] {
+        let cx = [
+            ("BM", int(bm)),
+            ("BN", int(bn)),
+            ("D", int(128)),
+            ("CAUSAL", ConstVal::Bool(true)),
+        ];
+        let what = format!("attention {bm}x{bn} d=128");
+        compiles_wgmma(&what, &attention::KERNEL, &cx, (w, s), false);
+    }
+    let p = PrefillTiles::gpu();
+    let u = |v: usize| ConstVal::Int(v as i64);
+    let gemm = [
+        ("BM", u(p.gemm_bm)),
+        ("BN", u(p.gemm_bn)),
+        ("BK", u(p.gemm_bk)),
+        ("GROUP_M", u(p.group_m)),
+    ];
+    for k in [&gemm_nt::KERNEL, &gemm_nt_residual::KERNEL] {
+        compiles_wgmma(k.name(), k, &gemm, (p.gemm_warps, p.gemm_stages), true);
+    }
+}

@@ -26,6 +26,25 @@ fn ring_unroll() -> bool {
     *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).is_ok_and(|v| v == "1"))
 }
 
+/// The environment variable that turns on `EmitOptions::wgmma` (`1`) for every kernel this
+/// process compiles for an sm_90 device (H100, H200): the code is then compiled for `sm_90a`
+/// and a GEMM main loop's `dot` runs on `wgmma` where its tile allows. Off until a GPU A/B;
+/// the generated C differs, so the disk caches never mix the two (as `TESSERA_RING_UNROLL`).
+pub const WGMMA_ENV: &str = "TESSERA_WGMMA";
+
+/// Whether `TESSERA_WGMMA=1` (read once).
+fn wgmma_env() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(WGMMA_ENV).is_ok_and(|v| v == "1"))
+}
+
+/// `EmitOptions::wgmma` for code compiled for a device of architecture `arch` (`None`: no
+/// device, as `explain` and the autotuner's cache key see it, which assume an sm_90 device
+/// when the variable is set): `wgmma` exists on sm_90a only.
+fn wgmma_for(arch: Option<&str>) -> bool {
+    wgmma_env() && arch.is_none_or(|a| a == "sm_90")
+}
+
 /// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
 pub type Binding = (&'static str, ConstVal);
 
@@ -249,6 +268,17 @@ impl KernelDef {
         num_warps: u32,
         num_stages: u32,
     ) -> Result<CudaSource> {
+        self.source_for(constexprs, num_warps, num_stages, None)
+    }
+
+    /// [`KernelDef::cuda_source_staged`] for a device of architecture `arch` (`None`: none).
+    fn source_for(
+        &self,
+        constexprs: &[Binding],
+        num_warps: u32,
+        num_stages: u32,
+        arch: Option<&str>,
+    ) -> Result<CudaSource> {
         let spec = self.spec(constexprs)?;
         let facts = vec![true; spec.kernel.params.len()];
         cuda::emit(
@@ -261,6 +291,7 @@ impl KernelDef {
                 stage_boxes: false,
                 consumer_barrier: false,
                 ring_unroll: ring_unroll(),
+                wgmma: wgmma_for(arch),
             },
         )
         .map_err(Error::Lower)
@@ -367,7 +398,7 @@ impl KernelDef {
             let mut code = vec![];
             for c in &tune.configs {
                 code.push(
-                    self.cuda_source_staged(&c.constexprs, c.num_warps, c.num_stages)?
+                    self.source_for(&c.constexprs, c.num_warps, c.num_stages, dev.arch())?
                         .code,
                 );
             }
@@ -455,11 +486,13 @@ impl KernelDef {
                 stage_boxes: false,
                 consumer_barrier: false,
                 ring_unroll: ring_unroll(),
+                wgmma: wgmma_for(Some(dev.arch)),
             },
         )
         .map_err(Error::Lower)?;
         let dynamic = src.dynamic_smem_bytes;
-        let f = launch_args::load_function(dev, &src.code, &src.entry, dynamic)?;
+        let f =
+            launch_args::load_function(dev, &src.code, &src.entry, src.arch(dev.arch), dynamic)?;
         lock(&spec.functions).insert(key, (f.clone(), dynamic as u32));
         Ok((f, dynamic as u32))
     }

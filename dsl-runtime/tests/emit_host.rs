@@ -65,6 +65,7 @@ fn run_host_staged(
             stage_boxes: boxes,
             consumer_barrier: false,
             ring_unroll: false,
+            wgmma: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -534,6 +535,7 @@ fn staged_gemv_matches_reference() {
             stage_boxes: boxes,
             consumer_barrier: false,
             ring_unroll: false,
+            wgmma: false,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

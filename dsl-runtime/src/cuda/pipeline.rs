@@ -48,7 +48,7 @@
 use super::super::analysis::Facts;
 use super::super::footprint::{affine, Term};
 use super::c_syntax::reg_ty;
-use super::dot_plan::{swizzle_params, swz_c, DotPlan};
+use super::dot_plan::{swizzle_params, tile_off_c, DotPlan};
 use super::{strip, At, Emitter, R};
 use dsl_ir::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,6 +71,9 @@ pub(crate) struct PipeLoop {
     /// in passes of `stages`, the ring slots constants (the loop's counter is then the
     /// pass's slot, `ring_slot`, not an iteration count).
     pub passes: bool,
+    /// Some `dot` of the body runs on `wgmma` (`dot_plan::plan_wgmma`): it reads the ring
+    /// through the async proxy, so each thread fences its landed copies before the barrier.
+    pub wgmma: bool,
 }
 
 /// A pipelined load whose pointer is `p(start) + (k0 - start) * per_iv` elements.
@@ -115,6 +118,9 @@ pub(crate) struct Pipes {
     counter: BTreeMap<ValueId, String>,
     /// While emitting: the per-thread state of each `CpStep` load.
     cp: BTreeMap<ValueId, CpNames>,
+    /// The rings a `wgmma` reads: their tiles stored in column blocks of this many elements
+    /// (`dot_plan::tile_off_c`), the ring 1024-byte aligned. Absent: whole swizzled rows.
+    pub blocks: BTreeMap<ValueId, usize>,
 }
 
 /// The readers of every value: `Some(id)` for a `let id = op(.., v, ..)`, `None` for a
@@ -287,6 +293,7 @@ pub(crate) fn plan(
                 scalars,
                 steps,
                 passes: unroll && only_accumulates(&rd, f, body),
+                wgmma: false,
             },
         );
     });
@@ -531,13 +538,27 @@ impl Emitter<'_> {
         for &v in &pl.loads {
             let t = self.k.ty(v).clone();
             let base = self.load_name(v);
-            let ring = self.region(
+            let what = match self.pipe.blocks.get(&v) {
+                Some(w) => format!(
+                    "`{base}` ({t}) x {st} stages in column blocks of {w}, swizzled 16-byte chunks (wgmma's {}B swizzle), filled by cp.async",
+                    2 * w
+                ),
+                None => format!(
+                    "`{base}` ({t}) x {st} stages, swizzled 16-byte chunks, filled by cp.async"
+                ),
+            };
+            // wgmma's swizzle is on address bits: its blocks' 8-row atoms 1024-byte aligned.
+            let align = if self.pipe.blocks.contains_key(&v) {
+                1024
+            } else {
+                16
+            };
+            let ring = self.region_aligned(
                 &format!("{base}_ring"),
                 "unsigned short",
                 st * t.numel(),
-                format!(
-                    "`{base}` ({t}) x {st} stages, swizzled 16-byte chunks, filled by cp.async"
-                ),
+                what,
+                align,
             )?;
             self.pipe.ring.insert(v, ring);
             names.push(format!("`{base}`"));
@@ -550,6 +571,9 @@ impl Emitter<'_> {
             st - 1,
             if st == 2 { "" } else { "s" }
         ));
+        if pl.wgmma {
+            self.wgmma_align_check();
+        }
         if !pl.passes {
             self.line(format!("int {counter} = 0;"));
         }
@@ -707,6 +731,9 @@ impl Emitter<'_> {
             "tsr_cp_async_wait<{}>();  // this thread's copies for this iteration have landed",
             st - 2
         ));
+        if pl.wgmma {
+            self.line("tsr_fence_proxy_async();  // cp.async wrote through the generic proxy; wgmma reads through the async proxy");
+        }
         self.barrier("  // everyone's have, and every warp is done with the slot refilled next");
         self.line(format!(
             "const int ahead = {ivn} + {} * {};",
@@ -740,6 +767,33 @@ impl Emitter<'_> {
         if let Some(c) = self.pipe.counter.get(&iv).cloned() {
             self.line(format!("++{c};"));
         }
+    }
+
+    /// The column block of load `v`'s ring tile (its whole row unless a `wgmma` reads it).
+    fn ring_block(&self, v: ValueId) -> usize {
+        let cols = self.k.ty(v).dims()[1];
+        self.pipe.blocks.get(&v).copied().unwrap_or(cols)
+    }
+
+    /// The element offset in a slot of load `v`'s ring of 16-byte chunk `cq` (C: its index
+    /// in the tile, row-major).
+    fn ring_off(&self, v: ValueId, cq: &str) -> String {
+        let dims = self.k.ty(v).dims();
+        let cpr = dims[1] / 8;
+        tile_off_c(
+            &format!("{cq} / {cpr}"),
+            &format!("{cq} % {cpr}"),
+            dims[0],
+            dims[1],
+            self.ring_block(v),
+        )
+    }
+
+    /// Bytes between a thread's copy `q` and `q + 1` of load `v` (stepped copies from one
+    /// base per thread): `threads / cpr` rows of a column block further, the same chunk.
+    fn lane_copy_step(&self, v: ValueId) -> usize {
+        let cpr = self.k.ty(v).dims()[1] / 8;
+        self.threads / cpr * self.ring_block(v) * 2
     }
 
     fn load_name(&self, v: ValueId) -> String {
@@ -803,7 +857,7 @@ impl Emitter<'_> {
                         cp.ring,
                         pl.stages,
                         rows * cols * 2,
-                        self.threads * 16
+                        self.lane_copy_step(v)
                     )
                 } else {
                     format!(
@@ -811,7 +865,7 @@ impl Emitter<'_> {
                         cp.ring,
                         pl.stages,
                         rows * cols,
-                        swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
+                        self.ring_off(v, "cq")
                     )
                 };
                 let src = match (&cp.step, in_pass) {
@@ -834,7 +888,7 @@ impl Emitter<'_> {
                 "{ring} + {slot} % {} * {} + {}",
                 pl.stages,
                 rows * cols,
-                swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
+                self.ring_off(v, "cq")
             );
             self.chunk_loop(
                 v,
@@ -889,7 +943,7 @@ impl Emitter<'_> {
             let per = (dims[0] * dims[1] / 8).div_ceil(self.threads);
             let ring = self.pipe.ring[&v].clone();
             let cpr = dims[1] / 8;
-            let (pp, mp) = swizzle_params(dims[1]);
+            let (pp, mp) = swizzle_params(self.ring_block(v));
             let lane =
                 self.threads.is_multiple_of(cpr) && (self.threads / cpr).is_multiple_of(pp * mp);
             let cp = CpNames {
@@ -910,11 +964,10 @@ impl Emitter<'_> {
             let cs = &pl.steps[v];
             let ring = self.pipe.ring[v].clone();
             if cp.lane {
-                let cpr = self.k.ty(*v).dims()[1] / 8;
                 self.line(format!(
                     "const tsr_saddr {} = tsr_saddr_of({ring}) + ({}) * 2;  // this thread's first chunk",
                     cp.ring,
-                    swz_c(&format!("tid / {cpr}"), &format!("tid % {cpr}"), cpr * 8)
+                    self.ring_off(*v, "tid")
                 ));
             } else {
                 self.line(format!(

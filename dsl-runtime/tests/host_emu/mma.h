@@ -84,8 +84,12 @@ inline void tsr_cp_async_commit() {
   tsr_emu_groups.push_back(tsr_emu_open);
   tsr_emu_open.clear();
 }
+// Set when this thread's copies land (written through the generic proxy); wgmma.h's
+// fence.proxy.async clears it, and its wgmma requires it clear.
+thread_local bool tsr_emu_generic_writes = false;
 template <int N> void tsr_cp_async_wait() {
   while (tsr_emu_groups.size() > (size_t)N) {
+    tsr_emu_generic_writes |= !tsr_emu_groups.front().empty();
     for (auto& c : tsr_emu_groups.front()) {
       if (c.pred) std::memcpy(c.dst, c.src, 16);
       else std::memset(c.dst, 0, 16);
