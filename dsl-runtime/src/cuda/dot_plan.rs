@@ -206,12 +206,8 @@ pub(crate) fn plan_wgmma(
     frags: &mut BTreeMap<Vec<usize>, Frag>,
     pipe: &mut Pipes,
 ) {
-    let ids: Vec<ValueId> = plans
-        .iter()
-        .filter(|(_, p)| p.mma.is_some())
-        .map(|(id, _)| *id)
-        .collect();
-    for id in ids {
+    let mut fits = vec![];
+    for (&id, p) in plans.iter().filter(|(_, p)| p.mma.is_some()) {
         let Some(Op::Dot { a, b, .. }) = &defs[id.0 as usize] else {
             continue;
         };
@@ -219,10 +215,34 @@ pub(crate) fn plan_wgmma(
             Some(Op::Trans(x)) => (*x, true),
             _ => (*b, false),
         };
+        fits.push((
+            id,
+            *a,
+            b_src,
+            wgmma_fit(p.mkn, warps, pipe, (*a, b_src, b_nk)),
+        ));
+    }
+    // One accumulator layout per [M, N] shape: a shape that some mma.sync dot keeps stays
+    // in mma.sync's warp grid.
+    let kept: Vec<(usize, usize)> = fits
+        .iter()
+        .filter(|f| f.3.is_err())
+        .map(|f| (plans[&f.0].mkn.0, plans[&f.0].mkn.2))
+        .collect();
+    for (id, a, b_src, fit) in fits {
         let p = plans.get_mut(&id).expect("listed above");
-        match wgmma_fit(p.mkn, warps, pipe, (*a, b_src, b_nk)) {
+        let (m, _, n) = p.mkn;
+        let fit = fit.and_then(|w| {
+            if kept.contains(&(m, n)) {
+                Err(format!(
+                    "another dot of shape [{m}, {n}] stays on mma.sync (one accumulator layout per shape)"
+                ))
+            } else {
+                Ok(w)
+            }
+        });
+        match fit {
             Ok(w) => {
-                let (m, _, n) = p.mkn;
                 let f = Frag {
                     wm: warps,
                     wn: 1,
@@ -230,50 +250,37 @@ pub(crate) fn plan_wgmma(
                     nt: n / 8,
                     interleaved: true,
                 };
-                p.why = format!(
-                    "tensor cores: wgmma m64n{n}k16 {}, {} warpgroup{} over M, each {} x m64n{n}, \
-                     operands by descriptor from the {}-swizzled ring (A K-major, B {})",
-                    k.ty(*a).elem,
-                    warps / 4,
-                    if warps == 4 { "" } else { "s" },
-                    f.mt,
-                    swizzle_name(w.a_block),
-                    if b_nk {
-                        "K-major".to_string()
-                    } else {
-                        format!("MN-major, {}-swizzled", swizzle_name(w.b_block))
-                    }
-                );
+                p.why = wgmma_why(k.ty(a).elem, warps, f, w);
                 p.mma = Some(f);
                 p.wgmma = Some(w);
                 frags.insert(vec![m, n], f);
-                pipe.blocks.insert(*a, w.a_block);
+                pipe.blocks.insert(a, w.a_block);
                 pipe.blocks.insert(b_src, w.b_block);
-                if let Some(l) = pipe.loads.get(a).copied() {
-                    if let Some(pl) = pipe.loops.get_mut(&l) {
-                        pl.wgmma = true;
-                    }
+                if let Some(pl) = pipe.loads.get(&a).and_then(|l| pipe.loops.get_mut(l)) {
+                    pl.wgmma = true;
                 }
             }
             Err(why) => p.why = format!("{}; not wgmma: {why}", p.why),
         }
     }
-    // Another tensor-core `dot` of a wgmma accumulator's shape takes its layout (mma.sync
-    // reads any warp grid's rows, interleaved or not).
-    for p in plans.values_mut() {
-        if let (Some(f), None) = (p.mma, p.wgmma) {
-            let (m, _, n) = p.mkn;
-            if let Some(g) = frags.get(&vec![m, n]).filter(|g| g.interleaved) {
-                if *g != f {
-                    p.mma = Some(*g);
-                    p.why = format!(
-                        "{} (the accumulator in the wgmma layout of [{m}, {n}]: {} warps over M)",
-                        p.why, g.wm
-                    );
-                }
-            }
+}
+
+/// The generated comment of a `dot` on wgmma.
+fn wgmma_why(elem: Elem, warps: usize, f: Frag, w: Wgmma) -> String {
+    let n = f.nt * 8;
+    format!(
+        "tensor cores: wgmma m64n{n}k16 {elem}, {} warpgroup{} over M, each {} x m64n{n}, \
+         operands by descriptor from the {}-swizzled ring (A K-major, B {})",
+        warps / 4,
+        if warps == 4 { "" } else { "s" },
+        f.mt,
+        swizzle_name(w.a_block),
+        if w.b_nk {
+            "K-major".to_string()
+        } else {
+            format!("MN-major, {}-swizzled", swizzle_name(w.b_block))
         }
-    }
+    )
 }
 
 fn swizzle_name(w: usize) -> &'static str {
