@@ -225,6 +225,14 @@ fn compiles_wgmma(
     }
     let info = nvrtc::ptxas_info(&src.code, "sm_90a").unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(info.spill_bytes, 0, "{what}: spills\n{}", info.log);
+    // ptxas's "wgmma.mma_async instructions are serialized due to ..." or "wgmma.wait_group
+    // is injected" (an accumulator register touched while in flight: checked by adding one
+    // such access) would make the candidate slow, not wrong.
+    assert!(
+        !info.log.contains("serialized") && !info.log.contains("injected"),
+        "{what}:\n{}",
+        info.log
+    );
     eprintln!(
         "wgmma {}: {what} warps {warps} stages {st}: {} registers, no spills",
         if wgmma { "on" } else { "off (mma.sync)" },

@@ -1318,6 +1318,11 @@ fn wgmma_compiles_for_sm90a_without_spills() {
             "{} tile {:?}: {}",
             c.which, c.tile, info.log
         );
+        assert!(
+            !info.log.contains("serialized") && !info.log.contains("injected"),
+            "{}",
+            info.log
+        );
         let e = dsl_runtime::nvrtc::compile(&src.code, "sm_90", false)
             .err()
             .expect("wgmma code must not compile for plain sm_90");
