@@ -159,10 +159,12 @@ fn matmul_wgmma_interpreter_and_emulation() {
             code.contains(&format!("// dot: tensor cores: wgmma m64n{bn}k16")),
             "matmul tile ({bm}, {bn}, {bk}): on wgmma\n{code}"
         );
-        for ring_unroll in [false, true].into_iter().filter(|_| have_gxx()) {
+        let variants = [(false, false), (true, false), (false, true), (true, true)];
+        for (ring_unroll, in_flight) in variants.into_iter().filter(|_| have_gxx()) {
             let v = Variant {
                 ring_unroll,
                 wgmma: true,
+                in_flight,
             };
             let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
             assert!(
@@ -372,8 +374,22 @@ fn matmul_ref_at(d: &Mm, n: usize, k: usize, i: usize, j: usize) -> f64 {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn matmul_wgmma_on_gpu_matches_f64() {
+    wgmma_on_gpu("1", false);
+}
+
+/// The same with `TESSERA_WGMMA=2` (`EmitOptions::wgmma_in_flight`: one iteration's wgmmas in
+/// flight, the ring a slot deeper); alone too:
+/// `cargo test --release --test dot_kernels -- --ignored --exact matmul_wgmma_in_flight_on_gpu_matches_f64`
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_wgmma_in_flight_on_gpu_matches_f64() {
+    wgmma_on_gpu("2", true);
+}
+
+/// `TESSERA_WGMMA=level`; `in_flight`: the loop waits with `wait_group 1`, not 0.
+fn wgmma_on_gpu(level: &str, in_flight: bool) {
     // SAFETY: set before anything in this process reads it (run the test alone).
-    std::env::set_var(tessera::runtime::kernel_def::WGMMA_ENV, "1");
+    std::env::set_var(tessera::runtime::kernel_def::WGMMA_ENV, level);
     let dev = Device::cuda(0).unwrap();
     assert_eq!(
         dev.arch(),
@@ -398,7 +414,8 @@ fn matmul_wgmma_on_gpu_matches_f64() {
         ]);
         let code = matmul::KERNEL.cuda_source_staged(&cx, w, s).unwrap().code;
         assert!(
-            code.contains("wgmma.mma_async"),
+            code.contains("wgmma.mma_async")
+                && code.contains("tsr_wgmma_wait<1>();") == in_flight,
             "tile ({bm}, {bn}, {bk}) warps {w}: not on wgmma (was {} read before this test set it? run it alone)",
             tessera::runtime::kernel_def::WGMMA_ENV
         );

@@ -205,13 +205,14 @@ fn compiles_wgmma(
     def: &KernelDef,
     cx: &[(&'static str, ConstVal)],
     (warps, st): (u32, u32),
-    wgmma: bool,
+    (wgmma, in_flight): (bool, bool),
 ) -> u32 {
     let k = def.specialize(cx).unwrap_or_else(|e| panic!("{what}: {e}"));
     let opts = EmitOptions {
         divisible16: vec![true; k.params.len()],
         num_stages: st,
         wgmma: true,
+        wgmma_in_flight: in_flight,
         ..EmitOptions::new(warps)
     };
     let src = emit(&k, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -233,9 +234,19 @@ fn compiles_wgmma(
         "{what}:\n{}",
         info.log
     );
+    assert_eq!(
+        src.code.contains("tsr_wgmma_wait<1>();"),
+        wgmma && in_flight,
+        "{what}: in flight"
+    );
     eprintln!(
-        "wgmma {}: {what} warps {warps} stages {st}: {} registers, no spills",
+        "wgmma {}{}: {what} warps {warps} stages {st}: {} registers, no spills",
         if wgmma { "on" } else { "off (mma.sync)" },
+        if wgmma && in_flight {
+            ", in flight"
+        } else {
+            ""
+        },
         info.registers
     );
     info.registers
@@ -245,7 +256,8 @@ fn compiles_wgmma(
 /// example's tuning space takes wgmma (whole warpgroups over M, N up to 256, rows of 64 or
 /// 128 bytes) and compiles for sm_90a without spills; the prefill GEMMs (B `[n][k]`,
 /// K-major) too where both operands are in the ring; attention keeps mma.sync (Q is
-/// hoisted, P comes from registers) and says why.
+/// hoisted, P comes from registers) and says why. Each GEMM also with its wgmmas in flight
+/// (`EmitOptions::wgmma_in_flight`, `TESSERA_WGMMA=2`).
 #[test]
 fn dot_kernels_compile_for_sm90a_with_wgmma() {
     if let Err(e) = tessera::runtime::device::probe_nvrtc() {
@@ -267,7 +279,9 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
             ("GROUP_M", int(8)),
         ];
         let what = format!("matmul {bm}x{bn}x{bk}");
-        compiles_wgmma(&what, &matmul::KERNEL, &cx, (w, s), true);
+        for in_flight in [false, true] {
+            compiles_wgmma(&what, &matmul::KERNEL, &cx, (w, s), (true, in_flight));
+        }
     }
     for (bm, bn, w, s) in [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 3)] {
         let cx = [
@@ -277,7 +291,7 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
             ("CAUSAL", ConstVal::Bool(true)),
         ];
         let what = format!("attention {bm}x{bn} d=128");
-        compiles_wgmma(&what, &attention::KERNEL, &cx, (w, s), false);
+        compiles_wgmma(&what, &attention::KERNEL, &cx, (w, s), (false, false));
     }
     let p = PrefillTiles::gpu();
     let u = |v: usize| ConstVal::Int(v as i64);
@@ -288,6 +302,9 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
         ("GROUP_M", u(p.group_m)),
     ];
     for k in [&gemm_nt::KERNEL, &gemm_nt_residual::KERNEL] {
-        compiles_wgmma(k.name(), k, &gemm, (p.gemm_warps, p.gemm_stages), true);
+        for in_flight in [false, true] {
+            let st = (p.gemm_warps, p.gemm_stages);
+            compiles_wgmma(k.name(), k, &gemm, st, (true, in_flight));
+        }
     }
 }

@@ -26,23 +26,33 @@ fn ring_unroll() -> bool {
     *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).is_ok_and(|v| v == "1"))
 }
 
-/// The environment variable that turns on `EmitOptions::wgmma` (`1`) for every kernel this
-/// process compiles for an sm_90 device (H100, H200): the code is then compiled for `sm_90a`
-/// and a GEMM main loop's `dot` runs on `wgmma` where its tile allows. Off until a GPU A/B;
-/// the generated C differs, so the disk caches never mix the two (as `TESSERA_RING_UNROLL`).
+/// The environment variable that turns on `EmitOptions::wgmma` for every kernel this
+/// process compiles for an sm_90 device (H100, H200): `1`, the code is then compiled for
+/// `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile allows, waiting for
+/// each iteration's wgmmas; `2`, the same with one iteration's wgmmas in flight
+/// (`EmitOptions::wgmma_in_flight`). Off until a GPU A/B; the generated C differs, so the
+/// disk caches never mix them (as `TESSERA_RING_UNROLL`).
 pub const WGMMA_ENV: &str = "TESSERA_WGMMA";
 
-/// Whether `TESSERA_WGMMA=1` (read once).
-fn wgmma_env() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(WGMMA_ENV).is_ok_and(|v| v == "1"))
+/// `TESSERA_WGMMA`'s level: 0 (unset or anything else), 1 or 2 (read once).
+fn wgmma_env() -> u8 {
+    static ON: OnceLock<u8> = OnceLock::new();
+    *ON.get_or_init(|| match std::env::var(WGMMA_ENV).as_deref() {
+        Ok("1") => 1,
+        Ok("2") => 2,
+        _ => 0,
+    })
 }
 
-/// `EmitOptions::wgmma` for code compiled for a device of architecture `arch` (`None`: no
-/// device, as `explain` and the autotuner's cache key see it, which assume an sm_90 device
-/// when the variable is set): `wgmma` exists on sm_90a only.
-fn wgmma_for(arch: Option<&str>) -> bool {
-    wgmma_env() && arch.is_none_or(|a| a == "sm_90")
+/// `TESSERA_WGMMA`'s level for code compiled for a device of architecture `arch` (`None`:
+/// no device, as `explain` and the autotuner's cache key see it, which assume an sm_90
+/// device when the variable is set): `wgmma` exists on sm_90a only.
+fn wgmma_for(arch: Option<&str>) -> u8 {
+    if arch.is_none_or(|a| a == "sm_90") {
+        wgmma_env()
+    } else {
+        0
+    }
 }
 
 /// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
@@ -291,7 +301,8 @@ impl KernelDef {
                 stage_boxes: false,
                 consumer_barrier: false,
                 ring_unroll: ring_unroll(),
-                wgmma: wgmma_for(arch),
+                wgmma: wgmma_for(arch) >= 1,
+                wgmma_in_flight: wgmma_for(arch) == 2,
             },
         )
         .map_err(Error::Lower)
@@ -486,7 +497,8 @@ impl KernelDef {
                 stage_boxes: false,
                 consumer_barrier: false,
                 ring_unroll: ring_unroll(),
-                wgmma: wgmma_for(Some(dev.arch)),
+                wgmma: wgmma_for(Some(dev.arch)) >= 1,
+                wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,
             },
         )
         .map_err(Error::Lower)?;

@@ -287,6 +287,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             consumer_barrier: false,
             ring_unroll,
             wgmma: false,
+            wgmma_in_flight: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -472,6 +473,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             consumer_barrier: false,
             ring_unroll,
             wgmma: false,
+            wgmma_in_flight: false,
         },
     )
     .unwrap()
@@ -1043,6 +1045,7 @@ fn lane_base_tiles_compile_with_nvrtc() {
 /// A `dot` that takes `wgmma`: odd sizes (masked rows, columns and k tails), rows of 16, 32
 /// and 64 elements and wider (column blocks), one or two warpgroups, one or two m64 slabs per
 /// warpgroup, B `[k][n]` (MN-major) and `[n][k]` (`mm_nt`, K-major).
+#[derive(Clone, Copy)]
 struct WgCase {
     which: &'static str,
     m: usize,
@@ -1148,6 +1151,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         consumer_barrier: false,
         ring_unroll: v.ring_unroll,
         wgmma: v.wgmma,
+        wgmma_in_flight: v.in_flight,
     }
 }
 
@@ -1202,6 +1206,15 @@ fn wgmma_run(c: &WgCase, v: Variant, seed: u64) {
         v.ring_unroll,
         "{what}"
     );
+    // In flight only where the dot accumulates in place (`mm_f16`'s `acc += dot(a, b)` adds
+    // the result: it waits, as without the option).
+    let in_flight = v.in_flight && c.which != "f16";
+    assert_eq!(code.contains("tsr_wgmma_wait<1>();"), in_flight, "{what}");
+    assert_eq!(
+        code.contains(&format!("into a ring of {} slots", c.stages + 1)),
+        in_flight,
+        "{what}"
+    );
     if !have_gxx() {
         eprintln!("g++ not found: the emulation half of this test is skipped");
         return;
@@ -1220,6 +1233,15 @@ fn wgmma_run(c: &WgCase, v: Variant, seed: u64) {
 const WGMMA: Variant = Variant {
     ring_unroll: false,
     wgmma: true,
+    in_flight: false,
+};
+
+/// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
+/// next one, the ring a slot deeper.
+const IN_FLIGHT: Variant = Variant {
+    ring_unroll: false,
+    wgmma: true,
+    in_flight: true,
 };
 
 #[test]
@@ -1232,17 +1254,35 @@ fn matmul_wgmma_interpreter_and_emulation() {
 /// With `EmitOptions::ring_unroll` too: the slots a wgmma reads are constants.
 #[test]
 fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
-    let v = Variant {
-        ring_unroll: true,
-        wgmma: true,
-    };
     for (i, c) in WG_CASES.iter().enumerate().step_by(3) {
-        wgmma_run(c, v, 41 + i as u64);
+        for in_flight in [false, true] {
+            let v = Variant {
+                ring_unroll: true,
+                wgmma: true,
+                in_flight,
+            };
+            wgmma_run(c, v, 41 + i as u64);
+        }
+    }
+}
+
+/// With `EmitOptions::wgmma_in_flight`: `wait_group 1` in the loop, 0 after it, one more
+/// ring slot (the model fails if a slot changes under a wgmma before its wait).
+#[test]
+fn matmul_wgmma_in_flight_interpreter_and_emulation() {
+    for (i, c) in WG_CASES.iter().enumerate() {
+        // Six more iterations: refills while the previous iteration's wgmmas are in flight.
+        let longer = WgCase {
+            k: c.k + 6 * c.tile.2 as usize,
+            ..*c
+        };
+        wgmma_run(&longer, IN_FLIGHT, 51 + i as u64);
     }
 }
 
 /// The model is not vacuous: a descriptor whose swizzle does not match the ring's changes
-/// the result, and a missing proxy fence fails the emulation (the generated C edited).
+/// the result; a missing proxy fence, and a wgmma left in flight over a slot the next
+/// iteration refills, fail the emulation (the generated C edited).
 #[test]
 fn wgmma_model_rejects_a_wrong_layout() {
     if !have_gxx() {
@@ -1250,7 +1290,8 @@ fn wgmma_model_rejects_a_wrong_layout() {
         return;
     }
     let c = &WG_CASES[0];
-    let (m, n, k) = (c.m, c.n, c.k);
+    // 9 iterations: slots are refilled while earlier iterations' wgmmas could be in flight.
+    let (m, n, k) = (c.m, c.n, 272);
     let (bm, bn, bk) = c.tile;
     let kern = mm_bf16::KERNEL
         .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
@@ -1294,22 +1335,34 @@ fn wgmma_model_rejects_a_wrong_layout() {
         .err()
         .unwrap_or_default();
     assert!(err.contains("fence.proxy.async"), "{err}");
+    // One iteration's wgmmas in flight without the extra ring slot: the next iteration's
+    // copies go into the slot they still read.
+    let wait = "tsr_wgmma_wait<0>();  // done";
+    assert!(body.code.contains(wait));
+    let err = run(body.code.replace(wait, "tsr_wgmma_wait<1>();  // done"))
+        .err()
+        .unwrap_or_default();
+    assert!(
+        err.contains("a cp.async in flight into shared memory a wgmma reads"),
+        "{err}"
+    );
 }
 
-/// Every `WgCase` compiles for sm_90a through ptxas with no spills; plain sm_90 is refused
+/// Every `WgCase` compiles for sm_90a through ptxas with no spills (waiting for each
+/// iteration's wgmmas, and with them in flight); plain sm_90 is refused
 /// by the generated `#error` (ptxas would reject wgmma there).
 #[test]
 fn wgmma_compiles_for_sm90a_without_spills() {
     if let Err(e) = dsl_runtime::device::probe_nvrtc() {
         panic!("{e}\n(run the tests with ./scripts/test.sh, which installs libnvrtc)");
     }
-    for c in WG_CASES {
+    for (c, v) in WG_CASES.iter().flat_map(|c| [(c, WGMMA), (c, IN_FLIGHT)]) {
         let (bm, bn, bk) = c.tile;
         let (def, ..) = wg_kernel(c.which);
         let kern = def
             .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
             .unwrap();
-        let src = emit(&kern, &wg_opts(&kern, c, WGMMA, &[Scalar::I32(16); 3])).unwrap();
+        let src = emit(&kern, &wg_opts(&kern, c, v, &[Scalar::I32(16); 3])).unwrap();
         assert!(src.wgmma && src.arch("sm_90") == "sm_90a");
         let info = dsl_runtime::nvrtc::ptxas_info(&src.code, "sm_90a")
             .unwrap_or_else(|e| panic!("{} tile {:?}: {e}", c.which, c.tile));

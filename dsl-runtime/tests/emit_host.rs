@@ -66,6 +66,7 @@ fn run_host_staged(
             consumer_barrier: false,
             ring_unroll: false,
             wgmma: false,
+            wgmma_in_flight: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -536,6 +537,7 @@ fn staged_gemv_matches_reference() {
             consumer_barrier: false,
             ring_unroll: false,
             wgmma: false,
+            wgmma_in_flight: false,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

@@ -195,6 +195,9 @@ impl<'a> Emitter<'a> {
                 &mut e.frag_shapes,
                 &mut e.pipe,
             );
+            if opts.wgmma_in_flight {
+                pipeline::keep_wgmma_in_flight(k, &e.dot_plans, &mut e.pipe);
+            }
         }
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
@@ -758,6 +761,8 @@ impl<'a> Emitter<'a> {
                 } else {
                     self.close("}");
                 }
+                let held = self.wgmma_carried(body);
+                self.pipe_after(*iv, &held);
                 Ok(())
             }
             Stmt::If {

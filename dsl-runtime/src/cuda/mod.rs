@@ -87,6 +87,11 @@ pub struct EmitOptions {
     /// `mma.sync`, the reason in the generated comment. Never set it for code compiled for
     /// anything but `sm_90a` (ptxas rejects `wgmma` for plain sm_90; [`CudaSource::arch`]).
     pub wgmma: bool,
+    /// With `wgmma` (`TESSERA_WGMMA=2`, a second candidate): a loop's wgmmas stay in flight
+    /// over the next iteration (`wgmma.wait_group 1`, the last ones waited for after the
+    /// loop), its ring one slot deeper so a refill never lands in the slot they read
+    /// (`pipeline.rs`: `PipeLoop::in_flight`). Off: `wait_group 0` in every iteration.
+    pub wgmma_in_flight: bool,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -104,6 +109,7 @@ impl EmitOptions {
             consumer_barrier: false,
             ring_unroll: false,
             wgmma: false,
+            wgmma_in_flight: false,
         }
     }
 }

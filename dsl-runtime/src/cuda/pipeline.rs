@@ -62,6 +62,9 @@ pub(crate) struct PipeLoop {
     /// The pipelined loads, in program order.
     pub loads: Vec<ValueId>,
     pub stages: usize,
+    /// The ring's slots: `stages`, or one more when a wgmma stays in flight (`in_flight`).
+    /// Iteration `it` reads slot `it % slots` and refills slot `(it + stages - 1) % slots`.
+    pub slots: usize,
     /// Scalar `let`s of the loop body the loads' pointers and masks need (re-evaluated for
     /// the iteration ahead), in program order.
     pub scalars: Vec<ValueId>,
@@ -74,6 +77,9 @@ pub(crate) struct PipeLoop {
     /// Some `dot` of the body runs on `wgmma` (`dot_plan::plan_wgmma`): it reads the ring
     /// through the async proxy, so each thread fences its landed copies before the barrier.
     pub wgmma: bool,
+    /// `EmitOptions::wgmma_in_flight`: an iteration's wgmmas retire in the next one
+    /// (`wait_group 1`), so the slot they read is refilled one iteration later: one more slot.
+    pub in_flight: bool,
 }
 
 /// A pipelined load whose pointer is `p(start) + (k0 - start) * per_iv` elements.
@@ -290,14 +296,59 @@ pub(crate) fn plan(
             PipeLoop {
                 loads,
                 stages: st,
+                slots: st,
                 scalars,
                 steps,
                 passes: unroll && only_accumulates(&rd, f, body),
                 wgmma: false,
+                in_flight: false,
             },
         );
     });
     pipes
+}
+
+/// `EmitOptions::wgmma_in_flight`: each loop with a wgmma keeps one iteration's wgmmas in
+/// flight when its ring has room for one more slot and every wgmma `dot` of its body
+/// accumulates in place (`acc = dot(a, b, acc)`: what reads its result is the assignment
+/// alone; an `acc += dot(a, b)` adds the in-flight registers, and ptxas would serialize the
+/// wgmmas). Else the loop waits for them in each iteration, as without the option.
+pub(crate) fn keep_wgmma_in_flight(
+    k: &Kernel,
+    plans: &BTreeMap<ValueId, DotPlan>,
+    pipes: &mut Pipes,
+) {
+    let rd = readers(k);
+    let in_place = |body: &[Stmt]| {
+        let mut ok = true;
+        walk(body, &mut |s| {
+            if let Stmt::Let {
+                id,
+                op: Op::Dot { acc, .. },
+                ..
+            } = s
+            {
+                if plans.get(id).is_some_and(|p| p.wgmma.is_some()) {
+                    let statements_only = rd.get(id).is_some_and(|r| r.iter().all(Option::is_none));
+                    ok &= acc.is_some() && statements_only;
+                }
+            }
+        });
+        ok
+    };
+    walk(&k.body, &mut |s| {
+        let Stmt::For { iv, body, .. } = s else {
+            return;
+        };
+        let Some(pl) = pipes.loops.get_mut(iv).filter(|pl| pl.wgmma) else {
+            return;
+        };
+        let bytes: usize = pl.loads.iter().map(|v| k.ty(*v).numel() * 2).sum();
+        if (pl.stages + 1) * bytes <= RING_LIMIT && in_place(body) {
+            pl.slots = pl.stages + 1;
+            pl.in_flight = true;
+        }
+    });
 }
 
 /// Whether every `dot` of a loop body only accumulates (a GEMM main loop: `acc = dot(a, b,
@@ -502,7 +553,7 @@ impl Emitter<'_> {
         let lp = *self.pipe.loads.get(&v)?;
         let ring = self.pipe.ring.get(&v)?.clone();
         let counter = self.pipe.counter.get(&lp)?.clone();
-        let st = self.pipe.loops[&lp].stages;
+        let st = self.pipe.loops[&lp].slots;
         let n = self.k.ty(v).numel();
         Some(if self.pipe.loops[&lp].passes {
             // A constant slot once the pass is unrolled: the ring's base plus slot * bytes.
@@ -533,14 +584,14 @@ impl Emitter<'_> {
         let Some(pl) = self.pipe.loops.get(&iv).cloned() else {
             return Ok(());
         };
-        let st = pl.stages;
+        let (st, slots) = (pl.stages, pl.slots);
         let mut names = vec![];
         for &v in &pl.loads {
             let t = self.k.ty(v).clone();
             let base = self.load_name(v);
             let what = match self.pipe.blocks.get(&v) {
                 Some(w) => format!(
-                    "`{base}` ({t}) x {st} stages in column blocks of {w}, swizzled 16-byte chunks (wgmma's {}B swizzle), filled by cp.async",
+                    "`{base}` ({t}) x {slots} slots in column blocks of {w}, swizzled 16-byte chunks (wgmma's {}B swizzle), filled by cp.async",
                     2 * w
                 ),
                 None => format!(
@@ -556,7 +607,7 @@ impl Emitter<'_> {
             let ring = self.region_aligned(
                 &format!("{base}_ring"),
                 "unsigned short",
-                st * t.numel(),
+                slots * t.numel(),
                 what,
                 align,
             )?;
@@ -566,10 +617,15 @@ impl Emitter<'_> {
         let counter = self.fresh(if pl.passes { "ring_slot" } else { "ring_it" });
         self.pipe.counter.insert(iv, counter.clone());
         self.line(format!(
-            "// software pipelining (num_stages = {st}): {} copied by cp.async {} iteration{} ahead into a ring of {st} slots",
+            "// software pipelining (num_stages = {st}): {} copied by cp.async {} iteration{} ahead into a ring of {slots} slots{}",
             names.join(", "),
             st - 1,
-            if st == 2 { "" } else { "s" }
+            if st == 2 { "" } else { "s" },
+            if pl.in_flight {
+                " (one more than the stages: an iteration's wgmmas read their slot until the next iteration's wait)"
+            } else {
+                ""
+            }
         ));
         if pl.wgmma {
             self.wgmma_align_check();
@@ -602,12 +658,13 @@ impl Emitter<'_> {
         name: &str,
         bounds: &[String; 3],
     ) -> bool {
-        let Some(st) = self
+        // A pass is one turn of the ring (`slots` iterations).
+        let Some((stages, st)) = self
             .pipe
             .loops
             .get(&iv)
             .filter(|pl| pl.passes)
-            .map(|pl| pl.stages)
+            .map(|pl| (pl.stages, pl.slots))
         else {
             return false;
         };
@@ -625,7 +682,7 @@ impl Emitter<'_> {
         self.line("#pragma unroll");
         self.open(format!(
             "for (int {slot} = 0; {slot} < {st}; ++{slot}) {{  // reads ring slot {slot}, refills slot ({slot} + {}) % {st}",
-            st - 1
+            stages - 1
         ));
         self.line(format!("const int {name} = {pass} + {slot} * {step};"));
         self.line(format!(
@@ -639,7 +696,7 @@ impl Emitter<'_> {
     pub(super) fn pipe_close_passes(&mut self, iv: ValueId) {
         self.close("}");
         let pl = self.pipe.loops[&iv].clone();
-        let st = pl.stages;
+        let st = pl.slots;
         let mut first = true;
         for &v in &pl.loads {
             let Some(CpNames {
@@ -759,6 +816,19 @@ impl Emitter<'_> {
         !self.pipe.cp.is_empty()
     }
 
+    /// After a pipelined loop whose wgmmas stay in flight: wait for the last iteration's, and
+    /// hold the accumulators the loop carries (`vars`: the C names of its assigned tiles of
+    /// a wgmma accumulator's shape) until then.
+    pub(super) fn pipe_after(&mut self, iv: ValueId, vars: &[(String, usize)]) {
+        if !self.pipe.loops.get(&iv).is_some_and(|pl| pl.in_flight) {
+            return;
+        }
+        self.line("tsr_wgmma_wait<0>();  // the last iteration's wgmmas");
+        for (v, slots) in vars {
+            self.line(format!("tsr_wgmma_hold<{slots}>({v});"));
+        }
+    }
+
     /// At the end of a pipelined loop's body.
     pub(super) fn pipe_end(&mut self, iv: ValueId) {
         if self.pipe.loops.get(&iv).is_some_and(|pl| pl.passes) {
@@ -855,7 +925,7 @@ impl Emitter<'_> {
                     format!(
                         "{} + {slot} % {} * {} + q * {}",
                         cp.ring,
-                        pl.stages,
+                        pl.slots,
                         rows * cols * 2,
                         self.lane_copy_step(v)
                     )
@@ -863,7 +933,7 @@ impl Emitter<'_> {
                     format!(
                         "{} + ({slot} % {} * {} + {}) * 2",
                         cp.ring,
-                        pl.stages,
+                        pl.slots,
                         rows * cols,
                         self.ring_off(v, "cq")
                     )
@@ -886,7 +956,7 @@ impl Emitter<'_> {
             };
             let dst = format!(
                 "{ring} + {slot} % {} * {} + {}",
-                pl.stages,
+                pl.slots,
                 rows * cols,
                 self.ring_off(v, "cq")
             );

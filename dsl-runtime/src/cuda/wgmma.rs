@@ -234,13 +234,42 @@ impl Emitter<'_> {
         self.line(format!("for (int mi = 0; mi < {}; ++mi) {call}", f.mt));
         self.close("}");
         self.line("tsr_wgmma_commit();");
-        self.line(
-            "tsr_wgmma_wait<0>();  // done: the ring slot may be refilled, the accumulators read",
-        );
-        self.line(format!("tsr_wgmma_hold<{}>({name});", f.mt * f.nt * 4));
+        let in_flight = self
+            .pipe
+            .loads
+            .get(&a)
+            .and_then(|l| self.pipe.loops.get(l))
+            .is_some_and(|pl| pl.in_flight);
+        if in_flight {
+            self.line("tsr_wgmma_wait<1>();  // the previous iteration's are done (their slot is refilled next); these stay in flight");
+        } else {
+            self.line(
+                "tsr_wgmma_wait<0>();  // done: the ring slot may be refilled, the accumulators read",
+            );
+            self.line(format!("tsr_wgmma_hold<{}>({name});", f.mt * f.nt * 4));
+        }
         self.close("}");
         self.regs[id.0 as usize] = true;
         Ok(())
+    }
+
+    /// The C names and slot counts of the tiles a loop body assigns in a wgmma accumulator's
+    /// layout (what the loop carries out of it while its wgmmas may be in flight).
+    pub(super) fn wgmma_carried(&mut self, body: &[Stmt]) -> Vec<(String, usize)> {
+        let mut out = vec![];
+        for s in body {
+            let Stmt::Assign { var, .. } = s else {
+                continue;
+            };
+            let dims = self.k.var_ty(*var).dims();
+            if let Some(f) = self.frag_shapes.get(&dims).filter(|f| f.interleaved) {
+                let held = (self.var_names[var.0 as usize].clone(), f.mt * f.nt * 4);
+                if !out.contains(&held) {
+                    out.push(held);
+                }
+            }
+        }
+        out
     }
 
     /// Before a pipelined loop whose rings a `wgmma` reads: `smem` must be 1024-byte aligned.

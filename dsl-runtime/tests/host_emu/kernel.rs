@@ -63,7 +63,7 @@ pub fn emulate_with(
 ) -> Vec<HostMem> {
     let v = Variant {
         ring_unroll,
-        wgmma: false,
+        ..Variant::default()
     };
     emulate_variant(k, warps, stages, v, grid, bufs, scalars)
 }
@@ -74,6 +74,8 @@ pub struct Variant {
     pub ring_unroll: bool,
     /// `EmitOptions::wgmma`: the `wgmma` block swapped for its model (wgmma.h).
     pub wgmma: bool,
+    /// `EmitOptions::wgmma_in_flight`.
+    pub in_flight: bool,
 }
 
 /// [`emulate`] with the candidate lowerings of `v`.
@@ -86,7 +88,11 @@ pub fn emulate_variant(
     bufs: &[HostMem],
     scalars: &[Scalar],
 ) -> Vec<HostMem> {
-    let Variant { ring_unroll, wgmma } = v;
+    let Variant {
+        ring_unroll,
+        wgmma,
+        in_flight,
+    } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
         k,
@@ -99,6 +105,7 @@ pub fn emulate_variant(
             consumer_barrier: false,
             ring_unroll,
             wgmma,
+            wgmma_in_flight: in_flight,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

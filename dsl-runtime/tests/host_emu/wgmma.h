@@ -15,11 +15,14 @@
 //   which is why atoms must be aligned to it when the base offset is 0).
 // - 9.7.15.5.1.2 "Matrix Descriptor Format": start address bits 0-13, LBO 16-29, SBO 32-45
 //   (each the byte value >> 4), base offset 49-51, swizzle 62-63 (1 = 128B, 2 = 64B, 3 = 32B).
-// - wgmma.mma_async is asynchronous: D is written when a later wgmma.wait_group retires its
-//   group, so the model computes at the wait, reading shared memory then: a slot refilled
-//   before the wait shows, as on the GPU, other data. Each output is d + sum over the 16 k in
-//   ascending order, one fmaf per step (the interpreter's order, so the emulation equals it
-//   bit for bit; the GPU's own order is the tolerance's business).
+// - wgmma.mma_async is asynchronous: it may read its shared-memory operands any time until a
+//   later wgmma.wait_group retires its group. The registers are ptxas's business (it waits
+//   before any other use of an accumulator register: "wgmma.wait_group is injected"), so the
+//   model computes D at the issue, and records the operand bytes it read; at the retiring
+//   wait it reads them again and fails if they changed (a ring slot refilled while a wgmma
+//   still reads it). Each output is d + sum over the 16 k in ascending order, one fmaf per
+//   step (the interpreter's order, so the emulation equals it bit for bit; the GPU's own
+//   order is the tolerance's business).
 // - Checked protocol: wgmma.fence before a wgmma whose accumulators ordinary code touched
 //   (here: since the last wait), fence.proxy.async after this thread's cp.async copies landed
 //   and before a wgmma reads shared memory, descriptors with base offset 0 and a swizzle, and
@@ -84,39 +87,63 @@ inline uintptr_t tsr_emu_mn_major(const TsrDesc& x, int k, int n) {
   return tsr_emu_swizzle(a, x.swizzle_bytes);
 }
 
+// An issued wgmma: the shared-memory addresses it read and what they held.
 struct TsrWgmma {
-  float* d;
-  int n;
-  unsigned long long a, b;
-  float (*cvt)(unsigned);
-  bool b_mn;
+  std::vector<uintptr_t> addr;
+  std::vector<uint16_t> seen;
 };
 thread_local std::vector<TsrWgmma> tsr_emu_wg_open;
 thread_local std::vector<std::vector<TsrWgmma>> tsr_emu_wg_groups;
 thread_local bool tsr_emu_wg_fenced = false;
 
-inline unsigned tsr_emu_elem(uintptr_t addr) {
+inline unsigned tsr_emu_elem(uintptr_t addr, TsrWgmma& rec) {
   tsr_emu_check_in_smem(addr);
   uint16_t h;
   std::memcpy(&h, (const void*)addr, 2);
+  rec.addr.push_back(addr);
+  rec.seen.push_back(h);
   return h;
 }
 
-// This thread's part of D[64 x n] += A[64 x 16] B[16 x n].
-inline void tsr_emu_wgmma_run(const TsrWgmma& op) {
+// This thread's part of D[64 x n] += A[64 x 16] B[16 x n], now; returns what it read.
+inline TsrWgmma tsr_emu_wgmma_run(float* d, int n, unsigned long long a, unsigned long long b,
+                                  float (*cvt)(unsigned), bool b_mn) {
   const int w = threadIdx.x / 32 % 4, l = threadIdx.x % 32;
-  const TsrDesc da = tsr_emu_decode(op.a), db = tsr_emu_decode(op.b);
-  for (int i = 0; i < op.n / 8; ++i)
+  const TsrDesc da = tsr_emu_decode(a), db = tsr_emu_decode(b);
+  TsrWgmma rec;
+  for (int i = 0; i < n / 8; ++i)
     for (int r = 0; r < 4; ++r) {
       const int row = 16 * w + l / 4 + 8 * (r / 2), col = 8 * i + 2 * (l % 4) + r % 2;
-      float s = op.d[4 * i + r];
+      float s = d[4 * i + r];
       for (int k = 0; k < 16; ++k) {
-        const float x = op.cvt(tsr_emu_elem(tsr_emu_k_major(da, row, k)));
-        const uintptr_t bb = op.b_mn ? tsr_emu_mn_major(db, k, col) : tsr_emu_k_major(db, col, k);
-        s = std::fmaf(x, op.cvt(tsr_emu_elem(bb)), s);
+        const float x = cvt(tsr_emu_elem(tsr_emu_k_major(da, row, k), rec));
+        const uintptr_t bb = b_mn ? tsr_emu_mn_major(db, k, col) : tsr_emu_k_major(db, col, k);
+        s = std::fmaf(x, cvt(tsr_emu_elem(bb, rec)), s);
       }
-      op.d[4 * i + r] = s;
+      d[4 * i + r] = s;
     }
+  return rec;
+}
+
+// No copy still in flight (mma.h) may land in the 16-byte chunks a wgmma reads: at its
+// issue and until it retires.
+inline void tsr_emu_no_copy_under(const TsrWgmma& rec, const char* when) {
+  std::set<uintptr_t> chunks;
+  for (uintptr_t a : rec.addr) chunks.insert(a & ~(uintptr_t)15);
+  std::lock_guard<std::mutex> g(tsr_emu_cp_mu);
+  for (uintptr_t c : chunks)
+    if (tsr_emu_cp_pending.count(c)) tsr_emu_fail(when);
+}
+
+// A retiring wgmma: its operands must still hold what it read, and no copy may be on its way
+// into them.
+inline void tsr_emu_wgmma_retire(const TsrWgmma& rec) {
+  tsr_emu_no_copy_under(rec, "a cp.async in flight into shared memory a wgmma reads, before its wgmma.wait_group");
+  for (size_t i = 0; i < rec.addr.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, (const void*)rec.addr[i], 2);
+    if (h != rec.seen[i]) tsr_emu_fail("shared memory a wgmma reads changed before its wgmma.wait_group");
+  }
 }
 
 inline void tsr_wgmma_fence() { tsr_emu_wg_fenced = true; }
@@ -126,7 +153,7 @@ inline void tsr_wgmma_commit() {
 }
 template <int N> void tsr_wgmma_wait() {
   while (tsr_emu_wg_groups.size() > (size_t)N) {
-    for (auto& op : tsr_emu_wg_groups.front()) tsr_emu_wgmma_run(op);
+    for (auto& rec : tsr_emu_wg_groups.front()) tsr_emu_wgmma_retire(rec);
     tsr_emu_wg_groups.erase(tsr_emu_wg_groups.begin());
   }
   // Reading the accumulators now is ordinary register access: the next wgmma needs a fence.
@@ -140,7 +167,8 @@ inline void tsr_emu_wgmma_issue(float* d, int n, unsigned long long a, unsigned 
   if (!tsr_emu_wg_fenced) tsr_emu_fail("wgmma without a wgmma.fence after its accumulators were touched");
   if (tsr_emu_generic_writes) tsr_emu_fail("wgmma reads shared memory that cp.async wrote, with no fence.proxy.async since");
   if (n % 8 != 0 || n < 8 || n > 256) tsr_emu_fail("N is not a multiple of 8 in 8..256");
-  tsr_emu_wg_open.push_back({d, n, a, b, cvt, b_mn});
+  tsr_emu_wg_open.push_back(tsr_emu_wgmma_run(d, n, a, b, cvt, b_mn));
+  tsr_emu_no_copy_under(tsr_emu_wg_open.back(), "a wgmma reads shared memory a cp.async in flight writes");
 }
 template <int N> void tsr_wgmma_bf16_nk(float* d, unsigned long long a, unsigned long long b) { tsr_emu_wgmma_issue(d, N, a, b, tsr_emu_bf16, false); }
 template <int N> void tsr_wgmma_bf16_kn(float* d, unsigned long long a, unsigned long long b) { tsr_emu_wgmma_issue(d, N, a, b, tsr_emu_bf16, true); }
