@@ -1271,9 +1271,9 @@ fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
 #[test]
 fn matmul_wgmma_in_flight_interpreter_and_emulation() {
     for (i, c) in WG_CASES.iter().enumerate() {
-        // Six more iterations: refills while the previous iteration's wgmmas are in flight.
+        // Three more iterations: refills while the previous iteration's wgmmas are in flight.
         let longer = WgCase {
-            k: c.k + 6 * c.tile.2 as usize,
+            k: c.k + 3 * c.tile.2 as usize,
             ..*c
         };
         wgmma_run(&longer, IN_FLIGHT, 51 + i as u64);
@@ -1376,6 +1376,10 @@ fn wgmma_compiles_for_sm90a_without_spills() {
             "{}",
             info.log
         );
+        // The runtime's path (PTX for the driver) for the architecture `CudaSource::arch` names.
+        if let Err(e) = dsl_runtime::nvrtc::compile(&src.code, src.arch("sm_90"), false) {
+            panic!("{} tile {:?}: {e}", c.which, c.tile);
+        }
         let e = dsl_runtime::nvrtc::compile(&src.code, "sm_90", false)
             .err()
             .expect("wgmma code must not compile for plain sm_90");

@@ -23,7 +23,9 @@
 //! (`fence.proxy.async`: cp.async writes through the generic proxy), and the barrier makes
 //! everyone's visible; then `wgmma.fence`, the k steps' wgmmas, `commit_group` and
 //! `wait_group 0`: the slot is free to refill in the next iteration, the accumulators
-//! readable (a simple, correct first version: no wgmma stays in flight across iterations).
+//! readable. With `EmitOptions::wgmma_in_flight` (`PipeLoop::in_flight`), `wait_group 1`:
+//! the wgmmas retire in the next iteration (the last ones after the loop, `pipe_after`),
+//! and the ring has one more slot, so the slot they read is refilled only after that.
 use super::super::layout::Frag;
 use super::dot_plan::{wgmma_swizzle_mode, DotPlan, Wgmma};
 use super::{Emitter, R};

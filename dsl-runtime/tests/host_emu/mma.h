@@ -80,11 +80,14 @@ struct TsrCopy { void* dst; const void* src; bool pred; };
 thread_local std::vector<TsrCopy> tsr_emu_open;
 thread_local std::vector<std::vector<TsrCopy>> tsr_emu_groups;
 // Every thread's issued copies that have not landed (their 16-byte destinations): on the GPU
-// they may land any time before the wait, so wgmma.h fails a wgmma reading one.
+// they may land any time before the wait, so wgmma.h fails a wgmma reading one. Tracked only
+// where wgmma.h is in (it sets the flag): the lock costs the mma.sync emulations time.
+inline bool tsr_emu_track_copies = false;
 inline std::mutex tsr_emu_cp_mu;
 inline std::multiset<uintptr_t> tsr_emu_cp_pending;
 inline void tsr_cp_async16(void* dst, const void* src, bool pred) {
   tsr_emu_open.push_back({dst, src, pred});
+  if (!tsr_emu_track_copies) return;
   std::lock_guard<std::mutex> g(tsr_emu_cp_mu);
   tsr_emu_cp_pending.insert((uintptr_t)dst);
 }
@@ -100,7 +103,7 @@ thread_local bool tsr_emu_generic_writes = false;
 template <int N> void tsr_cp_async_wait() {
   while (tsr_emu_groups.size() > (size_t)N) {
     tsr_emu_generic_writes |= !tsr_emu_groups.front().empty();
-    {
+    if (tsr_emu_track_copies) {
       std::lock_guard<std::mutex> g(tsr_emu_cp_mu);
       for (auto& c : tsr_emu_groups.front()) tsr_emu_cp_pending.erase(tsr_emu_cp_pending.find((uintptr_t)c.dst));
     }

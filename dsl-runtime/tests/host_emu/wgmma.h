@@ -125,6 +125,9 @@ inline TsrWgmma tsr_emu_wgmma_run(float* d, int n, unsigned long long a, unsigne
   return rec;
 }
 
+// mma.h's record of the copies in flight, on before main().
+inline const bool tsr_emu_tracking = (tsr_emu_track_copies = true);
+
 // No copy still in flight (mma.h) may land in the 16-byte chunks a wgmma reads: at its
 // issue and until it retires.
 inline void tsr_emu_no_copy_under(const TsrWgmma& rec, const char* when) {
