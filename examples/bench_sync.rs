@@ -93,11 +93,6 @@ fn main() -> Result<(), Error> {
     let toy_mega = time(&dev, 2, 10, || {
         toy.megakernel(&dev, &topts, layers, d, f, 1e-6)
     })?;
-    let mut no_prefetch = topts.clone();
-    no_prefetch.prefetch_depth = 0;
-    let toy_mega_np = time(&dev, 2, 10, || {
-        toy.megakernel(&dev, &no_prefetch, layers, d, f, 1e-6)
-    })?;
     // The persistent grid's size and block size, swept.
     let mut sweep = vec![];
     for warps in [4u32, 8] {
@@ -147,7 +142,6 @@ fn main() -> Result<(), Error> {
                 "layers": layers, "d": d, "f": f, "weights_mb": weight_mb,
                 "megakernel_ms": toy_mega,
                 "megakernel_sweep": sweep,
-                "megakernel_no_prefetch_ms": toy_mega_np,
                 "separate_launches_ms": toy_launches,
                 "cuda_graph_ms": toy_graph,
             },

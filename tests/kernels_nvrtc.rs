@@ -48,9 +48,10 @@ fn every_shipped_kernel_compiles_with_nvrtc() {
     }
 }
 
-/// `ring_unroll`: with `EmitOptions::ring_unroll` (else `KernelDef::cuda_source_staged`'s
-/// options, the process's default); `gemm`: the pipelined loop's `dot`s only accumulate, so
-/// the option puts it in passes (attention's loop stays as it is).
+/// `ring_unroll`: `KernelDef::cuda_source_staged`'s options, the process's default (the
+/// ring unrolled), else the same without `EmitOptions::ring_unroll`; `gemm`: the pipelined
+/// loop's `dot`s only accumulate, so the option puts it in passes (attention's loop stays
+/// as it is).
 fn compiles(
     what: &str,
     def: &KernelDef,
@@ -59,17 +60,17 @@ fn compiles(
     (ring_unroll, gemm): (bool, bool),
 ) {
     let src = if ring_unroll {
+        def.cuda_source_staged(cx, warps, st)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    } else {
         let k = def.specialize(cx).unwrap_or_else(|e| panic!("{what}: {e}"));
         let opts = EmitOptions {
             divisible16: vec![true; k.params.len()],
             num_stages: st,
-            ring_unroll: true,
+            ring_unroll: false,
             ..EmitOptions::new(warps)
         };
         emit(&k, &opts).unwrap_or_else(|e| panic!("{what}: {e}"))
-    } else {
-        def.cuda_source_staged(cx, warps, st)
-            .unwrap_or_else(|e| panic!("{what}: {e}"))
     };
     assert_eq!(
         src.code.contains("the ring slots are constants"),
@@ -106,14 +107,14 @@ fn compiles(
 
 /// The `dot` kernels whose loads are pipelined through the cp.async ring, at their tuned
 /// configs and stage counts: the matmul example's tuning space, the attention example's
-/// configs, and the prefill kernels at the GPU's tiles.
+/// configs, and the prefill kernels at the GPU's tiles; here without the unrolled ring.
 #[test]
 fn pipelined_dot_kernels_compile_with_stepped_copies() {
     pipelined_dot_kernels_compile(false);
 }
 
-/// The same with `EmitOptions::ring_unroll` (`TESSERA_RING_UNROLL=1`, a candidate): the
-/// GEMM loops in passes of constant ring slots, attention's as without it.
+/// The same as shipped, with `EmitOptions::ring_unroll` (the default; `TESSERA_RING_UNROLL=0`
+/// turns it off): the GEMM loops in passes of constant ring slots, attention's as without it.
 #[test]
 fn pipelined_dot_kernels_compile_with_ring_unroll() {
     pipelined_dot_kernels_compile(true);
@@ -205,7 +206,7 @@ fn compiles_wgmma(
     def: &KernelDef,
     cx: &[(&'static str, ConstVal)],
     (warps, st): (u32, u32),
-    (wgmma, in_flight): (bool, bool),
+    (wgmma, in_flight, ring_unroll): (bool, bool, bool),
 ) -> u32 {
     let k = def.specialize(cx).unwrap_or_else(|e| panic!("{what}: {e}"));
     let opts = EmitOptions {
@@ -213,6 +214,7 @@ fn compiles_wgmma(
         num_stages: st,
         wgmma: true,
         wgmma_in_flight: in_flight,
+        ring_unroll,
         ..EmitOptions::new(warps)
     };
     let src = emit(&k, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -240,13 +242,14 @@ fn compiles_wgmma(
         "{what}: in flight"
     );
     eprintln!(
-        "wgmma {}{}: {what} warps {warps} stages {st}: {} registers, no spills",
+        "wgmma {}{}{}: {what} warps {warps} stages {st}: {} registers, no spills",
         if wgmma { "on" } else { "off (mma.sync)" },
         if wgmma && in_flight {
             ", in flight"
         } else {
             ""
         },
+        if ring_unroll { ", ring unrolled" } else { "" },
         info.registers
     );
     info.registers
@@ -257,7 +260,8 @@ fn compiles_wgmma(
 /// 128 bytes) and compiles for sm_90a without spills; the prefill GEMMs (B `[n][k]`,
 /// K-major) too where both operands are in the ring; attention keeps mma.sync (Q is
 /// hoisted, P comes from registers) and says why. Each GEMM also with its wgmmas in flight
-/// (`EmitOptions::wgmma_in_flight`, `TESSERA_WGMMA=2`).
+/// (`EmitOptions::wgmma_in_flight`, `TESSERA_WGMMA=2`); the matmul with and without the
+/// unrolled ring (the runtime's default since session 15).
 #[test]
 fn dot_kernels_compile_for_sm90a_with_wgmma() {
     if let Err(e) = tessera::runtime::device::probe_nvrtc() {
@@ -279,8 +283,14 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
             ("GROUP_M", int(8)),
         ];
         let what = format!("matmul {bm}x{bn}x{bk}");
-        for in_flight in [false, true] {
-            compiles_wgmma(&what, &matmul::KERNEL, &cx, (w, s), (true, in_flight));
+        for (in_flight, unroll) in [(false, false), (true, false), (false, true), (true, true)] {
+            compiles_wgmma(
+                &what,
+                &matmul::KERNEL,
+                &cx,
+                (w, s),
+                (true, in_flight, unroll),
+            );
         }
     }
     for (bm, bn, w, s) in [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 3)] {
@@ -291,7 +301,7 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
             ("CAUSAL", ConstVal::Bool(true)),
         ];
         let what = format!("attention {bm}x{bn} d=128");
-        compiles_wgmma(&what, &attention::KERNEL, &cx, (w, s), (false, false));
+        compiles_wgmma(&what, &attention::KERNEL, &cx, (w, s), (false, false, true));
     }
     let p = PrefillTiles::gpu();
     let u = |v: usize| ConstVal::Int(v as i64);
@@ -304,7 +314,7 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
     for k in [&gemm_nt::KERNEL, &gemm_nt_residual::KERNEL] {
         for in_flight in [false, true] {
             let st = (p.gemm_warps, p.gemm_stages);
-            compiles_wgmma(k.name(), k, &gemm, st, (true, in_flight));
+            compiles_wgmma(k.name(), k, &gemm, st, (true, in_flight, true));
         }
     }
 }

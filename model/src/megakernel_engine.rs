@@ -30,7 +30,7 @@ use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{gemv_residual, gemv_residual_tiles};
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles};
-use crate::kernels::rope::rmsnorm_qkv_rope;
+use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
 use crate::kernels::Tiles;
 use crate::kernels_engine::Output;
 use crate::sampling::SamplingParams;
@@ -94,6 +94,8 @@ pub fn decode_step(
     #[constexpr] EMBED_BLOCK: usize,
     #[constexpr] QKV_BM: usize,
     #[constexpr] QKV_BK: usize,
+    #[constexpr] QKV_TILED: bool,
+    #[constexpr] QKV_TILES: usize,
     #[constexpr] O_BM: usize,
     #[constexpr] O_BK: usize,
     #[constexpr] O_TILED: bool,
@@ -130,30 +132,59 @@ pub fn decode_step(
         // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
         // done by its last program, then split-KV attention with each head's merge done by
         // its last split.
-        rmsnorm_qkv_rope(
-            grid(cdiv(qkv_rows, QKV_BM)),
-            x,
-            input_layernorm.layer(layer, HIDDEN),
-            qkv_proj.layer(layer, qkv_rows * HIDDEN),
-            qkv,
-            q_norm.layer(layer, HEAD_DIM),
-            k_norm.layer(layer, HEAD_DIM),
-            rope,
-            pos,
-            q,
-            k_cache.layer(layer, kv_layer),
-            v_cache.layer(layer, kv_layer),
-            &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
-            qkv_rows,
-            HIDDEN,
-            HEADS,
-            KV_HEADS,
-            max_seq,
-            eps,
-            QKV_BM,
-            QKV_BK,
-            HEAD_DIM,
-        );
+        if QKV_TILED {
+            // QKV_TILES row tiles per program, the norm once (`Tiles::qkv_tiles`).
+            rmsnorm_qkv_rope_tiles(
+                grid(cdiv(qkv_rows, QKV_BM * QKV_TILES)),
+                x,
+                input_layernorm.layer(layer, HIDDEN),
+                qkv_proj.layer(layer, qkv_rows * HIDDEN),
+                qkv,
+                q_norm.layer(layer, HEAD_DIM),
+                k_norm.layer(layer, HEAD_DIM),
+                rope,
+                pos,
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
+                qkv_rows,
+                HIDDEN,
+                HEADS,
+                KV_HEADS,
+                max_seq,
+                eps,
+                QKV_BM,
+                QKV_BK,
+                HEAD_DIM,
+                QKV_TILES,
+            );
+        } else {
+            rmsnorm_qkv_rope(
+                grid(cdiv(qkv_rows, QKV_BM)),
+                x,
+                input_layernorm.layer(layer, HIDDEN),
+                qkv_proj.layer(layer, qkv_rows * HIDDEN),
+                qkv,
+                q_norm.layer(layer, HEAD_DIM),
+                k_norm.layer(layer, HEAD_DIM),
+                rope,
+                pos,
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
+                qkv_rows,
+                HIDDEN,
+                HEADS,
+                KV_HEADS,
+                max_seq,
+                eps,
+                QKV_BM,
+                QKV_BK,
+                HEAD_DIM,
+            );
+        }
         attn_split_merge(
             grid(HEADS, ATTN_SPLITS),
             q,
@@ -310,6 +341,7 @@ pub fn decode_step(
 pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
     // `gemv_residual_tiles` computes one k step (`Tiles::with_gemv_tiles` sees to it).
     for (what, g, tiles, k) in [
+        ("QKV", t.qkv, t.qkv_tiles, cfg.hidden_size),
         ("o_proj", t.o_proj, t.o_proj_tiles, cfg.q_dim()),
         ("down", t.down, t.down_tiles, cfg.intermediate_size),
     ] {
@@ -329,6 +361,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         EMBED_BLOCK: t.embed_block,
         QKV_BM: t.qkv.bm,
         QKV_BK: t.qkv.bk,
+        QKV_TILED: t.qkv_tiles > 1,
+        QKV_TILES: t.qkv_tiles,
         O_BM: t.o_proj.bm,
         O_BK: t.o_proj.bk,
         O_TILED: t.o_proj_tiles > 1,
@@ -375,16 +409,22 @@ impl Default for MegakernelOptions {
             max_seq: None,
             output: Output::Token,
             tiles: None,
-            // The warps come from the tiles (`MegakernelEngine::new`). Idle CTAs prefetch one
-            // stage ahead: with two, the 4 idle CTAs of the attention stage prefetch o_proj's
-            // and gate/up's weights and reach gate/up late (docs/PERF.md, session 9).
-            mega: MegaOptions {
-                prefetch_depth: 1,
-                ..MegaOptions::default()
-            },
+            // The warps come from the tiles (`MegakernelEngine::new`).
+            mega: MegaOptions::default(),
         }
     }
 }
+
+/// o_proj and down row tiles per program by default (`Tiles::with_gemv_tiles`): 0, spread
+/// over the CTAs (`gemv_residual_tiles`), was 0.3-2% faster than 1 (`gemv_residual`, one
+/// per program) from 1.7B to 8B on an H100, and is the same kernel at 0.6B (docs/PERF.md,
+/// session 15).
+pub const GEMV_TILES: usize = 0;
+
+/// QKV row tiles per program by default (`Tiles::with_qkv_tiles`): 1, `rmsnorm_qkv_rope`
+/// one tile per program, until a GPU A/B of 0 (spread over the CTAs,
+/// `rmsnorm_qkv_rope_tiles`; `tessera tune --qkv-tiles 1,0`).
+pub const QKV_TILES: usize = 1;
 
 /// Steps between two reads of the watchdog's error word (each read waits for the stream).
 pub const CHECK_EVERY: u64 = 16;
@@ -417,7 +457,13 @@ impl MegakernelEngine {
             crate::device_model::resident_weight_bytes(&cfg),
         )
         .map_err(err)?;
-        let m = DeviceModel::new(name, cfg, weights, dev, max_seq, opts.tiles)?;
+        // The kernels engine keeps one o_proj and down tile per program.
+        let tiles = opts.tiles.unwrap_or_else(|| {
+            Tiles::with_rule(&cfg, &crate::kernels::TileRule::for_device(&dev))
+                .with_gemv_tiles(&cfg, GEMV_TILES)
+                .with_qkv_tiles(&cfg, QKV_TILES)
+        });
+        let m = DeviceModel::new(name, cfg, weights, dev, max_seq, Some(tiles))?;
         let constexprs = constexprs(&m.cfg, &m.tiles);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
         // is the CTAs the tiles spread their rows over, unless asked otherwise.

@@ -550,6 +550,119 @@ fn qkv_gemv_with_its_head_epilogue_equals_the_two_kernels() {
     }
 }
 
+/// The norm-once QKV (`rmsnorm_qkv_rope_tiles`: TILES row tiles per program, the next
+/// tile's weights loaded while one reduces, each tile counted into its head's ticket)
+/// writes the same bits as one program per tile (`rmsnorm_qkv_rope`) into qkv, q and both
+/// caches, and leaves its tickets at 0, twice over the same tickets: tiles that cross
+/// heads, a last program with tiles past the last row, one tile, more tiles than rows.
+#[test]
+fn qkv_tiles_equal_one_program_per_tile() {
+    let mut rng = SplitMix64::new(17);
+    // (heads, kv_heads, head_dim, hidden, BM, max_seq, pos, TILES)
+    for (nh, nkv, hd, h, bm, max_seq, pos, tiles) in [
+        (
+            4usize, 2usize, 32usize, 48usize, 8usize, 16usize, 5i32, 3usize,
+        ),
+        (8, 2, 16, 40, 16, 40, 39, 1),
+        (8, 2, 16, 40, 4, 40, 7, 7),
+        (2, 1, 64, 64, 16, 8, 0, 2),
+        (2, 1, 32, 100, 8, 8, 3, 64),
+    ] {
+        let m = (nh + 2 * nkv) * hd;
+        let bk = h.next_power_of_two(); // one k step, as the tiles kernel needs
+        let (x, g) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
+        let w = rand_bf16(&mut rng, m * h, 0.5);
+        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
+        let inv_freq: Vec<f32> = (0..hd / 2)
+            .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / hd as f64)) as f32)
+            .collect();
+        let table = up(&model::reference::rope_table(&inv_freq, max_seq));
+        let (xb, gb, wb, qnb, knb, pb) =
+            (up(&f32s(&x)), up(&g), up(&w), up(&qn), up(&kn), up(&[pos]));
+        let bufs = || {
+            (
+                dev().zeros::<bf16>(m).unwrap(),
+                dev().zeros::<bf16>(nh * hd).unwrap(),
+                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
+            )
+        };
+        let tickets = dev().zeros::<i32>(nh + 2 * nkv).unwrap();
+        let (qkv, q, kc, vc) = bufs();
+        rope::rmsnorm_qkv_rope::launch(
+            &dev(),
+            &grid(m / bm),
+            &xb,
+            &gb,
+            &wb,
+            &qkv,
+            &qnb,
+            &knb,
+            &table,
+            &pb,
+            &q,
+            &kc,
+            &vc,
+            &tickets,
+            m as i32,
+            h as i32,
+            nh as i32,
+            nkv as i32,
+            max_seq as i32,
+            1e-6,
+            bm,
+            bk,
+            hd,
+        )
+        .unwrap();
+        let bits = |b: &Buffer<bf16>| down(b).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert!(bits(&q).iter().any(|&b| b != 0), "no query head written");
+        for layer in 0..2 {
+            let (qkv2, q2, kc2, vc2) = bufs();
+            rope::rmsnorm_qkv_rope_tiles::launch(
+                &dev(),
+                &grid((m / bm).div_ceil(tiles)),
+                &xb,
+                &gb,
+                &wb,
+                &qkv2,
+                &qnb,
+                &knb,
+                &table,
+                &pb,
+                &q2,
+                &kc2,
+                &vc2,
+                &tickets,
+                m as i32,
+                h as i32,
+                nh as i32,
+                nkv as i32,
+                max_seq as i32,
+                1e-6,
+                bm,
+                bk,
+                hd,
+                tiles,
+            )
+            .unwrap();
+            for (what, got, want) in [
+                ("qkv", &qkv2, &qkv),
+                ("q", &q2, &q),
+                ("K cache", &kc2, &kc),
+                ("V cache", &vc2, &vc),
+            ] {
+                assert_eq!(
+                    bits(got),
+                    bits(want),
+                    "{what} differs (layer {layer}, hd {hd}, BM {bm}, TILES {tiles})"
+                );
+            }
+            assert_eq!(down(&tickets), vec![0; nh + 2 * nkv], "tickets not reset");
+        }
+    }
+}
+
 /// The reference's attention for one token: softmax(q·K/√d) · V per head, GQA.
 #[allow(clippy::too_many_arguments)]
 fn attention_ref(

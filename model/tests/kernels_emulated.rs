@@ -5,8 +5,8 @@
 //! interpreter computes, at masked sizes (rows, columns and keys past the tiles' edges, a
 //! chunk at start_pos > 0). This checks the tensor-core path, `trans` of the weight tile,
 //! the cp.async rings and the fused epilogues without a GPU. Skipped without g++. The
-//! row-tiled residual GEMV (`gemv_residual_tiles`) is checked against its one-tile
-//! kernel's C instead.
+//! row-tiled kernels (`gemv_residual_tiles`, `rmsnorm_qkv_rope_tiles`) are checked against
+//! their one-tile kernels' C instead.
 #[path = "../../dsl-runtime/tests/host_emu/kernel.rs"]
 mod emu;
 use dsl_ir::{DType, Kernel};
@@ -17,7 +17,7 @@ use model::kernels::attention::attn_split_merge;
 use model::kernels::gemv::gemv_residual_tiles;
 use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
-use model::kernels::rope::rmsnorm_qkv_rope;
+use model::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
 use model::kernels::NUM_WARPS;
 use model::sampling::SplitMix64;
 
@@ -236,33 +236,25 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
     );
 }
 
-#[test]
-fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
-    if !have_gxx() {
-        eprintln!("no g++: skipped");
-        return;
-    }
-    let mut rng = SplitMix64::new(14);
-    // 2 query heads, 1 KV head, head_dim 32, hidden 40 (a masked k tail), 8-row programs:
-    // four programs a head, the last of which norms and ropes it (or copies V).
-    let (heads, kv, d, h, bm, bk, max_seq, pos) = (
-        2usize, 1usize, 32usize, 40usize, 8usize, 64usize, 12usize, 7,
-    );
+/// The buffers and scalars of `rmsnorm_qkv_rope` (and its tiles variant) for `heads` query
+/// heads, `kv` KV heads of `d`, hidden `h`: random inputs, NaN outputs.
+fn qkv_args(
+    rng: &mut SplitMix64,
+    (heads, kv, d, h): (usize, usize, usize, usize),
+    max_seq: usize,
+    pos: usize,
+) -> (Vec<HostMem>, Vec<Scalar>) {
     let m = (heads + 2 * kv) * d;
-    let int = |v: usize| ConstVal::Int(v as i64);
-    let kern = rmsnorm_qkv_rope::KERNEL
-        .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("D", int(d))])
-        .unwrap();
     let inv_freq: Vec<f32> = (0..d / 2)
         .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / d as f64)) as f32)
         .collect();
     let bufs = vec![
-        HostMem::from_f32s(DType::F32, &rand(&mut rng, h, 2.0)), // the residual stream
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, h, 1.5)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * h, 0.5)),
+        HostMem::from_f32s(DType::F32, &rand(rng, h, 2.0)), // the residual stream
+        HostMem::from_f32s(DType::BF16, &rand(rng, h, 1.5)),
+        HostMem::from_f32s(DType::BF16, &rand(rng, m * h, 0.5)),
         HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m]),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
+        HostMem::from_f32s(DType::BF16, &rand(rng, d, 1.5)),
+        HostMem::from_f32s(DType::BF16, &rand(rng, d, 1.5)),
         HostMem::from_f32s(
             DType::F32,
             &model::reference::rope_table(&inv_freq, max_seq),
@@ -274,9 +266,36 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
         HostMem::from_f32s(DType::I32, &vec![0.0; heads + 2 * kv]),
     ];
     let sc = [m, h, heads, kv, max_seq].map(|v| Scalar::I32(v as i32));
-    let sc = [&sc[..], &[Scalar::F32(1e-6)]].concat();
+    (bufs, [&sc[..], &[Scalar::F32(1e-6)]].concat())
+}
+
+/// `rmsnorm_qkv_rope`'s outputs: qkv, q, the K and V caches, and the tickets.
+const QKV_OUTS: [(&str, usize); 5] = [
+    ("qkv", 3),
+    ("q", 8),
+    ("K cache", 9),
+    ("V cache", 10),
+    ("tickets", 11),
+];
+
+#[test]
+fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(14);
+    // 2 query heads, 1 KV head, head_dim 32, hidden 40 (a masked k tail), 8-row programs:
+    // four programs a head, the last of which norms and ropes it (or copies V).
+    let (heads, kv, d, h, bm, bk) = (2usize, 1usize, 32usize, 40usize, 8usize, 64usize);
+    let m = (heads + 2 * kv) * d;
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let kern = rmsnorm_qkv_rope::KERNEL
+        .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("D", int(d))])
+        .unwrap();
+    let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
     let grid = [(m / bm) as u32, 1, 1];
-    for (what, out) in [("qkv", 3), ("q", 8), ("K cache", 9), ("V cache", 10)] {
+    for (what, out) in &QKV_OUTS[..4] {
         same_as_interpreter(
             &format!("rmsnorm_qkv_rope: {what}"),
             &kern,
@@ -285,7 +304,7 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
             grid,
             bufs.clone(),
             &sc,
-            out,
+            *out,
         );
     }
     let tickets = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[11].to_f32s();
@@ -294,6 +313,46 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
         vec![0.0; heads + 2 * kv],
         "the last programs put the tickets back"
     );
+}
+
+/// `rmsnorm_qkv_rope_tiles`' C (the weights carried across its loop, a ticket per tile)
+/// writes the same bits as `rmsnorm_qkv_rope`'s C with one program per tile, as the GPU
+/// runs them: tiles across heads, and a last program with tiles past the last row.
+#[test]
+fn qkv_tiles_emulated_equal_one_program_per_tile() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(18);
+    let (heads, kv, d, h, bm, bk) = (2usize, 1usize, 32usize, 40usize, 8usize, 64usize);
+    let m = (heads + 2 * kv) * d;
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let one = rmsnorm_qkv_rope::KERNEL
+        .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("D", int(d))])
+        .unwrap();
+    let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
+    let want = emulate(&one, NUM_WARPS, 1, [(m / bm) as u32, 1, 1], &bufs, &sc);
+    for tiles in [3usize, 16] {
+        let many = rmsnorm_qkv_rope_tiles::KERNEL
+            .specialize(&[
+                ("BM", int(bm)),
+                ("BK", int(bk)),
+                ("D", int(d)),
+                ("TILES", int(tiles)),
+            ])
+            .unwrap();
+        let grid = [(m / bm).div_ceil(tiles) as u32, 1, 1];
+        let got = emulate(&many, NUM_WARPS, 1, grid, &bufs, &sc);
+        for (what, out) in QKV_OUTS {
+            let bits = |v: &HostMem| v.to_f32s().iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got[out]), bits(&want[out]), "{what}, TILES {tiles}");
+        }
+        assert!(
+            got[8].to_f32s().iter().all(|x| x.is_finite()),
+            "a query head not written"
+        );
+    }
 }
 
 /// `gemv_residual_tiles`' C (the weights carried across its loop, one atomic add per row)

@@ -461,9 +461,9 @@ fn norm_once_tiles_compute_the_same_logits() {
     }
 }
 
-/// o_proj and down with several row tiles per program (`gemv_residual_tiles`,
-/// `Tiles::with_gemv_tiles`: x once per program, the next tile's weights loaded while one
-/// reduces; off by default): the same logits and tokens, bit for bit, as one tile per
+/// QKV, o_proj and down with several row tiles per program (`rmsnorm_qkv_rope_tiles`,
+/// `gemv_residual_tiles`; `Tiles::with_qkv_tiles`, `Tiles::with_gemv_tiles`: x once per
+/// program, the next tile's weights loaded while one reduces): the same logits and tokens, bit for bit, as one tile per
 /// program, stage by stage and under adversarial interleavings, at every committed
 /// checkpoint.
 #[test]
@@ -476,12 +476,22 @@ fn gemv_tiles_compute_the_same_logits() {
 fn gemv_tiles_same_logits_at(name: &str) {
     let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
     let one = model::kernels::Tiles::for_config(&cfg);
-    assert_eq!((one.o_proj_tiles, one.down_tiles), (1, 1), "off by default");
-    // 3 tiles of o_proj's and down's rows per program: the last program's tiles run past
-    // the hidden size unless BM * 3 divides it.
-    let many = one.clone().with_gemv_tiles(&cfg, 3);
-    assert_eq!((many.o_proj_tiles, many.down_tiles), (3, 3));
-    assert_eq!((many.o_proj, many.down), (one.o_proj, one.down));
+    assert_eq!(
+        (one.qkv_tiles, one.o_proj_tiles, one.down_tiles),
+        (1, 1, 1),
+        "one tile per program in the rule"
+    );
+    // 3 tiles of QKV's, o_proj's and down's rows per program: the last program's tiles run
+    // past the hidden size unless BM * 3 divides it (and QKV's tiles cross heads).
+    let many = one.clone().with_gemv_tiles(&cfg, 3).with_qkv_tiles(&cfg, 3);
+    assert_eq!(
+        (many.qkv_tiles, many.o_proj_tiles, many.down_tiles),
+        (3, 3, 3)
+    );
+    assert_eq!(
+        (many.qkv, many.o_proj, many.down),
+        (one.qkv, one.o_proj, one.down)
+    );
     assert!(
         !cfg.hidden_size.is_multiple_of(3 * many.down.bm),
         "{:?}",
@@ -498,10 +508,14 @@ fn gemv_tiles_same_logits_at(name: &str) {
             mega(name, Output::Logits, &with(&many)),
         );
         let (ea, eb) = (a.explain().unwrap(), b.explain().unwrap());
-        assert!(!ea.contains("gemv_residual_tiles"));
+        assert!(!ea.contains("gemv_residual_tiles") && !ea.contains("rmsnorm_qkv_rope_tiles"));
         // o_proj and down on the tiles' grids (a stage's name takes its constexprs where
         // the two differ).
         for (stage, grid) in [
+            (
+                "stage 2 rmsnorm_qkv_rope_tiles",
+                "grid (cdiv((HEADS + 2 * KV_HEADS) * HEAD_DIM, QKV_BM * QKV_TILES)",
+            ),
             (
                 "stage 4 gemv_residual_tiles",
                 "grid (cdiv(HIDDEN, O_BM * O_TILES)",

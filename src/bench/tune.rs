@@ -24,7 +24,6 @@ pub struct Knobs {
     /// Persistent CTAs per SM (the tile rule spreads rows over all of them).
     pub ctas_per_sm: u32,
     pub wait_prefetch_bytes: u64,
-    pub prefetch_depth: usize,
     /// KiB of the staging ring (weight loads issued ahead into shared memory, across
     /// syncs): `auto` as large as the GPU allows, 0 none.
     pub stage_ring: RingKib,
@@ -35,8 +34,11 @@ pub struct Knobs {
     /// lm_head row blocks per program (`Tiles::lm_head_tiles`); 0: spread over the CTAs.
     pub lm_head_tiles: usize,
     /// o_proj and down row tiles per program (`Tiles::with_gemv_tiles`); 0: spread over
-    /// the CTAs, 1: one per program (the default).
+    /// the CTAs (the default), 1: one per program.
     pub gemv_tiles: usize,
+    /// QKV row tiles per program (`Tiles::with_qkv_tiles`); 0: spread over the CTAs, 1:
+    /// one per program (the default).
+    pub qkv_tiles: usize,
 }
 
 impl Default for Knobs {
@@ -49,12 +51,12 @@ impl Default for Knobs {
             bk_max: r.bk_max,
             ctas_per_sm: model::kernels::CTAS_PER_SM,
             wait_prefetch_bytes: m.wait_prefetch_bytes,
-            prefetch_depth: m.prefetch_depth,
             stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             attn_splits: 0,
             gate_up_tiles: 0,
             lm_head_tiles: 0,
-            gemv_tiles: 1,
+            gemv_tiles: model::megakernel_engine::GEMV_TILES,
+            qkv_tiles: model::megakernel_engine::QKV_TILES,
         }
     }
 }
@@ -143,7 +145,6 @@ pub fn run(
         };
         let mega = MegaOptions {
             ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
-            prefetch_depth: k.prefetch_depth,
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             stage_ring: k.stage_ring.0.map(|k| k << 10),
             timeout_ms: watchdog_ms,
@@ -153,7 +154,8 @@ pub fn run(
         let mut tiles = Tiles::with_rule(cfg, &rule)
             .with_gate_up_tiles(cfg, k.gate_up_tiles)
             .with_lm_head_tiles(cfg, k.lm_head_tiles)
-            .with_gemv_tiles(cfg, k.gemv_tiles);
+            .with_gemv_tiles(cfg, k.gemv_tiles)
+            .with_qkv_tiles(cfg, k.qkv_tiles);
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
@@ -232,7 +234,7 @@ pub fn table(rows: &[TuneRow]) -> String {
         }
     };
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | prefetch depth | ring KiB | attention splits | gate/up tiles | lm_head tiles | o_proj/down tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | ring KiB | attention splits | gate/up tiles | lm_head tiles | o_proj/down tiles | QKV tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
@@ -247,7 +249,6 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.bk_max,
             k.ctas_per_sm,
             k.wait_prefetch_bytes >> 20,
-            k.prefetch_depth,
             k.stage_ring,
             if k.attn_splits == 0 {
                 "rule".to_string()
@@ -257,6 +258,7 @@ pub fn table(rows: &[TuneRow]) -> String {
             per_program(k.gate_up_tiles),
             per_program(k.lm_head_tiles),
             per_program(k.gemv_tiles),
+            per_program(k.qkv_tiles),
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

@@ -29,9 +29,9 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "DIR")]
     pub model: Option<std::path::PathBuf>,
     /// `qwen3::decode_step` with o_proj and down at this many row tiles per program
-    /// (`tessera tune --gemv-tiles`: 0 spreads them over the CTAs; 1, the default, is one
+    /// (`tessera tune --gemv-tiles`: 0, the default, spreads them over the CTAs; 1 is one
     /// per program).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = model::megakernel_engine::GEMV_TILES)]
     pub gemv_tiles: usize,
 }
 
@@ -145,7 +145,8 @@ fn decode_step(
 }
 
 /// The decode megakernel at `cfg`'s shape with the engine's default options, o_proj and
-/// down at `gemv_tiles` row tiles per program (`Tiles::with_gemv_tiles`; 1 is the default):
+/// down at `gemv_tiles` row tiles per program (`Tiles::with_gemv_tiles`; `GEMV_TILES` is
+/// the default):
 /// its schedule, or with `cuda` its CUDA C.
 pub fn decode_step_text(
     cfg: &Config,
@@ -155,7 +156,9 @@ pub fn decode_step_text(
 ) -> Result<String, String> {
     use model::kernels::Tiles;
     use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
-    let t = Tiles::for_config(cfg).with_gemv_tiles(cfg, gemv_tiles);
+    let t = Tiles::for_config(cfg)
+        .with_gemv_tiles(cfg, gemv_tiles)
+        .with_qkv_tiles(cfg, model::megakernel_engine::QKV_TILES);
     let opts = MegakernelOptions::default()
         .mega
         .warps(warps.unwrap_or(t.warps));

@@ -33,9 +33,6 @@ pub struct TuneArgs {
     /// MiB of each stage's weights prefetched into L2 while its CTAs wait.
     #[arg(long, value_name = "LIST")]
     pub wait_prefetch_mib: Option<String>,
-    /// Following stages idle CTAs prefetch.
-    #[arg(long, value_name = "LIST")]
-    pub prefetch_depth: Option<String>,
     /// KiB of the staging ring (weights issued ahead into shared memory by a producer warp):
     /// `auto` (as much as the GPU gives), 0 (none) or a size.
     #[arg(long, value_name = "LIST")]
@@ -56,6 +53,11 @@ pub struct TuneArgs {
     /// A GEMV whose k one step does not cover (down at 8B) gets k steps up to 16384 first.
     #[arg(long, value_name = "LIST")]
     pub gemv_tiles: Option<String>,
+    /// QKV row tiles per program (`rmsnorm_qkv_rope_tiles`: the norm once, the next tile's
+    /// weights loaded while one reduces): 0 spreads them over the CTAs, 1 is one per
+    /// program (`rmsnorm_qkv_rope`).
+    #[arg(long, value_name = "LIST")]
+    pub qkv_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -131,11 +133,6 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
     );
     grid = times(
         grid,
-        list("prefetch-depth", &a.prefetch_depth, d.prefetch_depth)?,
-        |k, v| k.prefetch_depth = v,
-    );
-    grid = times(
-        grid,
         list("stage-ring-kib", &a.stage_ring_kib, d.stage_ring)?,
         |k, v| k.stage_ring = v,
     );
@@ -158,6 +155,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("gemv-tiles", &a.gemv_tiles, d.gemv_tiles)?,
         |k, v| k.gemv_tiles = v,
+    );
+    grid = times(
+        grid,
+        list("qkv-tiles", &a.qkv_tiles, d.qkv_tiles)?,
+        |k, v| k.qkv_tiles = v,
     );
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)

@@ -38,12 +38,6 @@ impl CWriter {
         self.line(s);
     }
 
-    /// A line that closes a block and opens the next (`} else {`).
-    pub fn reopen(&mut self, s: impl AsRef<str>) {
-        self.dedent();
-        self.open(s);
-    }
-
     /// One level in, with no line (for a caller that writes lines of its own around it).
     pub fn indent(&mut self) {
         self.depth += 1;
@@ -84,14 +78,15 @@ mod tests {
         let mut w = CWriter::new(1);
         w.open("if (a) {");
         w.line("x = 1;");
-        w.reopen("} else {");
+        w.close("}");
+        w.open("if (b) {");
         w.line("x = 2;");
         w.close("}");
         w.blank();
         w.paste("// as is\n");
         assert_eq!(
             w.finish(),
-            "  if (a) {\n    x = 1;\n  } else {\n    x = 2;\n  }\n\n// as is\n"
+            "  if (a) {\n    x = 1;\n  }\n  if (b) {\n    x = 2;\n  }\n\n// as is\n"
         );
     }
 }

@@ -506,8 +506,10 @@ impl Gen<'_> {
         }
     }
 
-    /// One run of stage `s`: its sync, its programs grid-stride over the CTAs (or, in a
-    /// CTA with none, L2 prefetch for later stages), its arrival.
+    /// One run of stage `s`: its sync, its programs grid-stride over the CTAs, its arrival.
+    /// (A CTA with no program runs ahead to its next wait. Warming the next stages' weights
+    /// into L2 there instead was 3% to 43% slower at every Qwen3 shape: docs/PERF.md,
+    /// session 15.)
     fn stage(&mut self, s: usize) {
         let (r, sched) = (self.r, self.sched);
         let st = &r.stages[s];
@@ -576,20 +578,6 @@ impl Gen<'_> {
                 "tsr_arrive(tsr_sync, {}, tsr_mine);",
                 SyncWords::COUNTERS + s
             ));
-        }
-        let pf = &sched.prefetch[s];
-        if !pf.is_empty() {
-            self.w.reopen("} else {");
-            self.w.line(
-                "// No program here: warm the next stages' weights into L2 instead of idling.",
-            );
-            self.w.line(
-                "const long long tsr_part = blockIdx.x - tsr_n, tsr_parts = gridDim.x - tsr_n;",
-            );
-            for p in pf {
-                let (name, size, lo, hi) = window_c(r, &p.access);
-                self.w.line(format!("tsr_prefetch_l2({name} + {lo}, ({hi} - {lo}) * {size}LL, tsr_part, tsr_parts);  // for stage {}", p.reader + 1));
-            }
         }
         self.w.close("}");
         if self.opts.profile {

@@ -27,8 +27,6 @@ pub struct MegaOptions {
     pub ctas: Option<u32>,
     /// GPU: a wait that lasts longer than this aborts the launch with an error naming it.
     pub timeout_ms: u64,
-    /// Following stages whose read-only windows idle CTAs prefetch into L2 (0: off).
-    pub prefetch_depth: usize,
     /// The interpreter's mode (ignored on a GPU).
     pub interp: InterpMode,
     /// Syncs (by id) to leave out: for tests that show a sync is needed.
@@ -67,7 +65,6 @@ impl Default for MegaOptions {
             num_warps: 4,
             ctas: None,
             timeout_ms: 2000,
-            prefetch_depth: 2,
             interp: InterpMode::Sequential,
             drop_syncs: vec![],
             break_sync: None,
@@ -146,7 +143,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         num_warps,
         ctas: _,
         timeout_ms: _,
-        prefetch_depth: _, // in the plan's key
         interp: _,
         drop_syncs,
         break_sync,
@@ -188,7 +184,7 @@ impl Planned {
     }
 }
 
-type PlanKey = (Vec<(String, ConstVal)>, usize);
+type PlanKey = Vec<(String, ConstVal)>;
 
 /// A bound, scheduled megakernel, for inspection.
 pub struct Plan {
@@ -229,14 +225,13 @@ impl MegaDef {
             .map(|(n, v)| (n.to_string(), *v))
             .collect();
         key.sort_by(|a, b| a.0.cmp(&b.0));
-        let key = (key, opts.prefetch_depth);
         let map = self.plans.get_or_init(Default::default);
         let cached = lock(map).get(&key).cloned();
         let arc = match cached {
             Some(p) => p,
             None => {
                 let r = resolve(self.program(), constexprs).map_err(Error::Lower)?;
-                let s = schedule(&r, opts.prefetch_depth);
+                let s = schedule(&r);
                 let p = Arc::new((r, s));
                 lock(map).insert(key.clone(), p.clone());
                 p

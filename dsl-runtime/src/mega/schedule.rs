@@ -92,14 +92,6 @@ pub struct Sync {
     pub forced: bool,
 }
 
-/// A read-only window that idle CTAs warm into L2 while `during` runs.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Prefetch {
-    /// The stage that will read it.
-    pub reader: usize,
-    pub access: Access,
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
     pub syncs: Vec<Sync>,
@@ -107,8 +99,6 @@ pub struct Schedule {
     pub sync_before: Vec<Option<usize>>,
     /// Per stage: whether its programs bump a counter (some wait reads it).
     pub counted: Vec<bool>,
-    /// Per stage: what idle CTAs prefetch while it runs.
-    pub prefetch: Vec<Vec<Prefetch>>,
 }
 
 impl Schedule {
@@ -396,9 +386,8 @@ impl Pass<'_> {
     }
 }
 
-/// Computes the schedule. `prefetch_depth`: how many following stages' read-only windows
-/// idle CTAs prefetch during a stage (0: none).
-pub fn schedule(r: &Resolved, prefetch_depth: usize) -> Schedule {
+/// Computes the schedule.
+pub fn schedule(r: &Resolved) -> Schedule {
     let n = r.stages.len();
     let mut p = Pass {
         r,
@@ -442,12 +431,11 @@ pub fn schedule(r: &Resolved, prefetch_depth: usize) -> Schedule {
         syncs,
         sync_before,
         counted: counted_v,
-        prefetch: prefetch_plan(r, prefetch_depth),
     }
 }
 
 /// The windows stage `s` reads from pointer parameters no stage writes (weights), whose
-/// extent is known (`&w[a..b]`): what may be prefetched into L2 at any time.
+/// extent is known (`&w[a..b]`): what a waiting CTA may prefetch into L2.
 pub fn weight_windows(r: &Resolved, s: usize) -> Vec<&Access> {
     r.stages[s]
         .reads
@@ -458,45 +446,6 @@ pub fn weight_windows(r: &Resolved, s: usize) -> Vec<&Access> {
                 && matches!(r.params()[a.param].kind, ParamKind::Ptr(_))
         })
         .collect()
-}
-
-/// While a stage runs, CTAs with no program in it prefetch the windows the next
-/// `depth` stages of the same loop body read from parameters no stage writes (weights),
-/// when the window's extent is known (`&w[a..b]`).
-fn prefetch_plan(r: &Resolved, depth: usize) -> Vec<Vec<Prefetch>> {
-    let mut out = vec![vec![]; r.stages.len()];
-    fn walk(r: &Resolved, nodes: &[Node], depth: usize, out: &mut Vec<Vec<Prefetch>>) {
-        let stages: Vec<usize> = nodes
-            .iter()
-            .filter_map(|n| {
-                if let Node::Stage(s) = n {
-                    Some(*s)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        for n in nodes {
-            if let Node::Loop { body, .. } = n {
-                walk(r, body, depth, out);
-            }
-        }
-        for (i, &s) in stages.iter().enumerate() {
-            for &t in stages.iter().skip(i + 1).take(depth) {
-                for a in weight_windows(r, t) {
-                    let p = Prefetch {
-                        reader: t,
-                        access: a.clone(),
-                    };
-                    if !out[s].iter().any(|q| q.access == p.access) {
-                        out[s].push(p);
-                    }
-                }
-            }
-        }
-    }
-    walk(r, &r.body, depth, &mut out);
-    out
 }
 
 // ---- explain ----
@@ -581,7 +530,7 @@ pub fn sync_text(r: &Resolved, s: &Sync) -> String {
 }
 
 /// The schedule, for humans: stages in program order inside their loops, each sync with its
-/// kind and the hazards that caused it, and the prefetched windows.
+/// kind and the hazards that caused it.
 pub fn explain(r: &Resolved, sched: &Schedule) -> String {
     let mut out = String::new();
     let consts: Vec<String> = r
@@ -664,21 +613,6 @@ pub fn explain(r: &Resolved, sched: &Schedule) -> String {
                     }
                     if sched.counted[*s] {
                         let _ = writeln!(out, "{pad}  finished programs bump counter {}", s);
-                    }
-                    if !sched.prefetch[*s].is_empty() {
-                        let w: Vec<String> = sched.prefetch[*s]
-                            .iter()
-                            .map(|p| {
-                                let a = super::program::ArgExpr::Ptr {
-                                    param: p.access.param,
-                                    offset: p.access.offset.clone(),
-                                    end: p.access.end.clone(),
-                                };
-                                format!("{} (for stage {})", r.show_arg(&a), p.reader + 1)
-                            })
-                            .collect();
-                        let _ =
-                            writeln!(out, "{pad}  idle CTAs prefetch into L2: {}", w.join(", "));
                     }
                 }
             }

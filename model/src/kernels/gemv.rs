@@ -95,8 +95,8 @@ pub fn gemv_residual(
 /// (`k <= BK`): x loaded once per program instead of once per tile, and each tile's weights
 /// loaded while the previous one reduces (`wv` carried into the next iteration), as
 /// `rmsnorm_gate_up_silu_tiles` does for gate/up. The same arithmetic, tile by tile, as
-/// `gemv_residual` with one k step (`gemv_rows`): the same bits. The megakernel's candidate
-/// for o_proj and down (`Tiles::with_gemv_tiles`), off by default until its GPU A/B.
+/// `gemv_residual` with one k step (`gemv_rows`): the same bits. The megakernel's o_proj
+/// and down (`Tiles::with_gemv_tiles`, `megakernel_engine::GEMV_TILES`).
 #[kernel]
 pub fn gemv_residual_tiles(
     w: Ptr<bf16>,

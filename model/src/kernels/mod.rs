@@ -130,10 +130,17 @@ pub struct Tiles {
     pub elems_per_thread: usize,
     pub embed_block: usize,
     pub qkv: Gemv,
+    /// QKV row tiles per program in the megakernel (`rmsnorm_qkv_rope_tiles`: the norm once
+    /// per program, the next tile's weights loaded while one reduces), when one k step
+    /// covers the hidden size; 1: `rmsnorm_qkv_rope`, one tile per program (the kernels
+    /// engine's, and the rule's here; the megakernel engine applies
+    /// `megakernel_engine::QKV_TILES`). See [`Tiles::with_qkv_tiles`].
+    pub qkv_tiles: usize,
     pub o_proj: Gemv,
     /// o_proj row tiles per program in the megakernel (`gemv_residual_tiles`: x once per
     /// program, the next tile's weights loaded while one reduces), when one k step covers
-    /// its k; 1: `gemv_residual`, one tile per program (the default until a GPU A/B). See
+    /// its k; 1: `gemv_residual`, one tile per program (the kernels engine's, and the rule's
+    /// here; the megakernel engine applies `megakernel_engine::GEMV_TILES`). See
     /// [`Tiles::with_gemv_tiles`].
     pub o_proj_tiles: usize,
     pub gate_up: Gemv,
@@ -183,6 +190,7 @@ impl Tiles {
                     ..g
                 }
             },
+            qkv_tiles: 1,
             o_proj: gemv(h, cfg.q_dim(), 1),
             o_proj_tiles: 1,
             // m = intermediate: a program owns BM gate rows and the BM matching up rows.
@@ -218,6 +226,18 @@ impl Tiles {
     pub fn with_gate_up_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
         self.gate_up_tiles =
             self.tiles_per_program(self.gate_up, cfg.intermediate_size, cfg.hidden_size, tiles);
+        self
+    }
+
+    /// QKV with `tiles` row tiles per program, as [`Tiles::with_gate_up_tiles`]
+    /// (`rmsnorm_qkv_rope_tiles`).
+    pub fn with_qkv_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
+        self.qkv_tiles = self.tiles_per_program(
+            self.qkv,
+            cfg.q_dim() + 2 * cfg.kv_dim(),
+            cfg.hidden_size,
+            tiles,
+        );
         self
     }
 

@@ -93,14 +93,58 @@ pub fn qk_norm_rope(
     }
 }
 
+/// Head `unit` of the QKV output (query heads, then key heads, then value heads: D
+/// consecutive values each) finished: a query head normed and roped into `q_out`, a key
+/// head into its K-cache slot at the position, a value head copied into its V-cache slot.
+#[tile_fn]
+fn finish_head(
+    qkv: Ptr<bf16>,
+    q_norm: Ptr<bf16>,
+    k_norm: Ptr<bf16>,
+    rope: Ptr<f32>,
+    pos: Ptr<i32>,
+    q_out: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    unit: i32,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    #[constexpr] D: usize,
+) {
+    let p = load(pos);
+    let cs = rope + p * D;
+    let d = arange(0, D);
+    let src = qkv + unit * D;
+    if unit < n_heads {
+        store(
+            q_out + unit * D + d,
+            norm_rope(src, q_norm, cs, eps, D).to(bf16),
+        );
+    } else {
+        let kvh = unit - n_heads;
+        if kvh < n_kv_heads {
+            let slot = (kvh * max_seq + p) * D;
+            store(
+                k_cache + slot + d,
+                norm_rope(src, k_norm, cs, eps, D).to(bf16),
+            );
+        } else {
+            // V needs no norm or rope: straight into the cache.
+            let slot = ((kvh - n_kv_heads) * max_seq + p) * D;
+            store(v_cache + slot + d, load(src + d));
+        }
+    }
+}
+
 /// The input RMSNorm + QKV GEMV (`rmsnorm_gemv`) and `qk_norm_rope` in one grid: every
 /// program writes its BM rows of `qkv`, and the last of the D / BM programs of each head
-/// (a query, key or value head: D consecutive rows) finishes it: a query head normed and
-/// roped into `q_out`, a key head into its K-cache slot, a value head copied into its
-/// V-cache slot. `tickets[unit]` counts a head's finished programs (the scalar atomic orders
-/// each program's rows before its count and the last one's loads after every count); the
-/// last one puts it back to 0. Needs D % BM == 0 (`Tiles` makes it so).
-#[kernel(helpers(normed_gemv_rows, norm_rope))]
+/// (a query, key or value head: D consecutive rows) finishes it (`finish_head`).
+/// `tickets[unit]` counts a head's finished programs (the scalar atomic orders each
+/// program's rows before its count and the last one's loads after every count); the last
+/// one puts it back to 0. Needs D % BM == 0 (`Tiles` makes it so).
+#[kernel(helpers(normed_gemv_rows, finish_head, norm_rope))]
 pub fn rmsnorm_qkv_rope(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -132,27 +176,85 @@ pub fn rmsnorm_qkv_rope(
     let done = atomic_add(tickets + unit, 1);
     if done == D / BM - 1 {
         store(tickets + unit, 0);
-        let p = load(pos);
-        let cs = rope + p * D;
-        let d = arange(0, D);
-        let src = qkv + unit * D;
-        if unit < n_heads {
-            store(
-                q_out + unit * D + d,
-                norm_rope(src, q_norm, cs, eps, D).to(bf16),
-            );
-        } else {
-            let kvh = unit - n_heads;
-            if kvh < n_kv_heads {
-                let slot = (kvh * max_seq + p) * D;
-                store(
-                    k_cache + slot + d,
-                    norm_rope(src, k_norm, cs, eps, D).to(bf16),
+        finish_head(
+            qkv, q_norm, k_norm, rope, pos, q_out, k_cache, v_cache, unit, n_heads, n_kv_heads,
+            max_seq, eps, D,
+        );
+    }
+}
+
+/// `rmsnorm_qkv_rope` for a program that owns `TILES` consecutive `BM`-row tiles in one k
+/// step (`k <= BK`), as `rmsnorm_gate_up_silu_tiles` does for gate/up: the norm (x's load,
+/// its squares' reduction, x·g) once per program, and each tile's weights loaded while the
+/// previous one reduces (`wt` carried into the next iteration). Each tile counts itself
+/// into its head's ticket and the head's last tile finishes it, as one program per tile
+/// does. The same arithmetic, tile by tile, as `rmsnorm_qkv_rope` with one k step: the
+/// same bits. Needs D % BM == 0.
+#[kernel(helpers(finish_head, norm_rope))]
+pub fn rmsnorm_qkv_rope_tiles(
+    x: Ptr<f32>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    qkv: Ptr<bf16>,
+    q_norm: Ptr<bf16>,
+    k_norm: Ptr<bf16>,
+    rope: Ptr<f32>,
+    pos: Ptr<i32>,
+    q_out: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    tickets: Ptr<i32>,
+    m: i32,
+    k: i32,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] D: usize,
+    #[constexpr] TILES: usize,
+) {
+    let cols = arange(0, BK);
+    let col_mask = cols < k;
+    let first = program_id(0) * TILES;
+    // The first tile's weights, before anything another stage writes; each iteration loads
+    // the next one's.
+    let rows0 = first * BM + arange(0, BM);
+    let mask0 = (rows0 < m).expand_dims(1) & col_mask.expand_dims(0);
+    let mut wt = load(
+        w + rows0.expand_dims(1) * k + cols.expand_dims(0),
+        mask0,
+        0.0,
+    );
+    let xv = load(x + cols, col_mask, 0.0);
+    let inv = rms_inv(xv * xv, k, eps);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    for t in 0..TILES {
+        let tile = first + t;
+        let rows = tile * BM + arange(0, BM);
+        let row_mask = rows < m;
+        let mut acc = zeros([BM, BK], f32);
+        acc += wt.to(f32) * xg;
+        // The next tile's weights (none past the last tile) stream in while this one reduces.
+        let next = rows + BM;
+        let next_mask = ((next < m) & (t + 1 < TILES)).expand_dims(1) & col_mask.expand_dims(0);
+        wt = load(
+            w + next.expand_dims(1) * k + cols.expand_dims(0),
+            next_mask,
+            0.0,
+        );
+        store(qkv + rows, (sum(acc, 1) * inv).to(bf16), row_mask);
+        // A tile past the last row counts nothing (its head's count would never reset).
+        if tile * BM < m {
+            let unit = tile * BM / D;
+            let done = atomic_add(tickets + unit, 1);
+            if done == D / BM - 1 {
+                store(tickets + unit, 0);
+                finish_head(
+                    qkv, q_norm, k_norm, rope, pos, q_out, k_cache, v_cache, unit, n_heads,
+                    n_kv_heads, max_seq, eps, D,
                 );
-            } else {
-                // V needs no norm or rope: straight into the cache.
-                let slot = ((kvh - n_kv_heads) * max_seq + p) * D;
-                store(v_cache + slot + d, load(src + d));
             }
         }
     }
