@@ -5,7 +5,7 @@
 //! the stated tolerance (bf16 output: relative Frobenius error ≤ 1e-2).
 #[path = "../dsl-runtime/tests/host_emu/kernel.rs"]
 mod emu;
-use emu::{emulate_with, have_gxx, Scalar};
+use emu::{emulate_variant, emulate_with, have_gxx, Scalar, Variant};
 use half::bf16;
 use tessera::check::Rng;
 use tessera::kernels::attention::{self as att, attention, attention_ref};
@@ -41,12 +41,23 @@ struct Mm {
 }
 
 fn mm_data(m: usize, n: usize, k: usize, seed: u64) -> Mm {
+    let mut d = mm_inputs(m, n, k, seed);
+    d.want = matmul_ref(&d.a, &d.b, &d.bias, m, n, k);
+    d
+}
+
+/// [`mm_data`] without the reference (`want` empty: too slow on the CPU at 4096^3).
+fn mm_inputs(m: usize, n: usize, k: usize, seed: u64) -> Mm {
     let mut rng = Rng::new(seed);
     let a = rng.vec_bf16(m * k);
     let b = rng.vec_bf16(k * n);
     let bias = rng.vec_f32(n);
-    let want = matmul_ref(&a, &b, &bias, m, n, k);
-    Mm { a, b, bias, want }
+    Mm {
+        a,
+        b,
+        bias,
+        want: vec![],
+    }
 }
 
 #[test]
@@ -90,6 +101,78 @@ fn matmul_interpreter_and_emulation() {
                     .zip(&got)
                     .all(|(x, y)| x.to_bits() == y.to_bits()),
                 "matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages} ring_unroll {unroll}: emulation != interpreter"
+            );
+        }
+    }
+}
+
+/// The shipped matmul with `EmitOptions::wgmma` (`TESSERA_WGMMA=1`, a candidate): its `dot`
+/// on wgmma (one or two warpgroups, one or two m64 slabs each, rows of 64 and 128 bytes, B in
+/// 64-column blocks), the C emulated with the model of wgmma (host_emu/wgmma.h) bit for bit
+/// against the interpreter, masked edges and k tails, with and without `ring_unroll`.
+#[test]
+fn matmul_wgmma_interpreter_and_emulation() {
+    for (m, n, k, (bm, bn, bk), warps, stages) in [
+        (
+            150usize,
+            144usize,
+            80usize,
+            (64i64, 128i64, 32i64),
+            4u32,
+            3u32,
+        ),
+        (200, 80, 208, (128, 64, 64), 4, 2),
+        (130, 272, 96, (128, 256, 32), 8, 3),
+    ] {
+        let d = mm_data(m, n, k, (m + n * k) as u64);
+        let kern = matmul::KERNEL
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk), ("GROUP_M", 2)]))
+            .unwrap();
+        let grid = [mmk::grid(m, n, bm as usize, bn as usize), 1, 1];
+        let bufs = vec![
+            HostMem::from_f32s(DType::BF16, &to_f32(&d.a)),
+            HostMem::from_f32s(DType::BF16, &to_f32(&d.b)),
+            HostMem::from_f32s(DType::F32, &d.bias),
+            HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m * n]),
+        ];
+        let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
+        let mut mem = bufs.clone();
+        interpret(&kern, grid, &mut mem, &sc);
+        let got = mem[3].to_f32s();
+        let err = rel_frob(&got, &d.want);
+        assert!(
+            err <= BF16_TOL,
+            "matmul {m}x{n}x{k}: interpreter vs f64 {err:e}"
+        );
+        let code = tessera::runtime::cuda::emit(
+            &kern,
+            &tessera::runtime::cuda::EmitOptions {
+                divisible16: emu::facts(&kern, &sc),
+                num_stages: stages,
+                wgmma: true,
+                ..tessera::runtime::cuda::EmitOptions::new(warps)
+            },
+        )
+        .unwrap()
+        .code;
+        assert!(
+            code.contains(&format!("// dot: tensor cores: wgmma m64n{bn}k16")),
+            "matmul tile ({bm}, {bn}, {bk}): on wgmma\n{code}"
+        );
+        let variants = [(false, false), (true, false), (false, true), (true, true)];
+        for (ring_unroll, in_flight) in variants.into_iter().filter(|_| have_gxx()) {
+            let v = Variant {
+                ring_unroll,
+                wgmma: true,
+                in_flight,
+            };
+            let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
+            assert!(
+                e[3].to_f32s()
+                    .iter()
+                    .zip(&got)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages} {v:?}: emulation != interpreter"
             );
         }
     }
@@ -269,5 +352,122 @@ fn attention_on_gpu_matches_f64_within_tolerance() {
             err <= BF16_TOL,
             "GPU attention d={d} causal={causal} tile ({bm}, {bn}) warps {warps} stages {stages}: {err:e}"
         );
+    }
+}
+
+/// silu(A·B + bias)[i, j] in f64 (one element of [`matmul_ref`], for sampled checks).
+fn matmul_ref_at(d: &Mm, n: usize, k: usize, i: usize, j: usize) -> f64 {
+    let mut z = d.bias[j] as f64;
+    for kk in 0..k {
+        z += d.a[i * k + kk].to_f64() * d.b[kk * n + j].to_f64();
+    }
+    z / (1.0 + (-z).exp())
+}
+
+/// `TESSERA_WGMMA=1` (`EmitOptions::wgmma`, a candidate): the matmul example's tuning space on
+/// wgmma (sm_90a), against f64 at 4096^3 (4096 sampled entries, each within 2e-2 of its
+/// value + 1 and all within a relative Frobenius error of 1e-2) and at an odd shape whose rows
+/// still take the ring (every edge masked, a k tail; the whole output checked). The variable
+/// is read once per process: run this test alone (it fails, saying so, if the option did not
+/// take), on an H100 or H200:
+/// `cargo test --release --test dot_kernels -- --ignored --exact matmul_wgmma_on_gpu_matches_f64`
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_wgmma_on_gpu_matches_f64() {
+    wgmma_on_gpu("1", false);
+}
+
+/// The same with `TESSERA_WGMMA=2` (`EmitOptions::wgmma_in_flight`: one iteration's wgmmas in
+/// flight, the ring a slot deeper); alone too:
+/// `cargo test --release --test dot_kernels -- --ignored --exact matmul_wgmma_in_flight_on_gpu_matches_f64`
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_wgmma_in_flight_on_gpu_matches_f64() {
+    wgmma_on_gpu("2", true);
+}
+
+/// `TESSERA_WGMMA=level`; `in_flight`: the loop waits with `wait_group 1`, not 0.
+fn wgmma_on_gpu(level: &str, in_flight: bool) {
+    // SAFETY: set before anything in this process reads it (run the test alone).
+    std::env::set_var(tessera::runtime::kernel_def::WGMMA_ENV, level);
+    let dev = Device::cuda(0).unwrap();
+    assert_eq!(
+        dev.arch(),
+        Some("sm_90"),
+        "wgmma needs an sm_90 GPU (H100, H200): {}",
+        dev.describe()
+    );
+    let configs = [
+        (128usize, 256usize, 32usize, 8u32, 3u32),
+        (128, 128, 32, 4, 4),
+        (128, 128, 64, 4, 3),
+        (256, 128, 32, 8, 3),
+        (128, 256, 64, 8, 3),
+        (256, 128, 64, 8, 3),
+    ];
+    for &(bm, bn, bk, w, s) in &configs {
+        let cx = ints(&[
+            ("BM", bm as i64),
+            ("BN", bn as i64),
+            ("BK", bk as i64),
+            ("GROUP_M", 8),
+        ]);
+        let code = matmul::KERNEL.cuda_source_staged(&cx, w, s).unwrap().code;
+        assert!(
+            code.contains("wgmma.mma_async")
+                && code.contains("tsr_wgmma_wait<1>();") == in_flight,
+            "tile ({bm}, {bn}, {bk}) warps {w}: not on wgmma (was {} read before this test set it? run it alone)",
+            tessera::runtime::kernel_def::WGMMA_ENV
+        );
+    }
+    for (m, n, k, full) in [
+        (4096usize, 4096usize, 4096usize, false),
+        (1000, 784, 1232, true),
+    ] {
+        let d = if full {
+            mm_data(m, n, k, 11)
+        } else {
+            mm_inputs(m, n, k, 11)
+        };
+        let (da, db, dbias) = (
+            dev.upload(&d.a).unwrap(),
+            dev.upload(&d.b).unwrap(),
+            dev.upload(&d.bias).unwrap(),
+        );
+        let mut rng = Rng::new(3);
+        let samples: Vec<(usize, usize)> = (0..4096)
+            .map(|_| ((rng.next_u64() as usize) % m, (rng.next_u64() as usize) % n))
+            .collect();
+        let want: Vec<f64> = samples
+            .iter()
+            .map(|&(i, j)| matmul_ref_at(&d, n, k, i, j))
+            .collect();
+        for &(bm, bn, bk, warps, stages) in &configs {
+            let dc = dev.zeros::<bf16>(m * n).unwrap();
+            let launch = Launch::grid(mmk::grid(m, n, bm, bn))
+                .warps(warps)
+                .stages(stages);
+            matmul::launch(
+                &dev, &launch, &da, &db, &dbias, &dc, m as i32, n as i32, k as i32, bm, bn, bk, 8,
+            )
+            .unwrap();
+            let got = to_f32(&dc.to_vec().unwrap());
+            let what = format!(
+                "wgmma matmul {m}x{n}x{k} tile ({bm}, {bn}, {bk}) warps {warps} stages {stages}"
+            );
+            if full {
+                let err = rel_frob(&got, &d.want);
+                assert!(err <= BF16_TOL, "{what}: {err:e}");
+            }
+            let g: Vec<f32> = samples.iter().map(|&(i, j)| got[i * n + j]).collect();
+            let err = rel_frob(&g, &want);
+            assert!(err <= BF16_TOL, "{what}: sampled {err:e}");
+            for (((i, j), x), y) in samples.iter().zip(&g).zip(&want) {
+                assert!(
+                    (*x as f64 - y).abs() <= 2e-2 * (y.abs() + 1.0),
+                    "{what}: C[{i}, {j}] = {x}, f64 {y}"
+                );
+            }
+        }
     }
 }

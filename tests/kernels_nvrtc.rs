@@ -197,3 +197,124 @@ fn pipelined_dot_kernels_compile(ring_unroll: bool) {
         );
     }
 }
+
+/// [`compiles`]' twin for `EmitOptions::wgmma` (`TESSERA_WGMMA=1` on an sm_90 device): the
+/// code for sm_90a through ptxas (what PTX alone does not check), no spills; whether some
+/// `dot` takes wgmma is `wgmma`. Returns ptxas's registers per thread.
+fn compiles_wgmma(
+    what: &str,
+    def: &KernelDef,
+    cx: &[(&'static str, ConstVal)],
+    (warps, st): (u32, u32),
+    (wgmma, in_flight, ring_unroll): (bool, bool, bool),
+) -> u32 {
+    let k = def.specialize(cx).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let opts = EmitOptions {
+        divisible16: vec![true; k.params.len()],
+        num_stages: st,
+        wgmma: true,
+        wgmma_in_flight: in_flight,
+        ring_unroll,
+        ..EmitOptions::new(warps)
+    };
+    let src = emit(&k, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(src.wgmma, wgmma, "{what}: takes wgmma\n{}", src.code);
+    if !wgmma {
+        assert!(
+            src.code.contains("; not wgmma: "),
+            "{what}: the reason\n{}",
+            src.code
+        );
+    }
+    let info = nvrtc::ptxas_info(&src.code, "sm_90a").unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(info.spill_bytes, 0, "{what}: spills\n{}", info.log);
+    // ptxas's "wgmma.mma_async instructions are serialized due to ..." or "wgmma.wait_group
+    // is injected" (an accumulator register touched while in flight: checked by adding one
+    // such access) would make the candidate slow, not wrong.
+    assert!(
+        !info.log.contains("serialized") && !info.log.contains("injected"),
+        "{what}:\n{}",
+        info.log
+    );
+    assert_eq!(
+        src.code.contains("tsr_wgmma_wait<1>();"),
+        wgmma && in_flight,
+        "{what}: in flight"
+    );
+    eprintln!(
+        "wgmma {}{}{}: {what} warps {warps} stages {st}: {} registers, no spills",
+        if wgmma { "on" } else { "off (mma.sync)" },
+        if wgmma && in_flight {
+            ", in flight"
+        } else {
+            ""
+        },
+        if ring_unroll { ", ring unrolled" } else { "" },
+        info.registers
+    );
+    info.registers
+}
+
+/// With `EmitOptions::wgmma` (a candidate, off by default): every config of the matmul
+/// example's tuning space takes wgmma (whole warpgroups over M, N up to 256, rows of 64 or
+/// 128 bytes) and compiles for sm_90a without spills; the prefill GEMMs (B `[n][k]`,
+/// K-major) too where both operands are in the ring; attention keeps mma.sync (Q is
+/// hoisted, P comes from registers) and says why. Each GEMM also with its wgmmas in flight
+/// (`EmitOptions::wgmma_in_flight`, `TESSERA_WGMMA=2`); the matmul with and without the
+/// unrolled ring (the runtime's default since session 15).
+#[test]
+fn dot_kernels_compile_for_sm90a_with_wgmma() {
+    if let Err(e) = tessera::runtime::device::probe_nvrtc() {
+        panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
+    }
+    let int = |v: i64| ConstVal::Int(v);
+    for (bm, bn, bk, w, s) in [
+        (128, 256, 32, 8, 3),
+        (128, 128, 32, 4, 4),
+        (128, 128, 64, 4, 3),
+        (256, 128, 32, 8, 3),
+        (128, 256, 64, 8, 3),
+        (256, 128, 64, 8, 3),
+    ] {
+        let cx = [
+            ("BM", int(bm)),
+            ("BN", int(bn)),
+            ("BK", int(bk)),
+            ("GROUP_M", int(8)),
+        ];
+        let what = format!("matmul {bm}x{bn}x{bk}");
+        for (in_flight, unroll) in [(false, false), (true, false), (false, true), (true, true)] {
+            compiles_wgmma(
+                &what,
+                &matmul::KERNEL,
+                &cx,
+                (w, s),
+                (true, in_flight, unroll),
+            );
+        }
+    }
+    for (bm, bn, w, s) in [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 3)] {
+        let cx = [
+            ("BM", int(bm)),
+            ("BN", int(bn)),
+            ("D", int(128)),
+            ("CAUSAL", ConstVal::Bool(true)),
+        ];
+        let what = format!("attention {bm}x{bn} d=128");
+        compiles_wgmma(&what, &attention::KERNEL, &cx, (w, s), (false, false, true));
+    }
+    let p = PrefillTiles::gpu();
+    let u = |v: usize| ConstVal::Int(v as i64);
+    let gemm = [
+        ("BM", u(p.gemm_bm)),
+        ("BN", u(p.gemm_bn)),
+        ("BK", u(p.gemm_bk)),
+        ("GROUP_M", u(p.group_m)),
+    ];
+    for k in [&gemm_nt::KERNEL, &gemm_nt_residual::KERNEL] {
+        for in_flight in [false, true] {
+            let st = (p.gemm_warps, p.gemm_stages);
+            compiles_wgmma(k.name(), k, &gemm, st, (true, in_flight, true));
+        }
+    }
+}

@@ -29,6 +29,35 @@ fn ring_unroll() -> bool {
     *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).map_or(true, |v| v != "0"))
 }
 
+/// The environment variable that turns on `EmitOptions::wgmma` for every kernel this
+/// process compiles for an sm_90 device (H100, H200): `1`, the code is then compiled for
+/// `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile allows, waiting for
+/// each iteration's wgmmas; `2`, the same with one iteration's wgmmas in flight
+/// (`EmitOptions::wgmma_in_flight`). Off until a GPU A/B; the generated C differs, so the
+/// disk caches never mix them (as `TESSERA_RING_UNROLL`).
+pub const WGMMA_ENV: &str = "TESSERA_WGMMA";
+
+/// `TESSERA_WGMMA`'s level: 0 (unset or anything else), 1 or 2 (read once).
+fn wgmma_env() -> u8 {
+    static ON: OnceLock<u8> = OnceLock::new();
+    *ON.get_or_init(|| match std::env::var(WGMMA_ENV).as_deref() {
+        Ok("1") => 1,
+        Ok("2") => 2,
+        _ => 0,
+    })
+}
+
+/// `TESSERA_WGMMA`'s level for code compiled for a device of architecture `arch` (`None`:
+/// no device, as `explain` and the autotuner's cache key see it, which assume an sm_90
+/// device when the variable is set): `wgmma` exists on sm_90a only.
+fn wgmma_for(arch: Option<&str>) -> u8 {
+    if arch.is_none_or(|a| a == "sm_90") {
+        wgmma_env()
+    } else {
+        0
+    }
+}
+
 /// A constexpr binding: `("BLOCK", ConstVal::Int(1024))`.
 pub type Binding = (&'static str, ConstVal);
 
@@ -252,6 +281,17 @@ impl KernelDef {
         num_warps: u32,
         num_stages: u32,
     ) -> Result<CudaSource> {
+        self.source_for(constexprs, num_warps, num_stages, None)
+    }
+
+    /// [`KernelDef::cuda_source_staged`] for a device of architecture `arch` (`None`: none).
+    fn source_for(
+        &self,
+        constexprs: &[Binding],
+        num_warps: u32,
+        num_stages: u32,
+        arch: Option<&str>,
+    ) -> Result<CudaSource> {
         let spec = self.spec(constexprs)?;
         let facts = vec![true; spec.kernel.params.len()];
         cuda::emit(
@@ -264,6 +304,8 @@ impl KernelDef {
                 stage_boxes: false,
                 consumer_barrier: false,
                 ring_unroll: ring_unroll(),
+                wgmma: wgmma_for(arch) >= 1,
+                wgmma_in_flight: wgmma_for(arch) == 2,
             },
         )
         .map_err(Error::Lower)
@@ -370,7 +412,7 @@ impl KernelDef {
             let mut code = vec![];
             for c in &tune.configs {
                 code.push(
-                    self.cuda_source_staged(&c.constexprs, c.num_warps, c.num_stages)?
+                    self.source_for(&c.constexprs, c.num_warps, c.num_stages, dev.arch())?
                         .code,
                 );
             }
@@ -458,11 +500,14 @@ impl KernelDef {
                 stage_boxes: false,
                 consumer_barrier: false,
                 ring_unroll: ring_unroll(),
+                wgmma: wgmma_for(Some(dev.arch)) >= 1,
+                wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,
             },
         )
         .map_err(Error::Lower)?;
         let dynamic = src.dynamic_smem_bytes;
-        let f = launch_args::load_function(dev, &src.code, &src.entry, dynamic)?;
+        let f =
+            launch_args::load_function(dev, &src.code, &src.entry, src.arch(dev.arch), dynamic)?;
         lock(&spec.functions).insert(key, (f.clone(), dynamic as u32));
         Ok((f, dynamic as u32))
     }

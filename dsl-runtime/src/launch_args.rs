@@ -146,13 +146,15 @@ impl Packed {
 
 /// Compiles `code` with NVRTC for the device, loads it, and returns `entry`, allowed
 /// `dynamic_smem` bytes of dynamic shared memory (above 48 KiB a function must opt in).
+/// `arch`: NVRTC's architecture (the device's, or `sm_90a` for code with `wgmma`).
 pub(crate) fn load_function(
     dev: &CudaDev,
     code: &str,
     entry: &str,
+    arch: &'static str,
     dynamic_smem: usize,
 ) -> Result<CudaFunction> {
-    let compiled = nvrtc::compile(code, dev.arch, true)?;
+    let compiled = nvrtc::compile(code, arch, true)?;
     let module = dev
         .ctx
         .load_module(cudarc::nvrtc::Ptx::from_src(compiled.ptx))?;

@@ -92,6 +92,67 @@ pub fn compile(code: &str, arch: &'static str, use_cache: bool) -> Result<Compil
     })
 }
 
+/// What ptxas reports for a kernel compiled to machine code (`Used N registers`, spills).
+#[derive(Clone, Debug)]
+pub struct PtxasInfo {
+    pub registers: u32,
+    /// Bytes of spill stores plus spill loads per thread (0: no spills).
+    pub spill_bytes: u32,
+    pub log: String,
+}
+
+/// Compiles `code` for the real architecture `arch` (`sm_90a`, ...) to machine code, so ptxas
+/// runs (and checks what PTX alone does not, such as `wgmma` needing sm_90a), and returns its
+/// report for the last kernel. For tests and tuning; not cached.
+pub fn ptxas_info(code: &str, arch: &str) -> Result<PtxasInfo> {
+    use cudarc::nvrtc::result as nv;
+    probe_nvrtc()?;
+    let src = std::ffi::CString::new(code).map_err(|e| Error::Compile(e.to_string()))?;
+    let prog = nv::create_program(&src, None).map_err(|e| Error::Compile(format!("{e:?}")))?;
+    let opts = [
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "--ptxas-options=-v".to_string(),
+    ];
+    // SAFETY: `prog` was created above and is destroyed once, below.
+    let (ok, log) = unsafe {
+        let ok = nv::compile_program(prog, &opts);
+        let log = nv::get_program_log(prog).unwrap_or_default();
+        let _ = nv::destroy_program(prog);
+        (ok, log)
+    };
+    let log: String = log
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8 as char)
+        .collect();
+    if ok.is_err() {
+        return Err(Error::Compile(format!("NVRTC/ptxas for {arch}:\n{log}")));
+    }
+    // `ptxas info : Used 196 registers, ...` and `... 0 bytes spill stores, 0 bytes spill loads`.
+    let number_before = |line: &str, what: &str| -> Option<u32> {
+        let i = line.find(what)?;
+        line[..i].split_whitespace().last()?.parse().ok()
+    };
+    let mut info = PtxasInfo {
+        registers: 0,
+        spill_bytes: 0,
+        log: log.clone(),
+    };
+    for l in log.lines() {
+        if let Some(r) = number_before(l, " registers") {
+            info.registers = r;
+        }
+        if let (Some(st), Some(ld)) = (
+            number_before(l, " bytes spill stores"),
+            number_before(l, " bytes spill loads"),
+        ) {
+            info.spill_bytes = st + ld;
+        }
+    }
+    Ok(info)
+}
+
 /// NVRTC's log, with each generated line it names quoted (and its neighbours), since the
 /// user never saw the generated source.
 fn describe_failure(e: &cudarc::nvrtc::CompileError, code: &str) -> String {

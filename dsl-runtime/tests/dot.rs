@@ -10,7 +10,7 @@ use dsl_runtime::cuda::{emit, EmitOptions};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::prelude::*;
 use dsl_runtime::ConstVal;
-use emu::{emulate, emulate_with, facts, have_gxx, Scalar};
+use emu::{emulate, emulate_variant, emulate_with, facts, have_gxx, Scalar, Variant};
 
 // ---- kernels -----------------------------------------------------------------------------
 
@@ -146,6 +146,39 @@ fn mm_shl(
     );
 }
 
+/// C[M, N] = A[M, K] · B[N, K]ᵀ (B stored as `nn.Linear` weights: `trans` of its tile),
+/// masked at every edge.
+#[kernel]
+fn mm_nt(
+    a: Ptr<bf16>,
+    b: Ptr<bf16>,
+    c: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] BK: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let cols = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let ks = k0 + arange(0, BK);
+        let a_mask = (rows.expand_dims(1) < m) & (ks.expand_dims(0) < k);
+        let at = load(a + rows.expand_dims(1) * k + ks.expand_dims(0), a_mask, 0.0);
+        let b_mask = (cols.expand_dims(1) < n) & (ks.expand_dims(0) < k);
+        let bt = load(b + cols.expand_dims(1) * k + ks.expand_dims(0), b_mask, 0.0);
+        acc = dot(at, trans(bt), acc);
+    }
+    let c_mask = (rows.expand_dims(1) < m) & (cols.expand_dims(0) < n);
+    store(
+        c + rows.expand_dims(1) * n + cols.expand_dims(0),
+        acc,
+        c_mask,
+    );
+}
+
 /// S[M, N] = Q[M, D] · K[N, D]ᵀ with `trans(k)` (and `x.trans()` on the way out: the result
 /// is stored transposed, S^T[N, M]).
 #[kernel]
@@ -253,6 +286,8 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             stage_boxes: false,
             consumer_barrier: false,
             ring_unroll,
+            wgmma: false,
+            wgmma_in_flight: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -437,6 +472,8 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             stage_boxes: false,
             consumer_barrier: false,
             ring_unroll,
+            wgmma: false,
+            wgmma_in_flight: false,
         },
     )
     .unwrap()
@@ -1001,4 +1038,444 @@ fn lane_base_tiles_compile_with_nvrtc() {
         assert_eq!(code.matches("tsr_cp_async16_at(").count(), 5, "{code}");
         assert!(code.contains("this thread's first chunk"), "{code}");
     }
+}
+
+// ---- wgmma (sm_90a, EmitOptions::wgmma): emulation with a model of wgmma, NVRTC + ptxas ----
+
+/// A `dot` that takes `wgmma`: odd sizes (masked rows, columns and k tails), rows of 16, 32
+/// and 64 elements and wider (column blocks), one or two warpgroups, one or two m64 slabs per
+/// warpgroup, B `[k][n]` (MN-major) and `[n][k]` (`mm_nt`, K-major).
+#[derive(Clone, Copy)]
+struct WgCase {
+    which: &'static str,
+    m: usize,
+    n: usize,
+    k: usize,
+    tile: (i64, i64, i64),
+    warps: u32,
+    stages: u32,
+}
+
+const WG_CASES: &[WgCase] = &[
+    WgCase {
+        which: "bf16",
+        m: 70,
+        n: 144,
+        k: 80,
+        tile: (64, 128, 32),
+        warps: 4,
+        stages: 3,
+    },
+    WgCase {
+        which: "bf16",
+        m: 100,
+        n: 80,
+        k: 208,
+        tile: (64, 64, 64),
+        warps: 4,
+        stages: 2,
+    },
+    WgCase {
+        which: "bf16",
+        m: 130,
+        n: 48,
+        k: 48,
+        tile: (128, 32, 16),
+        warps: 4,
+        stages: 3,
+    },
+    WgCase {
+        which: "bf16",
+        m: 140,
+        n: 272,
+        k: 80,
+        tile: (128, 256, 32),
+        warps: 8,
+        stages: 3,
+    },
+    WgCase {
+        which: "bf16",
+        m: 64,
+        n: 48,
+        k: 144,
+        tile: (64, 16, 128),
+        warps: 4,
+        stages: 2,
+    },
+    WgCase {
+        which: "f16",
+        m: 90,
+        n: 80,
+        k: 48,
+        tile: (64, 64, 32),
+        warps: 4,
+        stages: 3,
+    },
+    WgCase {
+        which: "nt",
+        m: 77,
+        n: 100,
+        k: 112,
+        tile: (64, 64, 64),
+        warps: 4,
+        stages: 3,
+    },
+    WgCase {
+        which: "nt",
+        m: 150,
+        n: 90,
+        k: 48,
+        tile: (128, 128, 16),
+        warps: 8,
+        stages: 4,
+    },
+];
+
+/// (kernel, A/B dtype, C dtype) of a `WgCase::which`.
+fn wg_kernel(which: &str) -> (&'static KernelDefRef, DType, DType) {
+    match which {
+        "f16" => (&mm_f16::KERNEL, DType::F16, DType::BF16),
+        "nt" => (&mm_nt::KERNEL, DType::BF16, DType::F32),
+        _ => (&mm_bf16::KERNEL, DType::BF16, DType::F32),
+    }
+}
+
+/// The options of a `WgCase` (all pointers aligned, i32s as `facts` finds them).
+fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions {
+    EmitOptions {
+        num_warps: c.warps,
+        divisible16: facts(kern, sc),
+        early: vec![],
+        num_stages: c.stages,
+        stage_boxes: false,
+        consumer_barrier: false,
+        ring_unroll: v.ring_unroll,
+        wgmma: v.wgmma,
+        wgmma_in_flight: v.in_flight,
+    }
+}
+
+/// The interpreter against f64; the C with `wgmma` emulated (the model of host_emu/wgmma.h)
+/// against the interpreter, bit for bit (the model sums each output's 16 k in ascending
+/// order with fmaf, as the interpreter).
+fn wgmma_run(c: &WgCase, v: Variant, seed: u64) {
+    let (m, n, k) = (c.m, c.n, c.k);
+    let (bm, bn, bk) = c.tile;
+    let (def, din, dout) = wg_kernel(c.which);
+    let kern = def
+        .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+        .unwrap();
+    let mut rng = Rng(seed);
+    let a = HostMem::from_f32s(din, &rng.vec(m * k));
+    let b = HostMem::from_f32s(din, &rng.vec(k * n));
+    let cbuf = HostMem::from_f32s(dout, &vec![f32::NAN; m * n]);
+    // B is [n][k] for `mm_nt`: the reference multiplies by its transpose.
+    let bf = b.to_f32s();
+    let b_kn: Vec<f32> = if c.which == "nt" {
+        (0..k * n).map(|i| bf[(i % n) * k + i / n]).collect()
+    } else {
+        bf
+    };
+    let want = matmul_f64(&a.to_f32s(), &b_kn, m, n, k);
+    let grid = [
+        m.div_ceil(bm as usize) as u32,
+        n.div_ceil(bn as usize) as u32,
+        1,
+    ];
+    let scalars = [m as i32, n as i32, k as i32];
+    let sc = scalars.map(Scalar::I32);
+    let mut mem = vec![a.clone(), b.clone(), cbuf.clone()];
+    interpret(&kern, grid, &mut mem, &scalars);
+    let got = mem[2].to_f32s();
+    let tol = if dout == DType::F32 { 1e-5 } else { 1e-2 };
+    let what = format!(
+        "{} {m}x{n}x{k} tile {:?} warps {} stages {} {v:?}",
+        c.which, c.tile, c.warps, c.stages
+    );
+    let err = rel_frob(&got, &want);
+    assert!(err <= tol, "{what}: interpreter vs f64 {err:e} > {tol:e}");
+    let code = emit(&kern, &wg_opts(&kern, c, v, &sc)).unwrap().code;
+    assert!(
+        code.contains(&format!("// dot: tensor cores: wgmma m64n{bn}k16")),
+        "{what}: the dot takes wgmma\n{code}"
+    );
+    assert!(code.contains("tsr_fence_proxy_async();"), "{what}");
+    assert!(!code.contains("lds_a["), "{what}: no ldmatrix");
+    assert_eq!(
+        code.contains("the ring slots are constants"),
+        v.ring_unroll,
+        "{what}"
+    );
+    // In flight only where the dot accumulates in place (`mm_f16`'s `acc += dot(a, b)` adds
+    // the result: it waits, as without the option).
+    let in_flight = v.in_flight && c.which != "f16";
+    assert_eq!(code.contains("tsr_wgmma_wait<1>();"), in_flight, "{what}");
+    assert_eq!(
+        code.contains(&format!("into a ring of {} slots", c.stages + 1)),
+        in_flight,
+        "{what}"
+    );
+    if !have_gxx() {
+        eprintln!("g++ not found: the emulation half of this test is skipped");
+        return;
+    }
+    let emu = emulate_variant(&kern, c.warps, c.stages, v, grid, &[a, b, cbuf], &sc);
+    for (i, (x, y)) in emu[2].to_f32s().iter().zip(&got).enumerate() {
+        assert!(
+            x.to_bits() == y.to_bits(),
+            "{what}: emulated C[{}, {}] = {x}, interpreter {y}",
+            i / n,
+            i % n
+        );
+    }
+}
+
+const WGMMA: Variant = Variant {
+    ring_unroll: false,
+    wgmma: true,
+    in_flight: false,
+};
+
+/// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
+/// next one, the ring a slot deeper.
+const IN_FLIGHT: Variant = Variant {
+    ring_unroll: false,
+    wgmma: true,
+    in_flight: true,
+};
+
+#[test]
+fn matmul_wgmma_interpreter_and_emulation() {
+    for (i, c) in WG_CASES.iter().enumerate() {
+        wgmma_run(c, WGMMA, 31 + i as u64);
+    }
+}
+
+/// With `EmitOptions::ring_unroll` too: the slots a wgmma reads are constants.
+#[test]
+fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
+    for (i, c) in WG_CASES.iter().enumerate().step_by(3) {
+        for in_flight in [false, true] {
+            let v = Variant {
+                ring_unroll: true,
+                wgmma: true,
+                in_flight,
+            };
+            wgmma_run(c, v, 41 + i as u64);
+        }
+    }
+}
+
+/// With `EmitOptions::wgmma_in_flight`: `wait_group 1` in the loop, 0 after it, one more
+/// ring slot (the model fails if a slot changes under a wgmma before its wait).
+#[test]
+fn matmul_wgmma_in_flight_interpreter_and_emulation() {
+    for (i, c) in WG_CASES.iter().enumerate() {
+        // Three more iterations: refills while the previous iteration's wgmmas are in flight.
+        let longer = WgCase {
+            k: c.k + 3 * c.tile.2 as usize,
+            ..*c
+        };
+        wgmma_run(&longer, IN_FLIGHT, 51 + i as u64);
+    }
+}
+
+/// The model is not vacuous: a descriptor whose swizzle does not match the ring's changes
+/// the result; a missing proxy fence, and a wgmma left in flight over a slot the next
+/// iteration refills, fail the emulation (the generated C edited).
+#[test]
+fn wgmma_model_rejects_a_wrong_layout() {
+    if !have_gxx() {
+        eprintln!("g++ not found: skipped");
+        return;
+    }
+    let c = &WG_CASES[0];
+    // 9 iterations: slots are refilled while earlier iterations' wgmmas could be in flight.
+    let (m, n, k) = (c.m, c.n, 272);
+    let (bm, bn, bk) = c.tile;
+    let kern = mm_bf16::KERNEL
+        .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+        .unwrap();
+    let mut rng = Rng(5);
+    let a = HostMem::from_f32s(DType::BF16, &rng.vec(m * k));
+    let b = HostMem::from_f32s(DType::BF16, &rng.vec(k * n));
+    let cbuf = HostMem::from_f32s(DType::F32, &vec![f32::NAN; m * n]);
+    let bufs = [a, b, cbuf];
+    let grid = [
+        m.div_ceil(bm as usize) as u32,
+        n.div_ceil(bn as usize) as u32,
+        1,
+    ];
+    let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
+    let body = dsl_runtime::cuda::emit_body(&kern, &wg_opts(&kern, c, WGMMA, &sc)).unwrap();
+    let run = |code: String| {
+        let mut edited = body.clone();
+        edited.code = code;
+        emu::run_body(&kern, &edited, grid, &bufs, &sc)
+    };
+    let good = run(body.code.clone()).unwrap()[2].to_f32s();
+    // BK = 32: A's rows of 64 bytes take the 64B swizzle (mode 2); claim 32B (mode 3).
+    let a_desc = ", 16, 512, 2);  // A [64][32] K-major";
+    assert!(body.code.contains(a_desc), "{}", body.code);
+    let bad = run(body
+        .code
+        .replace(a_desc, ", 16, 512, 3);  // A [64][32] K-major"))
+    .unwrap();
+    assert!(
+        bad[2]
+            .to_f32s()
+            .iter()
+            .zip(&good)
+            .any(|(x, y)| x.to_bits() != y.to_bits()),
+        "a wrong swizzle must change the result"
+    );
+    let fence = "tsr_fence_proxy_async();  //";
+    assert!(body.code.contains(fence));
+    let err = run(body.code.replace(fence, "//"))
+        .err()
+        .unwrap_or_default();
+    assert!(err.contains("fence.proxy.async"), "{err}");
+    // One iteration's wgmmas in flight without the extra ring slot: the next iteration's
+    // copies go into the slot they still read.
+    let wait = "tsr_wgmma_wait<0>();  // done";
+    assert!(body.code.contains(wait));
+    let err = run(body.code.replace(wait, "tsr_wgmma_wait<1>();  // done"))
+        .err()
+        .unwrap_or_default();
+    assert!(
+        err.contains("a cp.async in flight into shared memory a wgmma reads"),
+        "{err}"
+    );
+}
+
+/// Every `WgCase` compiles for sm_90a through ptxas with no spills (waiting for each
+/// iteration's wgmmas, and with them in flight); plain sm_90 is refused
+/// by the generated `#error` (ptxas would reject wgmma there).
+#[test]
+fn wgmma_compiles_for_sm90a_without_spills() {
+    if let Err(e) = dsl_runtime::device::probe_nvrtc() {
+        panic!("{e}\n(run the tests with ./scripts/test.sh, which installs libnvrtc)");
+    }
+    for (c, v) in WG_CASES.iter().flat_map(|c| [(c, WGMMA), (c, IN_FLIGHT)]) {
+        let (bm, bn, bk) = c.tile;
+        let (def, ..) = wg_kernel(c.which);
+        let kern = def
+            .specialize(&ints(&[("BM", bm), ("BN", bn), ("BK", bk)]))
+            .unwrap();
+        let src = emit(&kern, &wg_opts(&kern, c, v, &[Scalar::I32(16); 3])).unwrap();
+        assert!(src.wgmma && src.arch("sm_90") == "sm_90a");
+        let info = dsl_runtime::nvrtc::ptxas_info(&src.code, "sm_90a")
+            .unwrap_or_else(|e| panic!("{} tile {:?}: {e}", c.which, c.tile));
+        assert_eq!(
+            info.spill_bytes, 0,
+            "{} tile {:?}: {}",
+            c.which, c.tile, info.log
+        );
+        assert!(
+            !info.log.contains("serialized") && !info.log.contains("injected"),
+            "{}",
+            info.log
+        );
+        // The runtime's path (PTX for the driver) for the architecture `CudaSource::arch` names.
+        if let Err(e) = dsl_runtime::nvrtc::compile(&src.code, src.arch("sm_90"), false) {
+            panic!("{} tile {:?}: {e}", c.which, c.tile);
+        }
+        let e = dsl_runtime::nvrtc::compile(&src.code, "sm_90", false)
+            .err()
+            .expect("wgmma code must not compile for plain sm_90");
+        assert!(e.to_string().contains("wgmma needs sm_90a"), "{e}");
+    }
+}
+
+/// With the option on, a `dot` that cannot take wgmma keeps mma.sync (or FMA) and says why;
+/// an f32 `dot`'s code does not change at all.
+#[test]
+fn wgmma_falls_back_with_the_reason() {
+    let why = |def: &KernelDefRef, tile: (i64, i64, i64), warps: u32| {
+        let kern = def
+            .specialize(&ints(&[("BM", tile.0), ("BN", tile.1), ("BK", tile.2)]))
+            .unwrap();
+        let c = WgCase {
+            which: "",
+            m: 0,
+            n: 0,
+            k: 0,
+            tile,
+            warps,
+            stages: 3,
+        };
+        let code = emit(&kern, &wg_opts(&kern, &c, WGMMA, &[Scalar::I32(16); 3]))
+            .unwrap()
+            .code;
+        let line = code
+            .lines()
+            .find(|l| l.contains("// dot: "))
+            .unwrap_or_default()
+            .to_string();
+        (line, code)
+    };
+    let (l, code) = why(&mm_bf16::KERNEL, (64, 64, 32), 2);
+    assert!(
+        l.contains("mma.sync") && l.contains("not wgmma: 2 warps are not whole warpgroups of 4"),
+        "{l}"
+    );
+    assert!(!code.contains("wgmma.mma_async"), "{code}");
+    let (l, _) = why(&mm_bf16::KERNEL, (64, 64, 32), 8);
+    assert!(
+        l.contains("not wgmma: M=64 is not a multiple of 64 rows x 2 warpgroups"),
+        "{l}"
+    );
+    let (l, _) = why(&mm_bf16::KERNEL, (64, 512, 32), 4);
+    assert!(l.contains("not wgmma: N=512 is over 256"), "{l}");
+    let (l, _) = why(&mm_bf16::KERNEL, (64, 48, 32), 4);
+    assert!(
+        l.contains("not wgmma: B's rows of 96 bytes take no wgmma swizzle"),
+        "{l}"
+    );
+    let (l, _) = why(&mm_bf16::KERNEL, (64, 64, 48), 4);
+    assert!(
+        l.contains("not wgmma: A's rows of 96 bytes take no wgmma swizzle"),
+        "{l}"
+    );
+    // Not in a pipelined loop: qk_t's operands are plain loads.
+    let kern = qk_t::KERNEL
+        .specialize(&ints(&[("BM", 64), ("BN", 64), ("D", 64)]))
+        .unwrap();
+    let c = WgCase {
+        which: "",
+        m: 0,
+        n: 0,
+        k: 0,
+        tile: (0, 0, 0),
+        warps: 4,
+        stages: 3,
+    };
+    let code = emit(&kern, &wg_opts(&kern, &c, WGMMA, &[Scalar::I32(16); 2]))
+        .unwrap()
+        .code;
+    assert!(
+        code.contains("not wgmma: its operands are not both in one loop's cp.async ring"),
+        "{code}"
+    );
+    // f32: FMA, nothing to plan: the same code with the option off.
+    let (_, on) = why(&mm_f32::KERNEL, (64, 64, 32), 4);
+    let kern = mm_f32::KERNEL
+        .specialize(&ints(&[("BM", 64), ("BN", 64), ("BK", 32)]))
+        .unwrap();
+    let c = WgCase {
+        which: "",
+        m: 0,
+        n: 0,
+        k: 0,
+        tile: (64, 64, 32),
+        warps: 4,
+        stages: 3,
+    };
+    let off = emit(
+        &kern,
+        &wg_opts(&kern, &c, Variant::default(), &[Scalar::I32(16); 3]),
+    )
+    .unwrap()
+    .code;
+    assert_eq!(on, off);
 }

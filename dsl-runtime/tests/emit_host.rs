@@ -65,6 +65,8 @@ fn run_host_staged(
             stage_boxes: boxes,
             consumer_barrier: false,
             ring_unroll: false,
+            wgmma: false,
+            wgmma_in_flight: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -534,6 +536,8 @@ fn staged_gemv_matches_reference() {
             stage_boxes: boxes,
             consumer_barrier: false,
             ring_unroll: false,
+            wgmma: false,
+            wgmma_in_flight: false,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

@@ -181,9 +181,10 @@ impl Emitter<'_> {
             .cloned()
             .ok_or_else(|| self.err("internal: a dot without a plan"))?;
         self.line(format!("// dot: {}", plan.why));
-        match plan.mma {
-            Some(f) => self.dot_mma(id, a, b, acc, src, &plan, f),
-            None => self.dot_fma(id, a, b, acc, src, &plan),
+        match (plan.mma, plan.wgmma) {
+            (Some(f), Some(w)) => self.dot_wgmma(id, (a, b, acc), src, &plan, f, w),
+            (Some(f), None) => self.dot_mma(id, a, b, acc, src, &plan, f),
+            (None, _) => self.dot_fma(id, a, b, acc, src, &plan),
         }
     }
 
@@ -358,23 +359,7 @@ impl Emitter<'_> {
         if wrote {
             self.barrier("  // the operand tiles are in shared memory");
         }
-        let lay = self.lay_of_value(id)?;
-        let name = self.value_name(id, src);
-        let slots = self.layouts[lay].slots();
-        self.line(format!("float {name}[{slots}];"));
-        match acc {
-            Some(c) => {
-                let e = self.access(c, &At::Slot { lay, s: "s".into() })?;
-                self.open_slots(lay, "s");
-                self.line(format!("{name}[s] = {};", strip(&e)));
-                self.close("}");
-            }
-            None => {
-                self.open_slots(lay, "s");
-                self.line(format!("{name}[s] = 0.0f;"));
-                self.close("}");
-            }
-        }
+        let name = self.dot_accumulator(id, acc, src)?;
         let (mt, nt) = (f.mt, f.nt);
         let mma = if d == DType::BF16 {
             "tsr_mma_bf16"
@@ -383,7 +368,7 @@ impl Emitter<'_> {
         };
         self.open(format!(
             "{{  // {name} += a·b: warp (wrow, wcol) owns rows wrow*{}.., columns wcol*{}..",
-            mt * 16,
+            f.warp_row_step(),
             nt * 8
         ));
         self.line(format!(
@@ -411,6 +396,34 @@ impl Emitter<'_> {
         self.regs[id.0 as usize] = true;
         Ok(())
     }
+
+    /// A tensor-core `dot`'s result array in the accumulator layout, initialised from `acc`
+    /// (or zeros); returns its name.
+    pub(super) fn dot_accumulator(
+        &mut self,
+        id: ValueId,
+        acc: Option<ValueId>,
+        src: &Src,
+    ) -> R<String> {
+        let lay = self.lay_of_value(id)?;
+        let name = self.value_name(id, src);
+        let slots = self.layouts[lay].slots();
+        self.line(format!("float {name}[{slots}];"));
+        match acc {
+            Some(c) => {
+                let e = self.access(c, &At::Slot { lay, s: "s".into() })?;
+                self.open_slots(lay, "s");
+                self.line(format!("{name}[s] = {};", strip(&e)));
+                self.close("}");
+            }
+            None => {
+                self.open_slots(lay, "s");
+                self.line(format!("{name}[s] = 0.0f;"));
+                self.close("}");
+            }
+        }
+        Ok(name)
+    }
 }
 
 impl Emitter<'_> {
@@ -424,7 +437,7 @@ impl Emitter<'_> {
         f: Frag,
         (kk, n): (usize, usize),
     ) {
-        let (mt, nt) = (f.mt, f.nt);
+        let nt = f.nt;
         let la = LaneBases::new(kk, kk / 16);
         let lb = if b_nk {
             LaneBases::new(kk, kk / 16)
@@ -439,8 +452,8 @@ impl Emitter<'_> {
             "tsr_saddr lds_a[{}], lds_b[{}];",
             la.count, lb.count
         ));
-        // A: lane l at row wrow * 16mt + l % 16, chunk 2j + l / 16.
-        let arow = format!("wrow * {} + lane % 16", mt * 16);
+        // A: lane l at row wrow * 16mt + l % 16 (interleaved: wrow * 16), chunk 2j + l / 16.
+        let arow = format!("wrow * {} + lane % 16", f.warp_row_step());
         self.line("#pragma unroll");
         self.line(format!(
             "for (int j = 0; j < {}; ++j) lds_a[j] = {a_smem} + 2 * ({});",
@@ -471,7 +484,7 @@ impl Emitter<'_> {
         self.line(format!(
             "for (int mi = 0; mi < {mt}; ++mi) tsr_ldmatrix_x4(fa[mi], lds_a[{}] + 2 * (mi * {} + {} * 8));",
             la.index("kstep * 2"),
-            16 * kk,
+            f.mi_step() * kk,
             la.high("kstep * 2")
         ));
         self.line("#pragma unroll");

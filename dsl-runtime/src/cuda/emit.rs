@@ -24,6 +24,8 @@ mod memory_order;
 mod pipeline;
 #[path = "reduce.rs"]
 mod reduce;
+#[path = "wgmma.rs"]
+mod wgmma;
 
 use super::analysis::{self, Facts};
 use super::footprint;
@@ -117,6 +119,9 @@ pub(crate) struct Emitter<'a> {
     frag_shapes: BTreeMap<Vec<usize>, layout::Frag>,
     /// Whether the code calls the `mma` helpers (`dot::MMA_HELPERS`).
     pub uses_mma: bool,
+    /// The `wgmma` instructions the code calls (`wgmma.rs`): (N, f16 rather than bf16, B
+    /// `[n][k]`).
+    wgmma_insns: std::collections::BTreeSet<(usize, bool, bool)>,
     /// Loads pipelined through a `cp.async` ring (`pipeline.rs`).
     pipe: pipeline::Pipes,
     /// The C of a CTA barrier (`barrier_call`).
@@ -128,7 +133,8 @@ const GENERATED: &[&str] = &[
     "tid", "lane", "warp", "smem", "s", "a", "o", "pw", "q", "e", "xor_off", "acc", "r", "r_i",
     "g", "j", "c", "acc_i", "full", "raw", "pid0", "pid1", "pid2", "npid0", "npid1", "npid2",
     "stage", "range", "bar", "bytes", "lo", "hi", "slo", "sn", "dk", "dc", "kstep", "fa", "fb",
-    "r4", "mi", "ni", "nj", "wrow", "wcol", "st", "ahead", "cq", "lds_a", "lds_b",
+    "r4", "mi", "ni", "nj", "wrow", "wcol", "st", "ahead", "cq", "lds_a", "lds_b", "wgroup",
+    "desc_a", "desc_b",
 ];
 
 impl<'a> Emitter<'a> {
@@ -174,11 +180,25 @@ impl<'a> Emitter<'a> {
             dot_plans: BTreeMap::new(),
             frag_shapes: BTreeMap::new(),
             uses_mma: false,
+            wgmma_insns: Default::default(),
             pipe: pipeline::Pipes::default(),
             barrier_call: super::barrier_call(opts),
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.ring_unroll);
+        if opts.wgmma {
+            dot_plan::plan_wgmma(
+                k,
+                &e.f.defs,
+                e.warps,
+                &mut e.dot_plans,
+                &mut e.frag_shapes,
+                &mut e.pipe,
+            );
+            if opts.wgmma_in_flight {
+                pipeline::keep_wgmma_in_flight(k, &e.dot_plans, &mut e.pipe);
+            }
+        }
         e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
@@ -321,7 +341,7 @@ impl<'a> Emitter<'a> {
             return Err(self.err("tiles of rank > 2 are not supported"));
         }
         let l = match self.frag_shapes.get(dims) {
-            Some(f) => Layout::mma(dims[0], dims[1], f.wm, f.wn),
+            Some(f) => Layout::of_frag(*f),
             None => Layout::new(dims, self.threads, self.vec),
         };
         if l.slots() > 1024 {
@@ -394,13 +414,26 @@ impl<'a> Emitter<'a> {
         count: usize,
         what: String,
     ) -> R<String> {
+        self.region_aligned(base, cty, count, what, 16)
+    }
+
+    /// [`Self::region`] at an offset that is a multiple of `align` bytes (a power of two,
+    /// at least 16) from `smem`.
+    pub(super) fn region_aligned(
+        &mut self,
+        base: &str,
+        cty: &str,
+        count: usize,
+        what: String,
+        align: usize,
+    ) -> R<String> {
         let size = match cty {
             "bool" => 1,
             "unsigned short" => 2,
             c if c.ends_with('*') => 8,
             _ => 4,
         };
-        let offset = self.smem_top.div_ceil(16) * 16;
+        let offset = self.smem_top.div_ceil(align) * align;
         self.smem_top = offset + count * size;
         if self.smem_top > SMEM_LIMIT {
             return Err(self.err(format!(
@@ -728,6 +761,8 @@ impl<'a> Emitter<'a> {
                 } else {
                     self.close("}");
                 }
+                let held = self.wgmma_carried(body);
+                self.pipe_after(*iv, &held);
                 Ok(())
             }
             Stmt::If {

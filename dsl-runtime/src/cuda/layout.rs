@@ -28,12 +28,35 @@
 /// `wm x wn` grid (warp w at (w / wn, w % wn)); each warp owns `mt` m16 tiles by `nt` n8
 /// tiles; lane l (g = l / 4, q = l % 4) holds, per (mi, ni), four slots
 /// `(mi * nt + ni) * 4 + r`: row `g + 8 * (r / 2)`, column `2 * q + r % 2` of that 16x8 tile.
+/// A warp's m16 tiles are adjacent (rows `wrow * 16mt + 16mi`), or, `interleaved` (the `wgmma`
+/// accumulator, warpgroups over M), a whole warp grid apart (rows `mi * 16wm + 16 wrow`): each
+/// m64 `wgmma` of a warpgroup writes rows 16w..16w+15 of its 64 to the group's warp w.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frag {
     pub wm: usize,
     pub wn: usize,
     pub mt: usize,
     pub nt: usize,
+    pub interleaved: bool,
+}
+
+impl Frag {
+    /// Rows from one warp row's first m16 tile to the next warp row's.
+    pub fn warp_row_step(&self) -> usize {
+        if self.interleaved {
+            16
+        } else {
+            16 * self.mt
+        }
+    }
+    /// Rows from a warp's m16 tile `mi` to its tile `mi + 1`.
+    pub fn mi_step(&self) -> usize {
+        if self.interleaved {
+            16 * self.wm
+        } else {
+            16
+        }
+    }
 }
 
 /// The distribution of one tile shape over the threads of a program.
@@ -95,12 +118,19 @@ impl Layout {
             m.is_multiple_of(16 * wm) && n.is_multiple_of(8 * wn),
             "mma layout of [{m}, {n}]"
         );
-        let frag = Frag {
+        Layout::of_frag(Frag {
             wm,
             wn,
             mt: m / (16 * wm),
             nt: n / (8 * wn),
-        };
+            interleaved: false,
+        })
+    }
+
+    /// The accumulator layout of a [`Frag`]: `[16 * wm * mt, 8 * wn * nt]`.
+    pub fn of_frag(frag: Frag) -> Layout {
+        let (m, n) = (16 * frag.wm * frag.mt, 8 * frag.wn * frag.nt);
+        let (wm, wn) = (frag.wm, frag.wn);
         Layout {
             frag: Some(frag),
             dims: vec![m, n],
@@ -139,7 +169,7 @@ impl Layout {
             let (w, l) = (t / 32, t % 32);
             let (mi, ni, r) = (s / (f.nt * 4), s / 4 % f.nt, s % 4);
             return (
-                (w / f.wn) * f.mt * 16 + mi * 16 + l / 4 + 8 * (r / 2),
+                (w / f.wn) * f.warp_row_step() + mi * f.mi_step() + l / 4 + 8 * (r / 2),
                 (w % f.wn) * f.nt * 8 + ni * 8 + 2 * (l % 4) + r % 2,
             );
         }
@@ -178,7 +208,11 @@ impl Layout {
     /// The (thread, slot) owning logical element (i, j).
     pub fn owner(&self, i: usize, j: usize) -> (usize, usize) {
         if let Some(f) = self.frag {
-            let (wmi, mi, rr) = (i / (f.mt * 16), i % (f.mt * 16) / 16, i % 16);
+            let (wmi, mi, rr) = if f.interleaved {
+                (i % (f.wm * 16) / 16, i / (f.wm * 16), i % 16)
+            } else {
+                (i / (f.mt * 16), i % (f.mt * 16) / 16, i % 16)
+            };
             let (wni, ni, cc) = (j / (f.nt * 8), j % (f.nt * 8) / 8, j % 8);
             let t = (wmi * f.wn + wni) * 32 + (rr % 8) * 4 + cc / 2;
             return (t, (mi * f.nt + ni) * 4 + (rr / 8) * 2 + cc % 2);
@@ -206,14 +240,22 @@ impl Layout {
     pub fn describe(&self) -> String {
         let shape: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
         if let Some(f) = self.frag {
+            let tiles = if f.interleaved {
+                format!(
+                    "the wgmma accumulator: warpgroups over M, warp w holds rows mi*{} + 16w.., each {} m16 x {} n8 tiles",
+                    16 * f.wm,
+                    f.mt,
+                    f.nt
+                )
+            } else {
+                format!(
+                    "the mma.sync accumulator fragment: {}x{} warps, each {} m16 x {} n8 tiles",
+                    f.wm, f.wn, f.mt, f.nt
+                )
+            };
             return format!(
-                "[{}]: the mma.sync accumulator fragment: {}x{} warps, each {} m16 x {} n8 tiles; \
-                 lane l holds, per tile (mi, ni), rows l/4 and l/4 + 8, columns 2*(l%4) and +1",
+                "[{}]: {tiles}; lane l holds, per tile (mi, ni), rows l/4 and l/4 + 8, columns 2*(l%4) and +1",
                 shape.join(", "),
-                f.wm,
-                f.wn,
-                f.mt,
-                f.nt
             );
         }
         if self.replicated() {
@@ -263,12 +305,12 @@ impl Layout {
             let w = if f.wm == 1 {
                 String::new()
             } else {
-                format!("tid / {} * {} + ", 32 * f.wn, f.mt * 16)
+                format!("tid / {} * {} + ", 32 * f.wn, f.warp_row_step())
             };
             let m = if f.mt == 1 {
                 String::new()
             } else {
-                format!("{s} / {} * 16 + ", f.nt * 4)
+                format!("{s} / {} * {} + ", f.nt * 4, f.mi_step())
             };
             return format!("({w}{m}tid % 32 / 4 + {s} % 4 / 2 * 8)");
         }
@@ -558,6 +600,40 @@ mod tests {
         let l = Layout::mma(16, 8, 1, 1);
         let got: Vec<_> = (0..4).map(|s| l.index(5, s)).collect();
         assert_eq!(got, [(1, 2), (1, 3), (9, 2), (9, 3)]);
+    }
+
+    /// The `wgmma` m64nNk16 f32 accumulator (PTX ISA 9.7.15.5.1, "Register fragments and
+    /// shared memory matrix layouts", matrix D): in a warpgroup, warp w (of 4) and lane l hold
+    /// d[4i + r] at row 16w + l/4 + 8(r/2), column 8i + 2(l%4) + r%2; warpgroup g of an
+    /// instruction over rows 64g.. and, for the `mi`-th instruction, 16 * warps * mi further.
+    #[test]
+    fn wgmma_layout_is_the_m64n_accumulator() {
+        for (m, n, warps) in [(64, 256, 4), (128, 128, 4), (128, 256, 8), (256, 128, 8)] {
+            let f = Frag {
+                wm: warps,
+                wn: 1,
+                mt: m / (16 * warps),
+                nt: n / 8,
+                interleaved: true,
+            };
+            let l = Layout::of_frag(f);
+            assert_eq!(l.dims, [m, n]);
+            check_cover(&l);
+            for t in [0usize, 37, 100, l.threads / 2 + 3, l.threads - 1] {
+                let (g, w, lane) = (t / 128, t / 32 % 4, t % 32);
+                for s in 0..l.slots() {
+                    let (mi, i, r) = (s / (4 * f.nt), s / 4 % f.nt, s % 4);
+                    let want = (
+                        mi * 16 * warps + 64 * g + 16 * w + lane / 4 + 8 * (r / 2),
+                        8 * i + 2 * (lane % 4) + r % 2,
+                    );
+                    assert_eq!(l.index(t, s), want, "{l:?} t={t} s={s}");
+                    let ci = eval_c(&l.row_expr("s"), t, s);
+                    let cj = eval_c(&l.col_expr("s"), t, s);
+                    assert_eq!((ci, cj), (want.0 as i64, want.1 as i64));
+                }
+            }
+        }
     }
 
     #[test]

@@ -80,6 +80,18 @@ pub struct EmitOptions {
     /// a constant number of steps); the last pass stops at the loop's end. Off: one
     /// iteration at a time, the slots `counter % S`.
     pub ring_unroll: bool,
+    /// Off by default (`TESSERA_WGMMA=1` turns it on in `KernelDef` for an sm_90 device, until
+    /// a GPU A/B decides): the code is for `sm_90a`, and a `dot` in a pipelined loop whose
+    /// operands both come from the cp.async ring runs on `wgmma` (warpgroup MMA, operands by
+    /// shared-memory descriptor, `dot_plan.rs`) when its tile allows; any other `dot` keeps
+    /// `mma.sync`, the reason in the generated comment. Never set it for code compiled for
+    /// anything but `sm_90a` (ptxas rejects `wgmma` for plain sm_90; [`CudaSource::arch`]).
+    pub wgmma: bool,
+    /// With `wgmma` (`TESSERA_WGMMA=2`, a second candidate): a loop's wgmmas stay in flight
+    /// over the next iteration (`wgmma.wait_group 1`, the last ones waited for after the
+    /// loop), its ring one slot deeper so a refill never lands in the slot they read
+    /// (`pipeline.rs`: `PipeLoop::in_flight`). Off: `wait_group 0` in every iteration.
+    pub wgmma_in_flight: bool,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -96,6 +108,8 @@ impl EmitOptions {
             stage_boxes: false,
             consumer_barrier: false,
             ring_unroll: false,
+            wgmma: false,
+            wgmma_in_flight: false,
         }
     }
 }
@@ -129,6 +143,20 @@ pub struct CudaSource {
     /// Above 48 KiB the shared memory is dynamic (`extern __shared__`): the bytes the
     /// launch must ask for (after raising the function's limit); 0 when it is static.
     pub dynamic_smem_bytes: usize,
+    /// Some `dot` runs on `wgmma`: the code must be compiled for `sm_90a`.
+    pub wgmma: bool,
+}
+
+impl CudaSource {
+    /// The architecture NVRTC compiles this source for on a device of architecture `arch`:
+    /// `sm_90a` when the code has `wgmma` (only emitted for an sm_90 device), else `arch`.
+    pub fn arch(&self, arch: &'static str) -> &'static str {
+        if self.wgmma {
+            "sm_90a"
+        } else {
+            arch
+        }
+    }
 }
 
 /// The most static shared memory a kernel may declare.
@@ -152,6 +180,8 @@ pub struct CudaBody {
     /// `<name>_issue(pid0, .., npid2, params..., stage, range, bar)`: the staged loads'
     /// byte ranges and bulk copies, completing the mbarrier `bar` (cuda/staging.rs).
     pub issue: Option<CudaIssue>,
+    /// Some `dot` runs on `wgmma` (sm_90a; its rings want 1024-byte aligned shared memory).
+    pub wgmma: bool,
 }
 
 /// The copy half of a body with staged loads.
@@ -179,6 +209,9 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     let mut w = CWriter::new(0);
     if e.uses_mma {
         w.paste(&emit::mma_helpers(e.uses_stepped_copies()));
+    }
+    if let Some(h) = e.wgmma_helpers() {
+        w.paste(&h);
     }
     let bound: Vec<String> = kernel
         .bound
@@ -219,6 +252,7 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
         smem_bytes: e.smem_top,
         stage_bytes,
         issue,
+        wgmma: e.uses_wgmma(),
     })
 }
 
@@ -326,15 +360,18 @@ pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
     } else {
         0
     };
+    // wgmma's swizzle is a function of address bits: its rings sit at multiples of 1024
+    // bytes from `smem`, which must be 1024-byte aligned too (the kernel checks).
+    let (dyn_align, static_align) = if body.wgmma { (1024, 1024) } else { (128, 16) };
     let smem = if dynamic > 0 {
         w.line(format!(
-            "extern __shared__ __align__(128) unsigned char smem[];  // {} bytes, dynamic (over 48 KiB)",
+            "extern __shared__ __align__({dyn_align}) unsigned char smem[];  // {} bytes, dynamic (over 48 KiB)",
             body.smem_bytes
         ));
         "smem"
     } else if body.smem_bytes > 0 {
         w.line(format!(
-            "__shared__ __align__(16) unsigned char smem[{}];",
+            "__shared__ __align__({static_align}) unsigned char smem[{}];",
             body.smem_bytes
         ));
         "smem"
@@ -354,6 +391,7 @@ pub fn emit(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaSource, String> {
         block_threads: body.block_threads,
         smem_bytes: body.smem_bytes,
         dynamic_smem_bytes: dynamic,
+        wgmma: body.wgmma,
     })
 }
 

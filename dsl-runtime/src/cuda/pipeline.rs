@@ -48,7 +48,7 @@
 use super::super::analysis::Facts;
 use super::super::footprint::{affine, Term};
 use super::c_syntax::reg_ty;
-use super::dot_plan::{swizzle_params, swz_c, DotPlan};
+use super::dot_plan::{swizzle_params, tile_off_c, DotPlan};
 use super::{strip, At, Emitter, R};
 use dsl_ir::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,6 +62,9 @@ pub(crate) struct PipeLoop {
     /// The pipelined loads, in program order.
     pub loads: Vec<ValueId>,
     pub stages: usize,
+    /// The ring's slots: `stages`, or one more when a wgmma stays in flight (`in_flight`).
+    /// Iteration `it` reads slot `it % slots` and refills slot `(it + stages - 1) % slots`.
+    pub slots: usize,
     /// Scalar `let`s of the loop body the loads' pointers and masks need (re-evaluated for
     /// the iteration ahead), in program order.
     pub scalars: Vec<ValueId>,
@@ -71,6 +74,12 @@ pub(crate) struct PipeLoop {
     /// in passes of `stages`, the ring slots constants (the loop's counter is then the
     /// pass's slot, `ring_slot`, not an iteration count).
     pub passes: bool,
+    /// Some `dot` of the body runs on `wgmma` (`dot_plan::plan_wgmma`): it reads the ring
+    /// through the async proxy, so each thread fences its landed copies before the barrier.
+    pub wgmma: bool,
+    /// `EmitOptions::wgmma_in_flight`: an iteration's wgmmas retire in the next one
+    /// (`wait_group 1`), so the slot they read is refilled one iteration later: one more slot.
+    pub in_flight: bool,
 }
 
 /// A pipelined load whose pointer is `p(start) + (k0 - start) * per_iv` elements.
@@ -115,6 +124,9 @@ pub(crate) struct Pipes {
     counter: BTreeMap<ValueId, String>,
     /// While emitting: the per-thread state of each `CpStep` load.
     cp: BTreeMap<ValueId, CpNames>,
+    /// The rings a `wgmma` reads: their tiles stored in column blocks of this many elements
+    /// (`dot_plan::tile_off_c`), the ring 1024-byte aligned. Absent: whole swizzled rows.
+    pub blocks: BTreeMap<ValueId, usize>,
 }
 
 /// The readers of every value: `Some(id)` for a `let id = op(.., v, ..)`, `None` for a
@@ -284,13 +296,59 @@ pub(crate) fn plan(
             PipeLoop {
                 loads,
                 stages: st,
+                slots: st,
                 scalars,
                 steps,
                 passes: unroll && only_accumulates(&rd, f, body),
+                wgmma: false,
+                in_flight: false,
             },
         );
     });
     pipes
+}
+
+/// `EmitOptions::wgmma_in_flight`: each loop with a wgmma keeps one iteration's wgmmas in
+/// flight when its ring has room for one more slot and every wgmma `dot` of its body
+/// accumulates in place (`acc = dot(a, b, acc)`: what reads its result is the assignment
+/// alone; an `acc += dot(a, b)` adds the in-flight registers, and ptxas would serialize the
+/// wgmmas). Else the loop waits for them in each iteration, as without the option.
+pub(crate) fn keep_wgmma_in_flight(
+    k: &Kernel,
+    plans: &BTreeMap<ValueId, DotPlan>,
+    pipes: &mut Pipes,
+) {
+    let rd = readers(k);
+    let in_place = |body: &[Stmt]| {
+        let mut ok = true;
+        walk(body, &mut |s| {
+            if let Stmt::Let {
+                id,
+                op: Op::Dot { acc, .. },
+                ..
+            } = s
+            {
+                if plans.get(id).is_some_and(|p| p.wgmma.is_some()) {
+                    let statements_only = rd.get(id).is_some_and(|r| r.iter().all(Option::is_none));
+                    ok &= acc.is_some() && statements_only;
+                }
+            }
+        });
+        ok
+    };
+    walk(&k.body, &mut |s| {
+        let Stmt::For { iv, body, .. } = s else {
+            return;
+        };
+        let Some(pl) = pipes.loops.get_mut(iv).filter(|pl| pl.wgmma) else {
+            return;
+        };
+        let bytes: usize = pl.loads.iter().map(|v| k.ty(*v).numel() * 2).sum();
+        if (pl.stages + 1) * bytes <= RING_LIMIT && in_place(body) {
+            pl.slots = pl.stages + 1;
+            pl.in_flight = true;
+        }
+    });
 }
 
 /// Whether every `dot` of a loop body only accumulates (a GEMM main loop: `acc = dot(a, b,
@@ -495,7 +553,7 @@ impl Emitter<'_> {
         let lp = *self.pipe.loads.get(&v)?;
         let ring = self.pipe.ring.get(&v)?.clone();
         let counter = self.pipe.counter.get(&lp)?.clone();
-        let st = self.pipe.loops[&lp].stages;
+        let st = self.pipe.loops[&lp].slots;
         let n = self.k.ty(v).numel();
         Some(if self.pipe.loops[&lp].passes {
             // A constant slot once the pass is unrolled: the ring's base plus slot * bytes.
@@ -526,18 +584,32 @@ impl Emitter<'_> {
         let Some(pl) = self.pipe.loops.get(&iv).cloned() else {
             return Ok(());
         };
-        let st = pl.stages;
+        let (st, slots) = (pl.stages, pl.slots);
         let mut names = vec![];
         for &v in &pl.loads {
             let t = self.k.ty(v).clone();
             let base = self.load_name(v);
-            let ring = self.region(
-                &format!("{base}_ring"),
-                "unsigned short",
-                st * t.numel(),
-                format!(
+            let what = match self.pipe.blocks.get(&v) {
+                Some(w) => format!(
+                    "`{base}` ({t}) x {slots} slots in column blocks of {w}, swizzled 16-byte chunks (wgmma's {}B swizzle), filled by cp.async",
+                    2 * w
+                ),
+                None => format!(
                     "`{base}` ({t}) x {st} stages, swizzled 16-byte chunks, filled by cp.async"
                 ),
+            };
+            // wgmma's swizzle is on address bits: its blocks' 8-row atoms 1024-byte aligned.
+            let align = if self.pipe.blocks.contains_key(&v) {
+                1024
+            } else {
+                16
+            };
+            let ring = self.region_aligned(
+                &format!("{base}_ring"),
+                "unsigned short",
+                slots * t.numel(),
+                what,
+                align,
             )?;
             self.pipe.ring.insert(v, ring);
             names.push(format!("`{base}`"));
@@ -545,11 +617,19 @@ impl Emitter<'_> {
         let counter = self.fresh(if pl.passes { "ring_slot" } else { "ring_it" });
         self.pipe.counter.insert(iv, counter.clone());
         self.line(format!(
-            "// software pipelining (num_stages = {st}): {} copied by cp.async {} iteration{} ahead into a ring of {st} slots",
+            "// software pipelining (num_stages = {st}): {} copied by cp.async {} iteration{} ahead into a ring of {slots} slots{}",
             names.join(", "),
             st - 1,
-            if st == 2 { "" } else { "s" }
+            if st == 2 { "" } else { "s" },
+            if pl.in_flight {
+                " (one more than the stages: an iteration's wgmmas read their slot until the next iteration's wait)"
+            } else {
+                ""
+            }
         ));
+        if pl.wgmma {
+            self.wgmma_align_check();
+        }
         if !pl.passes {
             self.line(format!("int {counter} = 0;"));
         }
@@ -578,12 +658,13 @@ impl Emitter<'_> {
         name: &str,
         bounds: &[String; 3],
     ) -> bool {
-        let Some(st) = self
+        // A pass is one turn of the ring (`slots` iterations).
+        let Some((stages, st)) = self
             .pipe
             .loops
             .get(&iv)
             .filter(|pl| pl.passes)
-            .map(|pl| pl.stages)
+            .map(|pl| (pl.stages, pl.slots))
         else {
             return false;
         };
@@ -601,7 +682,7 @@ impl Emitter<'_> {
         self.line("#pragma unroll");
         self.open(format!(
             "for (int {slot} = 0; {slot} < {st}; ++{slot}) {{  // reads ring slot {slot}, refills slot ({slot} + {}) % {st}",
-            st - 1
+            stages - 1
         ));
         self.line(format!("const int {name} = {pass} + {slot} * {step};"));
         self.line(format!(
@@ -615,7 +696,7 @@ impl Emitter<'_> {
     pub(super) fn pipe_close_passes(&mut self, iv: ValueId) {
         self.close("}");
         let pl = self.pipe.loops[&iv].clone();
-        let st = pl.stages;
+        let st = pl.slots;
         let mut first = true;
         for &v in &pl.loads {
             let Some(CpNames {
@@ -707,6 +788,9 @@ impl Emitter<'_> {
             "tsr_cp_async_wait<{}>();  // this thread's copies for this iteration have landed",
             st - 2
         ));
+        if pl.wgmma {
+            self.line("tsr_fence_proxy_async();  // cp.async wrote through the generic proxy; wgmma reads through the async proxy");
+        }
         self.barrier("  // everyone's have, and every warp is done with the slot refilled next");
         self.line(format!(
             "const int ahead = {ivn} + {} * {};",
@@ -732,6 +816,19 @@ impl Emitter<'_> {
         !self.pipe.cp.is_empty()
     }
 
+    /// After a pipelined loop whose wgmmas stay in flight: wait for the last iteration's, and
+    /// hold the accumulators the loop carries (`vars`: the C names of its assigned tiles of
+    /// a wgmma accumulator's shape) until then.
+    pub(super) fn pipe_after(&mut self, iv: ValueId, vars: &[(String, usize)]) {
+        if !self.pipe.loops.get(&iv).is_some_and(|pl| pl.in_flight) {
+            return;
+        }
+        self.line("tsr_wgmma_wait<0>();  // the last iteration's wgmmas");
+        for (v, slots) in vars {
+            self.line(format!("tsr_wgmma_hold<{slots}>({v});"));
+        }
+    }
+
     /// At the end of a pipelined loop's body.
     pub(super) fn pipe_end(&mut self, iv: ValueId) {
         if self.pipe.loops.get(&iv).is_some_and(|pl| pl.passes) {
@@ -740,6 +837,33 @@ impl Emitter<'_> {
         if let Some(c) = self.pipe.counter.get(&iv).cloned() {
             self.line(format!("++{c};"));
         }
+    }
+
+    /// The column block of load `v`'s ring tile (its whole row unless a `wgmma` reads it).
+    fn ring_block(&self, v: ValueId) -> usize {
+        let cols = self.k.ty(v).dims()[1];
+        self.pipe.blocks.get(&v).copied().unwrap_or(cols)
+    }
+
+    /// The element offset in a slot of load `v`'s ring of 16-byte chunk `cq` (C: its index
+    /// in the tile, row-major).
+    fn ring_off(&self, v: ValueId, cq: &str) -> String {
+        let dims = self.k.ty(v).dims();
+        let cpr = dims[1] / 8;
+        tile_off_c(
+            &format!("{cq} / {cpr}"),
+            &format!("{cq} % {cpr}"),
+            dims[0],
+            dims[1],
+            self.ring_block(v),
+        )
+    }
+
+    /// Bytes between a thread's copy `q` and `q + 1` of load `v` (stepped copies from one
+    /// base per thread): `threads / cpr` rows of a column block further, the same chunk.
+    fn lane_copy_step(&self, v: ValueId) -> usize {
+        let cpr = self.k.ty(v).dims()[1] / 8;
+        self.threads / cpr * self.ring_block(v) * 2
     }
 
     fn load_name(&self, v: ValueId) -> String {
@@ -801,17 +925,17 @@ impl Emitter<'_> {
                     format!(
                         "{} + {slot} % {} * {} + q * {}",
                         cp.ring,
-                        pl.stages,
+                        pl.slots,
                         rows * cols * 2,
-                        self.threads * 16
+                        self.lane_copy_step(v)
                     )
                 } else {
                     format!(
                         "{} + ({slot} % {} * {} + {}) * 2",
                         cp.ring,
-                        pl.stages,
+                        pl.slots,
                         rows * cols,
-                        swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
+                        self.ring_off(v, "cq")
                     )
                 };
                 let src = match (&cp.step, in_pass) {
@@ -832,9 +956,9 @@ impl Emitter<'_> {
             };
             let dst = format!(
                 "{ring} + {slot} % {} * {} + {}",
-                pl.stages,
+                pl.slots,
                 rows * cols,
-                swz_c(&format!("cq / {cpr}"), &format!("cq % {cpr}"), cols)
+                self.ring_off(v, "cq")
             );
             self.chunk_loop(
                 v,
@@ -889,7 +1013,7 @@ impl Emitter<'_> {
             let per = (dims[0] * dims[1] / 8).div_ceil(self.threads);
             let ring = self.pipe.ring[&v].clone();
             let cpr = dims[1] / 8;
-            let (pp, mp) = swizzle_params(dims[1]);
+            let (pp, mp) = swizzle_params(self.ring_block(v));
             let lane =
                 self.threads.is_multiple_of(cpr) && (self.threads / cpr).is_multiple_of(pp * mp);
             let cp = CpNames {
@@ -910,11 +1034,10 @@ impl Emitter<'_> {
             let cs = &pl.steps[v];
             let ring = self.pipe.ring[v].clone();
             if cp.lane {
-                let cpr = self.k.ty(*v).dims()[1] / 8;
                 self.line(format!(
                     "const tsr_saddr {} = tsr_saddr_of({ring}) + ({}) * 2;  // this thread's first chunk",
                     cp.ring,
-                    swz_c(&format!("tid / {cpr}"), &format!("tid % {cpr}"), cpr * 8)
+                    self.ring_off(*v, "tid")
                 ));
             } else {
                 self.line(format!(

@@ -120,6 +120,8 @@ pub fn stage_bodies(
                     stage_boxes: true,
                     consumer_barrier: ring_bytes > 0,
                     ring_unroll: false,
+                    wgmma: false,
+                    wgmma_in_flight: false,
                 },
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))

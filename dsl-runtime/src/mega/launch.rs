@@ -388,8 +388,13 @@ impl MegaDef {
                         src.smem_bytes, cuda_dev.smem_optin
                     )));
                 }
-                let f =
-                    launch_args::load_function(cuda_dev, &src.code, &src.entry, src.smem_bytes)?;
+                let f = launch_args::load_function(
+                    cuda_dev,
+                    &src.code,
+                    &src.entry,
+                    cuda_dev.arch,
+                    src.smem_bytes,
+                )?;
                 let k = Arc::new(Compiled {
                     f,
                     block_threads: src.block_threads,

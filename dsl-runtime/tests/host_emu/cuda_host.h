@@ -45,6 +45,9 @@ thread_local std::barrier<>* g_named;
 thread_local Warp* g_warps;
 // The CTA's dynamic shared memory (`launch_persistent`).
 thread_local unsigned char* g_dyn;
+// A kernel body's `smem` (host_emu/kernel.rs), for the wgmma model's descriptors (wgmma.h).
+inline unsigned char* g_smem_window;
+inline size_t g_smem_bytes;
 
 inline void __syncthreads() { g_cta->arrive_and_wait(); }
 

@@ -36,6 +36,16 @@ pub fn swap_block(code: &str, name: &str, with: &str) -> String {
 /// Compiles `cpp` (after `#include "cuda_host.h"`) in `dir` and runs it with `args` under a
 /// time limit (a deadlock fails instead of hanging); returns its standard output.
 pub fn compile_and_run(cpp: &str, dir: &Path, args: &[PathBuf], timeout_s: u32) -> String {
+    try_compile_and_run(cpp, dir, args, timeout_s).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`compile_and_run`], a failed run (not a failed compile) returned as its message.
+pub fn try_compile_and_run(
+    cpp: &str,
+    dir: &Path,
+    args: &[PathBuf],
+    timeout_s: u32,
+) -> Result<String, String> {
     let cpp = format!(
         "#include \"{}\"\n{cpp}",
         emu_dir().join("cuda_host.h").display()
@@ -73,13 +83,14 @@ pub fn compile_and_run(cpp: &str, dir: &Path, args: &[PathBuf], timeout_s: u32) 
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        run.status.success(),
-        "the emulated code failed ({}): {}",
-        run.status,
-        String::from_utf8_lossy(&run.stderr)
-    );
-    String::from_utf8_lossy(&run.stdout).into_owned()
+    if !run.status.success() {
+        return Err(format!(
+            "the emulated code failed ({}): {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
 /// The numbers after `staged ` in a run's output (what the staging emulation counted).

@@ -6,7 +6,7 @@
 #[path = "harness.rs"]
 mod harness;
 use dsl_ir::{DType, Kernel, ParamKind};
-use dsl_runtime::cuda::{emit_body, prelude::PRELUDE, EmitOptions};
+use dsl_runtime::cuda::{emit_body, prelude::PRELUDE, CudaBody, EmitOptions};
 use dsl_runtime::interp::HostMem;
 
 pub fn have_gxx() -> bool {
@@ -61,6 +61,38 @@ pub fn emulate_with(
     bufs: &[HostMem],
     scalars: &[Scalar],
 ) -> Vec<HostMem> {
+    let v = Variant {
+        ring_unroll,
+        ..Variant::default()
+    };
+    emulate_variant(k, warps, stages, v, grid, bufs, scalars)
+}
+
+/// The candidate lowerings an emulation runs with (`EmitOptions`' switches).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Variant {
+    pub ring_unroll: bool,
+    /// `EmitOptions::wgmma`: the `wgmma` block swapped for its model (wgmma.h).
+    pub wgmma: bool,
+    /// `EmitOptions::wgmma_in_flight`.
+    pub in_flight: bool,
+}
+
+/// [`emulate`] with the candidate lowerings of `v`.
+pub fn emulate_variant(
+    k: &Kernel,
+    warps: u32,
+    stages: u32,
+    v: Variant,
+    grid: [u32; 3],
+    bufs: &[HostMem],
+    scalars: &[Scalar],
+) -> Vec<HostMem> {
+    let Variant {
+        ring_unroll,
+        wgmma,
+        in_flight,
+    } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
         k,
@@ -72,16 +104,31 @@ pub fn emulate_with(
             stage_boxes: false,
             consumer_barrier: false,
             ring_unroll,
+            wgmma,
+            wgmma_in_flight: in_flight,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    run_body(k, &src, grid, bufs, scalars).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs a generated body (perhaps edited) over `grid`; the buffers after the run, or how
+/// the run failed (a model's check, a crash).
+pub fn run_body(
+    k: &Kernel,
+    src: &CudaBody,
+    grid: [u32; 3],
+    bufs: &[HostMem],
+    scalars: &[Scalar],
+) -> Result<Vec<HostMem>, String> {
     let prelude = harness::swap_block(PRELUDE, "conversions", "conversions.h");
     let prelude = harness::swap_block(&prelude, "staging", "staging.h");
-    let body = if src.code.contains("// -- mma (") {
-        harness::swap_block(&src.code, "mma", "mma.h")
-    } else {
-        src.code.clone()
-    };
+    let mut body = src.code.clone();
+    for (block, model) in [("mma", "mma.h"), ("wgmma", "wgmma.h")] {
+        if body.contains(&format!("// -- {block} (")) {
+            body = harness::swap_block(&body, block, model);
+        }
+    }
     let dir = harness::tempdir("dot");
     let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
     let mut call = vec!["(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x, (int)gridDim.y, (int)gridDim.z".to_string()];
@@ -111,8 +158,10 @@ pub fn emulate_with(
         Scalar::I32(x) => x.to_string(),
         Scalar::F32(x) => format!("__uint_as_float({}u)", x.to_bits()),
     }));
+    // 1024-byte aligned, as the generated entry declares it for wgmma (whose swizzle is on
+    // address bits).
     main.push_str(&format!(
-        "  alignas(128) static unsigned char smem[{}];\n",
+        "  alignas(1024) static unsigned char smem[{0}];\n  g_smem_window = smem;\n  g_smem_bytes = {0};\n",
         src.smem_bytes.max(16)
     ));
     call.push("smem".into());
@@ -133,7 +182,12 @@ pub fn emulate_with(
         ));
     }
     main.push_str("  return 0;\n}\n");
-    harness::compile_and_run(&format!("{prelude}\n{body}\n{main}"), &dir, &paths, 300);
+    let run =
+        harness::try_compile_and_run(&format!("{prelude}\n{body}\n{main}"), &dir, &paths, 300);
+    if let Err(e) = run {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
     let out = bufs
         .iter()
         .zip(&paths)
@@ -143,5 +197,5 @@ pub fn emulate_with(
         })
         .collect();
     let _ = std::fs::remove_dir_all(&dir);
-    out
+    Ok(out)
 }

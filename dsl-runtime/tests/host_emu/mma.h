@@ -10,6 +10,8 @@
 // - cp.async: copies are queued per thread and done at commit-group granularity when
 //   `cp.async.wait_group N` retires all but the newest N groups, so reading a ring slot
 //   before its wait shows stale data instead of passing by luck.
+#include <mutex>
+#include <set>
 #include <vector>
 inline void tsr_ldmatrix_model(unsigned* r, const void* p, bool trans) {
   const int t = threadIdx.x, lane = t % 32;
@@ -77,15 +79,34 @@ inline void tsr_mma_f16(float* d, const unsigned* a, const unsigned* b) { tsr_mm
 struct TsrCopy { void* dst; const void* src; bool pred; };
 thread_local std::vector<TsrCopy> tsr_emu_open;
 thread_local std::vector<std::vector<TsrCopy>> tsr_emu_groups;
-inline void tsr_cp_async16(void* dst, const void* src, bool pred) { tsr_emu_open.push_back({dst, src, pred}); }
+// Every thread's issued copies that have not landed (their 16-byte destinations): on the GPU
+// they may land any time before the wait, so wgmma.h fails a wgmma reading one. Tracked only
+// where wgmma.h is in (it sets the flag): the lock costs the mma.sync emulations time.
+inline bool tsr_emu_track_copies = false;
+inline std::mutex tsr_emu_cp_mu;
+inline std::multiset<uintptr_t> tsr_emu_cp_pending;
+inline void tsr_cp_async16(void* dst, const void* src, bool pred) {
+  tsr_emu_open.push_back({dst, src, pred});
+  if (!tsr_emu_track_copies) return;
+  std::lock_guard<std::mutex> g(tsr_emu_cp_mu);
+  tsr_emu_cp_pending.insert((uintptr_t)dst);
+}
 // Stepped copies: the destination as a tsr_saddr (here the whole pointer).
 inline void tsr_cp_async16_at(tsr_saddr dst, const void* src, bool pred) { tsr_cp_async16((void*)(uintptr_t)dst, src, pred); }
 inline void tsr_cp_async_commit() {
   tsr_emu_groups.push_back(tsr_emu_open);
   tsr_emu_open.clear();
 }
+// Set when this thread's copies land (written through the generic proxy); wgmma.h's
+// fence.proxy.async clears it, and its wgmma requires it clear.
+thread_local bool tsr_emu_generic_writes = false;
 template <int N> void tsr_cp_async_wait() {
   while (tsr_emu_groups.size() > (size_t)N) {
+    tsr_emu_generic_writes |= !tsr_emu_groups.front().empty();
+    if (tsr_emu_track_copies) {
+      std::lock_guard<std::mutex> g(tsr_emu_cp_mu);
+      for (auto& c : tsr_emu_groups.front()) tsr_emu_cp_pending.erase(tsr_emu_cp_pending.find((uintptr_t)c.dst));
+    }
     for (auto& c : tsr_emu_groups.front()) {
       if (c.pred) std::memcpy(c.dst, c.src, 16);
       else std::memset(c.dst, 0, 16);
