@@ -29,32 +29,36 @@ fn ring_unroll() -> bool {
     *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).map_or(true, |v| v != "0"))
 }
 
-/// The environment variable that turns on `EmitOptions::wgmma` for every kernel this
-/// process compiles for an sm_90 device (H100, H200): `1`, the code is then compiled for
-/// `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile allows, waiting for
-/// each iteration's wgmmas; `2`, the same with one iteration's wgmmas in flight
-/// (`EmitOptions::wgmma_in_flight`). Off until a GPU A/B; the generated C differs, so the
+/// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the
+/// kernels this process compiles for an sm_90 device (H100, H200), where the code is then
+/// compiled for `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile
+/// allows: `2`, the default on such a device, with one iteration's wgmmas in flight
+/// (`EmitOptions::wgmma_in_flight`: 485-593 TFLOP/s against mma.sync's 342-393 at 4096^3
+/// and 8192^3 on an H100, docs/PERF.md session 15); `1`, waiting for each iteration's
+/// wgmmas; `0`, mma.sync. Without a device (`tessera explain`, `cuda_source`) the code is
+/// portable mma.sync unless the variable asks for 1 or 2. The generated C differs, so the
 /// disk caches never mix them (as `TESSERA_RING_UNROLL`).
 pub const WGMMA_ENV: &str = "TESSERA_WGMMA";
 
-/// `TESSERA_WGMMA`'s level: 0 (unset or anything else), 1 or 2 (read once).
-fn wgmma_env() -> u8 {
-    static ON: OnceLock<u8> = OnceLock::new();
+/// `TESSERA_WGMMA`'s level if set to 0, 1 or 2 (read once).
+fn wgmma_env() -> Option<u8> {
+    static ON: OnceLock<Option<u8>> = OnceLock::new();
     *ON.get_or_init(|| match std::env::var(WGMMA_ENV).as_deref() {
-        Ok("1") => 1,
-        Ok("2") => 2,
-        _ => 0,
+        Ok("0") => Some(0),
+        Ok("1") => Some(1),
+        Ok("2") => Some(2),
+        _ => None,
     })
 }
 
-/// `TESSERA_WGMMA`'s level for code compiled for a device of architecture `arch` (`None`:
-/// no device, as `explain` and the autotuner's cache key see it, which assume an sm_90
-/// device when the variable is set): `wgmma` exists on sm_90a only.
+/// The `wgmma` level for code compiled for a device of architecture `arch` (`None`: no
+/// device, as `explain` sees it): 2 on sm_90 unless `TESSERA_WGMMA` says otherwise, what
+/// the variable says without a device, 0 elsewhere (`wgmma` exists on sm_90a only).
 fn wgmma_for(arch: Option<&str>) -> u8 {
-    if arch.is_none_or(|a| a == "sm_90") {
-        wgmma_env()
-    } else {
-        0
+    match arch {
+        Some("sm_90") => wgmma_env().unwrap_or(2),
+        None => wgmma_env().unwrap_or(0),
+        Some(_) => 0,
     }
 }
 

@@ -80,14 +80,14 @@ pub struct EmitOptions {
     /// a constant number of steps); the last pass stops at the loop's end. Off: one
     /// iteration at a time, the slots `counter % S`.
     pub ring_unroll: bool,
-    /// Off by default (`TESSERA_WGMMA=1` turns it on in `KernelDef` for an sm_90 device, until
-    /// a GPU A/B decides): the code is for `sm_90a`, and a `dot` in a pipelined loop whose
+    /// On in `KernelDef` for an sm_90 device (`TESSERA_WGMMA=0` turns it off; `EmitOptions::new`
+    /// and code for no device leave it off): the code is for `sm_90a`, and a `dot` in a pipelined loop whose
     /// operands both come from the cp.async ring runs on `wgmma` (warpgroup MMA, operands by
     /// shared-memory descriptor, `dot_plan.rs`) when its tile allows; any other `dot` keeps
     /// `mma.sync`, the reason in the generated comment. Never set it for code compiled for
     /// anything but `sm_90a` (ptxas rejects `wgmma` for plain sm_90; [`CudaSource::arch`]).
     pub wgmma: bool,
-    /// With `wgmma` (`TESSERA_WGMMA=2`, a second candidate): a loop's wgmmas stay in flight
+    /// With `wgmma` (`TESSERA_WGMMA=2`, the default on sm_90; `1` waits): a loop's wgmmas stay in flight
     /// over the next iteration (`wgmma.wait_group 1`, the last ones waited for after the
     /// loop), its ring one slot deeper so a refill never lands in the slot they read
     /// (`pipeline.rs`: `PipeLoop::in_flight`). Off: `wait_group 0` in every iteration.
