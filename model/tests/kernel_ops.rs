@@ -440,6 +440,148 @@ fn qk_norm_rope_writes_roped_q_and_the_cache_slot() {
     }
 }
 
+/// A QKV case: random inputs for `heads` query heads and `kv` KV heads of `hd`, hidden
+/// `h`, a rope table of `max_seq` positions and the position `pos`.
+struct Qkv {
+    nh: usize,
+    nkv: usize,
+    hd: usize,
+    h: usize,
+    max_seq: usize,
+    x: Buffer<f32>,
+    g: Buffer<bf16>,
+    w: Buffer<bf16>,
+    q_norm: Buffer<bf16>,
+    k_norm: Buffer<bf16>,
+    table: Buffer<f32>,
+    pos: Buffer<i32>,
+}
+
+/// What a QKV step writes: qkv, the roped queries, the K and V caches.
+struct QkvOut([Buffer<bf16>; 4]);
+
+impl Qkv {
+    fn new(
+        rng: &mut SplitMix64,
+        (nh, nkv, hd, h): (usize, usize, usize, usize),
+        max_seq: usize,
+        pos: i32,
+    ) -> Qkv {
+        let m = (nh + 2 * nkv) * hd;
+        let inv_freq: Vec<f32> = (0..hd / 2)
+            .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / hd as f64)) as f32)
+            .collect();
+        Qkv {
+            nh,
+            nkv,
+            hd,
+            h,
+            max_seq,
+            x: up(&f32s(&rand_bf16(rng, h, 2.0))),
+            g: up(&rand_bf16(rng, h, 1.5)),
+            w: up(&rand_bf16(rng, m * h, 0.5)),
+            q_norm: up(&rand_bf16(rng, hd, 1.5)),
+            k_norm: up(&rand_bf16(rng, hd, 1.5)),
+            table: up(&model::reference::rope_table(&inv_freq, max_seq)),
+            pos: up(&[pos]),
+        }
+    }
+
+    fn m(&self) -> usize {
+        (self.nh + 2 * self.nkv) * self.hd
+    }
+
+    /// Zeroed outputs.
+    fn out(&self) -> QkvOut {
+        let cache = self.nkv * self.max_seq * self.hd;
+        QkvOut([
+            dev().zeros::<bf16>(self.m()).unwrap(),
+            dev().zeros::<bf16>(self.nh * self.hd).unwrap(),
+            dev().zeros::<bf16>(cache).unwrap(),
+            dev().zeros::<bf16>(cache).unwrap(),
+        ])
+    }
+
+    /// `rmsnorm_qkv_rope` (`tiles` None: one program per BM rows) or
+    /// `rmsnorm_qkv_rope_tiles` (TILES row tiles per program) over `tickets`.
+    fn run(&self, (bm, bk): (usize, usize), tiles: Option<usize>, tickets: &Buffer<i32>) -> QkvOut {
+        let o = self.out();
+        let [qkv, q, kc, vc] = &o.0;
+        let (m, h) = (self.m() as i32, self.h as i32);
+        let (nh, nkv, max_seq) = (self.nh as i32, self.nkv as i32, self.max_seq as i32);
+        match tiles {
+            None => rope::rmsnorm_qkv_rope::launch(
+                &dev(),
+                &grid(self.m() / bm),
+                &self.x,
+                &self.g,
+                &self.w,
+                qkv,
+                &self.q_norm,
+                &self.k_norm,
+                &self.table,
+                &self.pos,
+                q,
+                kc,
+                vc,
+                tickets,
+                m,
+                h,
+                nh,
+                nkv,
+                max_seq,
+                1e-6,
+                bm,
+                bk,
+                self.hd,
+            ),
+            Some(t) => rope::rmsnorm_qkv_rope_tiles::launch(
+                &dev(),
+                &grid((self.m() / bm).div_ceil(t)),
+                &self.x,
+                &self.g,
+                &self.w,
+                qkv,
+                &self.q_norm,
+                &self.k_norm,
+                &self.table,
+                &self.pos,
+                q,
+                kc,
+                vc,
+                tickets,
+                m,
+                h,
+                nh,
+                nkv,
+                max_seq,
+                1e-6,
+                bm,
+                bk,
+                self.hd,
+                t,
+            ),
+        }
+        .unwrap();
+        o
+    }
+}
+
+impl QkvOut {
+    /// Every output equal to `want`'s bit for bit.
+    fn assert_same(&self, want: &QkvOut, what: &str) {
+        let bits = |b: &Buffer<bf16>| down(b).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        for (name, got, want) in ["qkv", "q", "K cache", "V cache"]
+            .iter()
+            .zip(&self.0)
+            .zip(&want.0)
+            .map(|((n, g), w)| (n, g, w))
+        {
+            assert_eq!(bits(got), bits(want), "{name} differs ({what})");
+        }
+    }
+}
+
 /// `rmsnorm_qkv_rope` (the QKV GEMV whose last program per head norms and ropes it) writes
 /// what `rmsnorm_gemv` then `qk_norm_rope` write, bit for bit, and leaves its tickets at 0,
 /// twice over the same tickets (two layers); BM = head_dim (one program a head) included.
@@ -452,32 +594,17 @@ fn qkv_gemv_with_its_head_epilogue_equals_the_two_kernels() {
         (8, 2, 16, 40, 16, 64, 40, 39),
         (2, 1, 64, 64, 16, 64, 8, 0),
     ] {
-        let m = (nh + 2 * nkv) * hd;
-        let (x, g) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
-        let w = rand_bf16(&mut rng, m * h, 0.5);
-        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
-        let inv_freq: Vec<f32> = (0..hd / 2)
-            .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / hd as f64)) as f32)
-            .collect();
-        let table = up(&model::reference::rope_table(&inv_freq, max_seq));
-        let (xb, gb, wb, qnb, knb, pb) =
-            (up(&f32s(&x)), up(&g), up(&w), up(&qn), up(&kn), up(&[pos]));
-        let bufs = || {
-            (
-                dev().zeros::<bf16>(m).unwrap(),
-                dev().zeros::<bf16>(nh * hd).unwrap(),
-                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
-                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
-            )
-        };
-        let (qkv, q, kc, vc) = bufs();
+        let c = Qkv::new(&mut rng, (nh, nkv, hd, h), max_seq, pos);
+        let m = c.m();
+        let want = c.out();
+        let [qkv, q, kc, vc] = &want.0;
         gemv::rmsnorm_gemv::launch(
             &dev(),
             &grid(m / bm),
-            &xb,
-            &gb,
-            &wb,
-            &qkv,
+            &c.x,
+            &c.g,
+            &c.w,
+            qkv,
             m as i32,
             h as i32,
             1e-6,
@@ -488,14 +615,14 @@ fn qkv_gemv_with_its_head_epilogue_equals_the_two_kernels() {
         rope::qk_norm_rope::launch(
             &dev(),
             &grid(nh + nkv),
-            &qkv,
-            &qnb,
-            &knb,
-            &table,
-            &pb,
-            &q,
-            &kc,
-            &vc,
+            qkv,
+            &c.q_norm,
+            &c.k_norm,
+            &c.table,
+            &c.pos,
+            q,
+            kc,
+            vc,
             nh as i32,
             nkv as i32,
             max_seq as i32,
@@ -504,47 +631,9 @@ fn qkv_gemv_with_its_head_epilogue_equals_the_two_kernels() {
         )
         .unwrap();
         let tickets = dev().zeros::<i32>(nh + 2 * nkv).unwrap();
-        let bits = |b: &Buffer<bf16>| down(b).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         for layer in 0..2 {
-            let (qkv2, q2, kc2, vc2) = bufs();
-            rope::rmsnorm_qkv_rope::launch(
-                &dev(),
-                &grid(m / bm),
-                &xb,
-                &gb,
-                &wb,
-                &qkv2,
-                &qnb,
-                &knb,
-                &table,
-                &pb,
-                &q2,
-                &kc2,
-                &vc2,
-                &tickets,
-                m as i32,
-                h as i32,
-                nh as i32,
-                nkv as i32,
-                max_seq as i32,
-                1e-6,
-                bm,
-                bk,
-                hd,
-            )
-            .unwrap();
-            for (what, got, want) in [
-                ("qkv", &qkv2, &qkv),
-                ("q", &q2, &q),
-                ("K cache", &kc2, &kc),
-                ("V cache", &vc2, &vc),
-            ] {
-                assert_eq!(
-                    bits(got),
-                    bits(want),
-                    "{what} differs (layer {layer}, hd {hd}, BM {bm})"
-                );
-            }
+            c.run((bm, bk), None, &tickets)
+                .assert_same(&want, &format!("layer {layer}, hd {hd}, BM {bm}"));
             assert_eq!(down(&tickets), vec![0; nh + 2 * nkv], "tickets not reset");
         }
     }
@@ -568,96 +657,19 @@ fn qkv_tiles_equal_one_program_per_tile() {
         (2, 1, 64, 64, 16, 8, 0, 2),
         (2, 1, 32, 100, 8, 8, 3, 64),
     ] {
-        let m = (nh + 2 * nkv) * hd;
+        let c = Qkv::new(&mut rng, (nh, nkv, hd, h), max_seq, pos);
         let bk = h.next_power_of_two(); // one k step, as the tiles kernel needs
-        let (x, g) = (rand_bf16(&mut rng, h, 2.0), rand_bf16(&mut rng, h, 1.5));
-        let w = rand_bf16(&mut rng, m * h, 0.5);
-        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
-        let inv_freq: Vec<f32> = (0..hd / 2)
-            .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / hd as f64)) as f32)
-            .collect();
-        let table = up(&model::reference::rope_table(&inv_freq, max_seq));
-        let (xb, gb, wb, qnb, knb, pb) =
-            (up(&f32s(&x)), up(&g), up(&w), up(&qn), up(&kn), up(&[pos]));
-        let bufs = || {
-            (
-                dev().zeros::<bf16>(m).unwrap(),
-                dev().zeros::<bf16>(nh * hd).unwrap(),
-                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
-                dev().zeros::<bf16>(nkv * max_seq * hd).unwrap(),
-            )
-        };
         let tickets = dev().zeros::<i32>(nh + 2 * nkv).unwrap();
-        let (qkv, q, kc, vc) = bufs();
-        rope::rmsnorm_qkv_rope::launch(
-            &dev(),
-            &grid(m / bm),
-            &xb,
-            &gb,
-            &wb,
-            &qkv,
-            &qnb,
-            &knb,
-            &table,
-            &pb,
-            &q,
-            &kc,
-            &vc,
-            &tickets,
-            m as i32,
-            h as i32,
-            nh as i32,
-            nkv as i32,
-            max_seq as i32,
-            1e-6,
-            bm,
-            bk,
-            hd,
-        )
-        .unwrap();
-        let bits = |b: &Buffer<bf16>| down(b).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert!(bits(&q).iter().any(|&b| b != 0), "no query head written");
+        let want = c.run((bm, bk), None, &tickets);
+        assert!(
+            down(&want.0[1]).iter().any(|v| v.to_bits() != 0),
+            "no query head written"
+        );
         for layer in 0..2 {
-            let (qkv2, q2, kc2, vc2) = bufs();
-            rope::rmsnorm_qkv_rope_tiles::launch(
-                &dev(),
-                &grid((m / bm).div_ceil(tiles)),
-                &xb,
-                &gb,
-                &wb,
-                &qkv2,
-                &qnb,
-                &knb,
-                &table,
-                &pb,
-                &q2,
-                &kc2,
-                &vc2,
-                &tickets,
-                m as i32,
-                h as i32,
-                nh as i32,
-                nkv as i32,
-                max_seq as i32,
-                1e-6,
-                bm,
-                bk,
-                hd,
-                tiles,
-            )
-            .unwrap();
-            for (what, got, want) in [
-                ("qkv", &qkv2, &qkv),
-                ("q", &q2, &q),
-                ("K cache", &kc2, &kc),
-                ("V cache", &vc2, &vc),
-            ] {
-                assert_eq!(
-                    bits(got),
-                    bits(want),
-                    "{what} differs (layer {layer}, hd {hd}, BM {bm}, TILES {tiles})"
-                );
-            }
+            c.run((bm, bk), Some(tiles), &tickets).assert_same(
+                &want,
+                &format!("layer {layer}, hd {hd}, BM {bm}, TILES {tiles}"),
+            );
             assert_eq!(down(&tickets), vec![0; nh + 2 * nkv], "tickets not reset");
         }
     }
