@@ -48,10 +48,9 @@ fn every_shipped_kernel_compiles_with_nvrtc() {
     }
 }
 
-/// `ring_unroll`: `KernelDef::cuda_source_staged`'s options, the process's default (the
-/// ring unrolled), else the same without `EmitOptions::ring_unroll`; `gemm`: the pipelined
-/// loop's `dot`s only accumulate, so the option puts it in passes (attention's loop stays
-/// as it is).
+/// `ring_unroll`: with `EmitOptions::ring_unroll` (else `KernelDef::cuda_source_staged`'s
+/// options, the process's default); `gemm`: the pipelined loop's `dot`s only accumulate, so
+/// the option puts it in passes (attention's loop stays as it is).
 fn compiles(
     what: &str,
     def: &KernelDef,
@@ -60,17 +59,17 @@ fn compiles(
     (ring_unroll, gemm): (bool, bool),
 ) {
     let src = if ring_unroll {
-        def.cuda_source_staged(cx, warps, st)
-            .unwrap_or_else(|e| panic!("{what}: {e}"))
-    } else {
         let k = def.specialize(cx).unwrap_or_else(|e| panic!("{what}: {e}"));
         let opts = EmitOptions {
             divisible16: vec![true; k.params.len()],
             num_stages: st,
-            ring_unroll: false,
+            ring_unroll: true,
             ..EmitOptions::new(warps)
         };
         emit(&k, &opts).unwrap_or_else(|e| panic!("{what}: {e}"))
+    } else {
+        def.cuda_source_staged(cx, warps, st)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
     };
     assert_eq!(
         src.code.contains("the ring slots are constants"),
@@ -107,14 +106,14 @@ fn compiles(
 
 /// The `dot` kernels whose loads are pipelined through the cp.async ring, at their tuned
 /// configs and stage counts: the matmul example's tuning space, the attention example's
-/// configs, and the prefill kernels at the GPU's tiles; here without the unrolled ring.
+/// configs, and the prefill kernels at the GPU's tiles.
 #[test]
 fn pipelined_dot_kernels_compile_with_stepped_copies() {
     pipelined_dot_kernels_compile(false);
 }
 
-/// The same as shipped, with `EmitOptions::ring_unroll` (the default; `TESSERA_RING_UNROLL=0`
-/// turns it off): the GEMM loops in passes of constant ring slots, attention's as without it.
+/// The same with `EmitOptions::ring_unroll` (`TESSERA_RING_UNROLL=1`, a candidate): the
+/// GEMM loops in passes of constant ring slots, attention's as without it.
 #[test]
 fn pipelined_dot_kernels_compile_with_ring_unroll() {
     pipelined_dot_kernels_compile(true);

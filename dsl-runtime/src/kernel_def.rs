@@ -13,20 +13,18 @@ use dsl_ir::{ConstVal, Kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The environment variable that turns off `EmitOptions::ring_unroll` (`0`) for every
-/// kernel this process emits. On by default: the pipelined loop in passes with constant
-/// ring slots was faster at 4096^3 in both pairs of an H100 A/B (350.2 / 348.2 against
-/// 338.1 / 336.5 TFLOP/s; 8192^3 and the odd shape within their noise, attention the same
-/// code: docs/PERF.md, session 15); `0` keeps the slot-per-iteration loop for comparison.
-/// The generated C differs, so the disk caches (NVRTC's, keyed by the source; the
+/// The environment variable that turns on `EmitOptions::ring_unroll` (`1`) for every kernel
+/// this process emits: a lowering of the pipelined loop with constant ring slots, off. On an
+/// H100 it was faster on the matmul example and slower on the prefill GEMM with mma.sync,
+/// and the other way round with wgmma (docs/PERF.md, session 15): no A/B showed it faster
+/// overall. The generated C differs, so the disk caches (NVRTC's, keyed by the source; the
 /// autotuner's, keyed by a hash of it) never mix the two; in memory a process has one value.
 pub const RING_UNROLL_ENV: &str = "TESSERA_RING_UNROLL";
 
-/// Whether the ring is unrolled: unless `TESSERA_RING_UNROLL=0` (read once: the one place
-/// the option comes from).
+/// Whether `TESSERA_RING_UNROLL=1` (read once: the one place the option comes from).
 fn ring_unroll() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).map_or(true, |v| v != "0"))
+    *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).is_ok_and(|v| v == "1"))
 }
 
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the

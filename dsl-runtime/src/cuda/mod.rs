@@ -71,8 +71,8 @@ pub struct EmitOptions {
     /// program's warps (`mega/staging.rs`) never joins them, and a staged load's `_issue`
     /// is run by that warp's one lane as if it were thread 0.
     pub consumer_barrier: bool,
-    /// On in `KernelDef` (`TESSERA_RING_UNROLL=0` turns it off there; `EmitOptions::new`
-    /// leaves it off for tests that pick it): a pipelined loop (`pipeline.rs`) whose `dot`s only accumulate (a GEMM main
+    /// Off by default (`TESSERA_RING_UNROLL=1` turns it on in `KernelDef`; no H100 A/B showed
+    /// it faster overall): a pipelined loop (`pipeline.rs`) whose `dot`s only accumulate (a GEMM main
     /// loop) runs as passes of `num_stages` iterations, the iterations of a pass a
     /// `#pragma unroll` loop over the ring's slots, so the slot each iteration reads and the
     /// one it refills are compile-time constants (every `ldmatrix` base and `cp.async`
