@@ -213,6 +213,7 @@ fn compiles_wgmma(
         num_stages: st,
         wgmma: true,
         wgmma_in_flight: in_flight,
+        acq_rel_atomics: false,
         ring_unroll,
         ..EmitOptions::new(warps)
     };
@@ -316,4 +317,42 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
             compiles_wgmma(k.name(), k, &gemm, st, (true, in_flight, true));
         }
     }
+}
+
+/// `EmitOptions::acq_rel_atomics` (`TESSERA_ACQ_REL_ATOMIC=1`): every shipped kernel with a
+/// scalar atomic add (the last-program pattern) gets the one acquire-release atomic in
+/// place of the fenced one, and still compiles for sm_80 and sm_90.
+#[test]
+fn scalar_atomics_compile_as_acq_rel() {
+    let mut all = tessera::kernels::shipped();
+    all.extend(tessera::model::kernels::shipped());
+    let mut changed = vec![];
+    for k in all {
+        let name = k.kernel.name();
+        let spec = k
+            .kernel
+            .specialize(&k.constexprs)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let fenced = emit(&spec, &EmitOptions::new(k.num_warps)).unwrap().code;
+        let opts = EmitOptions {
+            acq_rel_atomics: true,
+            ..EmitOptions::new(k.num_warps)
+        };
+        let code = emit(&spec, &opts).unwrap().code;
+        let fenced_rmws = fenced.matches("{ __threadfence(); ").count();
+        let calls = code.matches("= tsr_atom_add_acq_rel(").count();
+        assert_eq!(calls + code.matches("{ __threadfence(); ").count(), fenced_rmws, "{name}");
+        if calls == 0 {
+            assert_eq!(code, fenced, "{name}: nothing to change, nothing changed");
+            continue;
+        }
+        changed.push(name.to_string());
+        for arch in ["sm_80", "sm_90"] {
+            if let Err(e) = nvrtc::compile(&code, arch, false) {
+                panic!("{name} {arch}:\n{e}");
+            }
+        }
+    }
+    // Decode attention folds its merge into the split phase with tickets.
+    assert_eq!(changed, ["attn_split_merge"]);
 }

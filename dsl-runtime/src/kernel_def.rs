@@ -27,6 +27,17 @@ fn ring_unroll() -> bool {
     *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).is_ok_and(|v| v == "1"))
 }
 
+/// The environment variable that turns on `EmitOptions::acq_rel_atomics` (`1`) for every
+/// kernel and megakernel this process emits (a candidate, off). The generated C differs, so
+/// the disk caches never mix the two (as `TESSERA_RING_UNROLL`).
+pub const ACQ_REL_ATOMIC_ENV: &str = "TESSERA_ACQ_REL_ATOMIC";
+
+/// Whether `TESSERA_ACQ_REL_ATOMIC=1` (read once).
+pub(crate) fn acq_rel_atomics() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(ACQ_REL_ATOMIC_ENV).is_ok_and(|v| v == "1"))
+}
+
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the
 /// kernels this process compiles for an sm_90 device (H100, H200), where the code is then
 /// compiled for `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile
@@ -308,6 +319,7 @@ impl KernelDef {
                 ring_unroll: ring_unroll(),
                 wgmma: wgmma_for(arch) >= 1,
                 wgmma_in_flight: wgmma_for(arch) == 2,
+                acq_rel_atomics: acq_rel_atomics(),
             },
         )
         .map_err(Error::Lower)
@@ -504,6 +516,7 @@ impl KernelDef {
                 ring_unroll: ring_unroll(),
                 wgmma: wgmma_for(Some(dev.arch)) >= 1,
                 wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,
+                acq_rel_atomics: acq_rel_atomics(),
             },
         )
         .map_err(Error::Lower)?;

@@ -288,6 +288,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             ring_unroll,
             wgmma: false,
             wgmma_in_flight: false,
+            acq_rel_atomics: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -474,6 +475,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             ring_unroll,
             wgmma: false,
             wgmma_in_flight: false,
+            acq_rel_atomics: false,
         },
     )
     .unwrap()
@@ -1152,6 +1154,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         ring_unroll: v.ring_unroll,
         wgmma: v.wgmma,
         wgmma_in_flight: v.in_flight,
+        acq_rel_atomics: false,
     }
 }
 

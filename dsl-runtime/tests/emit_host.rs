@@ -67,6 +67,7 @@ fn run_host_staged(
             ring_unroll: false,
             wgmma: false,
             wgmma_in_flight: false,
+            acq_rel_atomics: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -538,6 +539,7 @@ fn staged_gemv_matches_reference() {
             ring_unroll: false,
             wgmma: false,
             wgmma_in_flight: false,
+            acq_rel_atomics: false,
         };
         let staged = emit_body(&k, &opts).unwrap().stage_bytes;
         assert_eq!(

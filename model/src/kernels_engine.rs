@@ -229,6 +229,7 @@ impl KernelsEngine {
                     part_m: ptr(&a.part_m),
                     part_l: ptr(&a.part_l),
                     part_acc: ptr(&a.part_acc),
+                    out: ptr(&a.attn),
                     group: cfg.gqa_group() as i32,
                     max_seq: m.max_seq as i32,
                     scale: 1.0 / (hd as f32).sqrt(),
@@ -243,6 +244,7 @@ impl KernelsEngine {
                 dev,
                 &grid(heads),
                 &attn_merge::Args {
+                    pos: ptr(&a.pos),
                     part_m: ptr(&a.part_m),
                     part_l: ptr(&a.part_l),
                     part_acc: ptr(&a.part_acc),
@@ -250,6 +252,7 @@ impl KernelsEngine {
                 },
                 &attn_merge::Consts {
                     D: hd,
+                    BLOCK_N: t.attn_block_n,
                     SPLITS: t.attn_splits,
                 },
             )?;

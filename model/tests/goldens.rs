@@ -20,16 +20,6 @@ fn engine(name: &str) -> (Reference, Checkpoint) {
     (Reference::new(ck.config, Arc::new(ck.weights)), ck2)
 }
 
-fn rel_err(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len(), "logit count");
-    let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let max_diff = got
-        .iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    max_diff / max_ref
-}
-
 #[test]
 fn logits_match_transformers() {
     for name in CHECKPOINTS {

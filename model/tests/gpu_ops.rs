@@ -14,18 +14,6 @@ use model::{Checkpoint, Config, Engine, StepOutput};
 
 const TOL: f32 = 1e-2;
 
-fn rel_err(got: &[f32], want: &[f32]) -> f32 {
-    assert_eq!(got.len(), want.len(), "lengths");
-    let max_ref = want
-        .iter()
-        .fold(0f32, |m, x| m.max(x.abs()))
-        .max(f32::MIN_POSITIVE);
-    got.iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
-        / max_ref
-}
-
 fn rand_bf16(rng: &mut SplitMix64, n: usize, scale: f32) -> Vec<bf16> {
     (0..n)
         .map(|_| bf16::from_f32((rng.next_f64() as f32 * 2.0 - 1.0) * scale))
@@ -155,6 +143,7 @@ fn run_ops(
         &pm,
         &pl,
         &pa,
+        &attn,
         cfg.gqa_group() as i32,
         max_seq as i32,
         scale,
@@ -163,7 +152,19 @@ fn run_ops(
         t.attn_splits,
     )
     .unwrap();
-    attention::attn_merge::launch(dev, &grid(nh), &pm, &pl, &pa, &attn, hd, t.attn_splits).unwrap();
+    attention::attn_merge::launch(
+        dev,
+        &grid(nh),
+        &posb,
+        &pm,
+        &pl,
+        &pa,
+        &attn,
+        hd,
+        t.attn_block_n,
+        t.attn_splits,
+    )
+    .unwrap();
     out.push(("attention", read(&attn)));
     gemv::gemv_residual::launch(
         dev,

@@ -139,6 +139,30 @@ template <typename T> __device__ __forceinline__ void tsr_argmin_step(T& v, int&
   if (o_nan ? (v_nan && oi < i) : (v_nan || ov < v || (ov == v && oi < i))) { v = ov; i = oi; }
 }
 
+// A scalar atomic add with acquire and release at GPU scope (`EmitOptions::acq_rel_atomics`):
+// after a bar.sync it publishes the CTA's writes, and before one it orders every thread's
+// later reads. Returns the old value. The CPU emulation (no __CUDA_ARCH__) fences around a
+// C++ atomic instead.
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ int tsr_atom_add_acq_rel(int* p, int v) {
+  int o;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(o) : "l"(p), "r"(v) : "memory");
+  return o;
+}
+__device__ __forceinline__ float tsr_atom_add_acq_rel(float* p, float v) {
+  float o;
+  asm volatile("atom.acq_rel.gpu.global.add.f32 %0, [%1], %2;" : "=f"(o) : "l"(p), "f"(v) : "memory");
+  return o;
+}
+#else
+template <typename T> __device__ __forceinline__ T tsr_atom_add_acq_rel(T* p, T v) {
+  __threadfence();
+  const T o = atomicAdd(p, v);
+  __threadfence();
+  return o;
+}
+#endif
+
 // atomic max on f32 through the integer order of IEEE bit patterns; NaN is ignored.
 // Returns the old value.
 __device__ __forceinline__ float tsr_atomic_max_f32(float* p, float v) {

@@ -126,6 +126,8 @@ pub(crate) struct Emitter<'a> {
     pipe: pipeline::Pipes,
     /// The C of a CTA barrier (`barrier_call`).
     pub(super) barrier_call: &'static str,
+    /// `EmitOptions::acq_rel_atomics`.
+    pub(super) acq_rel_atomics: bool,
 }
 
 /// Names the generated code itself uses (beside `c_syntax::C_KEYWORDS`).
@@ -183,6 +185,7 @@ impl<'a> Emitter<'a> {
             wgmma_insns: Default::default(),
             pipe: pipeline::Pipes::default(),
             barrier_call: super::barrier_call(opts),
+            acq_rel_atomics: opts.acq_rel_atomics,
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.ring_unroll);

@@ -384,14 +384,25 @@ impl Emitter<'_> {
             format!("{name}: the old value, for every thread"),
         )?;
         self.barrier("  // the program's accesses so far, then its atomic");
-        let rmw = atomic_expr(op, d, strip(&p).as_str(), &v);
+        // One acquire-release atomic (`EmitOptions::acq_rel_atomics`), or fences around a
+        // relaxed one.
+        let acq_rel = self.acq_rel_atomics
+            && op == AtomicOp::Add
+            && matches!(d, DType::I32 | DType::F32);
+        let rmw = if acq_rel {
+            format!("tsr_atom_add_acq_rel({}, {})", strip(&p), strip(&v))
+        } else {
+            atomic_expr(op, d, strip(&p).as_str(), &v)
+        };
         let rmw = match mask {
             Some(m) => format!("{} ? {rmw} : 0", self.access(m, &At::Idx(vec![]))?),
             None => rmw,
         };
-        self.line(format!(
-            "if (tid == 0) {{ __threadfence(); {slot}[0] = {rmw}; __threadfence(); }}"
-        ));
+        self.line(if acq_rel {
+            format!("if (tid == 0) {slot}[0] = {rmw};  // acquire and release at GPU scope")
+        } else {
+            format!("if (tid == 0) {{ __threadfence(); {slot}[0] = {rmw}; __threadfence(); }}")
+        });
         self.barrier("");
         self.line(format!("const {cty} {name} = {slot}[0];"));
         Ok(())

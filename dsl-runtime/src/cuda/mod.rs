@@ -92,6 +92,14 @@ pub struct EmitOptions {
     /// loop), its ring one slot deeper so a refill never lands in the slot they read
     /// (`pipeline.rs`: `PipeLoop::in_flight`). Off: `wait_group 0` in every iteration.
     pub wgmma_in_flight: bool,
+    /// Off by default (`TESSERA_ACQ_REL_ATOMIC=1` turns it on in `KernelDef` and the
+    /// megakernel, a candidate until an A/B on the GPU): a scalar atomic (the last-program
+    /// pattern) is thread 0's one `atom.acq_rel.gpu` between the two barriers, instead of
+    /// `__threadfence(); atomicAdd(..); __threadfence()`. The same ordering as the
+    /// megakernel's counters (a release after `bar.sync` publishes the CTA's writes; an
+    /// acquire before `bar.sync` orders every thread's later reads), without two full
+    /// fences on the hop. Only adds on i32 and f32; max and min keep the fences.
+    pub acq_rel_atomics: bool,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -110,6 +118,7 @@ impl EmitOptions {
             ring_unroll: false,
             wgmma: false,
             wgmma_in_flight: false,
+            acq_rel_atomics: false,
         }
     }
 }

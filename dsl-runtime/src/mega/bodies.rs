@@ -122,6 +122,7 @@ pub fn stage_bodies(
                     ring_unroll: false,
                     wgmma: false,
                     wgmma_in_flight: false,
+                    acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
                 },
             )
             .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))

@@ -106,6 +106,7 @@ pub fn emulate_variant(
             ring_unroll,
             wgmma,
             wgmma_in_flight: in_flight,
+            acq_rel_atomics: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

@@ -134,14 +134,19 @@ pub fn decisive_prefix(exp: &Value) -> usize {
     m.iter().position(|&x| x <= DECISIVE).unwrap_or(m.len())
 }
 
-/// max |got - want| over max |want|.
+/// max |got - want| over max |want|; infinite when a value is NaN or infinite (`f32::max`
+/// ignores NaN, so a NaN output would otherwise pass as error 0).
 pub fn rel_err(got: &[f32], want: &[f32]) -> f32 {
     assert_eq!(got.len(), want.len(), "logit count");
     let max_ref = want.iter().fold(0f32, |m, x| m.max(x.abs()));
-    got.iter()
-        .zip(want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
-        / max_ref
+    got.iter().zip(want).fold(0f32, |m, (a, b)| {
+        let d = (a - b).abs();
+        if d.is_finite() {
+            m.max(d)
+        } else {
+            f32::INFINITY
+        }
+    }) / max_ref
 }
 
 /// The logits of a step that was asked for them.
