@@ -341,7 +341,11 @@ fn scalar_atomics_compile_as_acq_rel() {
         let code = emit(&spec, &opts).unwrap().code;
         let fenced_rmws = fenced.matches("{ __threadfence(); ").count();
         let calls = code.matches("= tsr_atom_add_acq_rel(").count();
-        assert_eq!(calls + code.matches("{ __threadfence(); ").count(), fenced_rmws, "{name}");
+        assert_eq!(
+            calls + code.matches("{ __threadfence(); ").count(),
+            fenced_rmws,
+            "{name}"
+        );
         if calls == 0 {
             assert_eq!(code, fenced, "{name}: nothing to change, nothing changed");
             continue;

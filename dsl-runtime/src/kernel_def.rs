@@ -27,15 +27,17 @@ fn ring_unroll() -> bool {
     *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).is_ok_and(|v| v == "1"))
 }
 
-/// The environment variable that turns on `EmitOptions::acq_rel_atomics` (`1`) for every
-/// kernel and megakernel this process emits (a candidate, off). The generated C differs, so
+/// The environment variable that turns `EmitOptions::acq_rel_atomics` off (`0`) for every
+/// kernel and megakernel this process emits. On by default: on an H100 it took 0.3-0.4 µs
+/// off each decode layer's QKV stage (its tickets) in three profiles, and decode at context
+/// 512 was faster in 6 of 6 pairs (docs/PERF.md, session 16). The generated C differs, so
 /// the disk caches never mix the two (as `TESSERA_RING_UNROLL`).
 pub const ACQ_REL_ATOMIC_ENV: &str = "TESSERA_ACQ_REL_ATOMIC";
 
-/// Whether `TESSERA_ACQ_REL_ATOMIC=1` (read once).
+/// `EmitOptions::acq_rel_atomics` unless `TESSERA_ACQ_REL_ATOMIC=0` (read once).
 pub(crate) fn acq_rel_atomics() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(ACQ_REL_ATOMIC_ENV).is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| !std::env::var(ACQ_REL_ATOMIC_ENV).is_ok_and(|v| v == "0"))
 }
 
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the

@@ -386,9 +386,8 @@ impl Emitter<'_> {
         self.barrier("  // the program's accesses so far, then its atomic");
         // One acquire-release atomic (`EmitOptions::acq_rel_atomics`), or fences around a
         // relaxed one.
-        let acq_rel = self.acq_rel_atomics
-            && op == AtomicOp::Add
-            && matches!(d, DType::I32 | DType::F32);
+        let acq_rel =
+            self.acq_rel_atomics && op == AtomicOp::Add && matches!(d, DType::I32 | DType::F32);
         let rmw = if acq_rel {
             format!("tsr_atom_add_acq_rel({}, {})", strip(&p), strip(&v))
         } else {

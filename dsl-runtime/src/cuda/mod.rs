@@ -92,9 +92,9 @@ pub struct EmitOptions {
     /// loop), its ring one slot deeper so a refill never lands in the slot they read
     /// (`pipeline.rs`: `PipeLoop::in_flight`). Off: `wait_group 0` in every iteration.
     pub wgmma_in_flight: bool,
-    /// Off by default (`TESSERA_ACQ_REL_ATOMIC=1` turns it on in `KernelDef` and the
-    /// megakernel, a candidate until an A/B on the GPU): a scalar atomic (the last-program
-    /// pattern) is thread 0's one `atom.acq_rel.gpu` between the two barriers, instead of
+    /// On in `KernelDef` and the megakernel (`TESSERA_ACQ_REL_ATOMIC=0` turns it off;
+    /// `EmitOptions::new` leaves it off): a scalar atomic (the last-program pattern) is
+    /// thread 0's one `atom.acq_rel.gpu` between the two barriers, instead of
     /// `__threadfence(); atomicAdd(..); __threadfence()`. The same ordering as the
     /// megakernel's counters (a release after `bar.sync` publishes the CTA's writes; an
     /// acquire before `bar.sync` orders every thread's later reads), without two full
