@@ -229,7 +229,6 @@ impl KernelsEngine {
                     part_m: ptr(&a.part_m),
                     part_l: ptr(&a.part_l),
                     part_acc: ptr(&a.part_acc),
-                    out: ptr(&a.attn),
                     group: cfg.gqa_group() as i32,
                     max_seq: m.max_seq as i32,
                     scale: 1.0 / (hd as f32).sqrt(),
@@ -244,7 +243,6 @@ impl KernelsEngine {
                 dev,
                 &grid(heads),
                 &attn_merge::Args {
-                    pos: ptr(&a.pos),
                     part_m: ptr(&a.part_m),
                     part_l: ptr(&a.part_l),
                     part_acc: ptr(&a.part_acc),
@@ -252,7 +250,6 @@ impl KernelsEngine {
                 },
                 &attn_merge::Consts {
                     D: hd,
-                    BLOCK_N: t.attn_block_n,
                     SPLITS: t.attn_splits,
                 },
             )?;

@@ -143,7 +143,6 @@ fn run_ops(
         &pm,
         &pl,
         &pa,
-        &attn,
         cfg.gqa_group() as i32,
         max_seq as i32,
         scale,
@@ -152,19 +151,7 @@ fn run_ops(
         t.attn_splits,
     )
     .unwrap();
-    attention::attn_merge::launch(
-        dev,
-        &grid(nh),
-        &posb,
-        &pm,
-        &pl,
-        &pa,
-        &attn,
-        hd,
-        t.attn_block_n,
-        t.attn_splits,
-    )
-    .unwrap();
+    attention::attn_merge::launch(dev, &grid(nh), &pm, &pl, &pa, &attn, hd, t.attn_splits).unwrap();
     out.push(("attention", read(&attn)));
     gemv::gemv_residual::launch(
         dev,

@@ -173,7 +173,6 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
                 &pm,
                 &pl,
                 &pa,
-                &attn,
                 cfg.gqa_group() as i32,
                 max_seq as i32,
                 scale,
@@ -185,13 +184,11 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             attention::attn_merge::launch(
                 &dev(),
                 &grid(nh),
-                &pos_buf,
                 &pm,
                 &pl,
                 &pa,
                 &attn,
                 hd,
-                t.attn_block_n,
                 t.attn_splits,
             )
             .unwrap();

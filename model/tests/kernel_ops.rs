@@ -723,8 +723,8 @@ fn split_kv_attention_matches_softmax_attention() {
             rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
         );
         let parts = nh * splits;
-        // Partial slots hold garbage, as the last layer or step leaves them: the empty
-        // splits write nothing, and the merge must not read their slots.
+        // Partial slots start as garbage (what the last layer or step left): every split
+        // must write its own, empty or not.
         let stale = |n: usize| up(&vec![f32::NAN; n]);
         let (pm, pl, pa) = (stale(parts), stale(parts), stale(parts * hd));
         let out = dev().zeros::<bf16>(nh * hd).unwrap();
@@ -742,7 +742,6 @@ fn split_kv_attention_matches_softmax_attention() {
             &pm,
             &pl,
             &pa,
-            &out,
             group,
             max_seq as i32,
             scale,
@@ -751,19 +750,7 @@ fn split_kv_attention_matches_softmax_attention() {
             splits,
         )
         .unwrap();
-        attention::attn_merge::launch(
-            &dev(),
-            &grid(nh),
-            &pb,
-            &pm,
-            &pl,
-            &pa,
-            &out,
-            hd,
-            block_n,
-            splits,
-        )
-        .unwrap();
+        attention::attn_merge::launch(&dev(), &grid(nh), &pm, &pl, &pa, &out, hd, splits).unwrap();
         // Both phases in one grid (the last program of each head merges it), twice over the
         // same tickets (a second layer): the two-phase output bit for bit, tickets back at 0.
         let tickets = dev().zeros::<i32>(nh).unwrap();

@@ -20,29 +20,18 @@
 //! Scores are q·k * (1/sqrt(head_dim)), in f32, as in the reference.
 use dsl_runtime::prelude::*;
 
-/// How many of the `SPLITS` programs of a head have positions of `0..len` (`split_chunk`'s
-/// whole tiles): the rest are empty and do nothing. At 1 (a context of at most `BLOCK_N`
-/// positions) split 0 writes the head's output itself: no partials, no merge.
-#[tile_fn]
-fn busy_splits(len: i32, #[constexpr] SPLITS: usize, #[constexpr] BLOCK_N: usize) -> i32 {
-    cdiv(len, split_chunk(len, SPLITS, BLOCK_N))
-}
-
-/// Program (head, split) of a busy split: attention over its chunk of the `len` positions,
-/// as a partial (m, l, acc), or, when it is the only busy split, the head's output row.
+/// Program (head, split)'s partial (m, l, acc) of attention over its chunk of 0..=pos.
 #[tile_fn]
 fn attend_chunk(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
     v_cache: Ptr<bf16>,
-    len: i32,
+    pos: Ptr<i32>,
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
     part_acc: Ptr<f32>,
-    out: Ptr<bf16>,
     head: i32,
     split: i32,
-    busy: i32,
     group: i32,
     max_seq: i32,
     scale: f32,
@@ -50,7 +39,8 @@ fn attend_chunk(
     #[constexpr] BLOCK_N: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    // Chunks are whole tiles, so only the last tile of the last busy split is ragged.
+    let len = load(pos) + 1; // positions 0..=pos, the new token's included
+                             // Chunks are whole tiles, so only the last tile of the last busy split is ragged.
     let chunk = split_chunk(len, SPLITS, BLOCK_N);
     let lo = split * chunk;
     let hi = minimum(lo + chunk, len);
@@ -76,18 +66,13 @@ fn attend_chunk(
         acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
         m = m_new;
     }
-    if busy == 1 {
-        // The merge of one partial: acc / l (the same bits as `merge_head` would give).
-        store(out + head * D + d, (acc / l).to(bf16));
-    } else {
-        let slot = head * SPLITS + split;
-        store(part_m + slot, m);
-        store(part_l + slot, l);
-        store(part_acc + slot * D + d, acc);
-    }
+    let slot = head * SPLITS + split;
+    store(part_m + slot, m);
+    store(part_l + slot, l);
+    store(part_acc + slot * D + d, acc);
 }
 
-/// Head `head`'s `busy` partials (of `SPLITS` slots) merged into its row of `out`.
+/// Head `head`'s SPLITS partials merged into its row of `out`.
 #[tile_fn]
 fn merge_head(
     part_m: Ptr<f32>,
@@ -95,29 +80,22 @@ fn merge_head(
     part_acc: Ptr<f32>,
     out: Ptr<bf16>,
     head: i32,
-    busy: i32,
     #[constexpr] D: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    let sp = arange(0, SPLITS);
-    let live = sp < busy; // the empty splits wrote nothing: their slots are stale
-    let s = head * SPLITS + sp;
+    let s = head * SPLITS + arange(0, SPLITS);
     let d = arange(0, D);
-    let m = load(part_m + s, live, -3.0e38);
-    let w = exp(m - max(m, 0)); // dead slots: exp(-3e38 - m*) = 0
-    let l = sum(load(part_l + s, live, 0.0) * w, 0);
-    let acc = load(
-        part_acc + s.expand_dims(1) * D + d.expand_dims(0),
-        live.expand_dims(1),
-        0.0,
-    );
+    let m = load(part_m + s);
+    let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
+    let l = sum(load(part_l + s) * w, 0);
+    let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
     store(
         out + head * D + d,
         (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
     );
 }
 
-#[kernel(helpers(busy_splits, attend_chunk))]
+#[kernel(helpers(attend_chunk))]
 pub fn attn_split(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -126,7 +104,6 @@ pub fn attn_split(
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
     part_acc: Ptr<f32>,
-    out: Ptr<bf16>,
     group: i32,
     max_seq: i32,
     scale: f32,
@@ -134,69 +111,44 @@ pub fn attn_split(
     #[constexpr] BLOCK_N: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    let len = load(pos) + 1; // positions 0..=pos, the new token's included
-    let busy = busy_splits(len, SPLITS, BLOCK_N);
-    let split = program_id(1);
-    if split < busy {
-        attend_chunk(
-            q,
-            k_cache,
-            v_cache,
-            len,
-            part_m,
-            part_l,
-            part_acc,
-            out,
-            program_id(0),
-            split,
-            busy,
-            group,
-            max_seq,
-            scale,
-            D,
-            BLOCK_N,
-            SPLITS,
-        );
-    }
+    attend_chunk(
+        q,
+        k_cache,
+        v_cache,
+        pos,
+        part_m,
+        part_l,
+        part_acc,
+        program_id(0),
+        program_id(1),
+        group,
+        max_seq,
+        scale,
+        D,
+        BLOCK_N,
+        SPLITS,
+    );
 }
 
-/// The merge of `attn_split`'s partials; nothing to do when split 0 was the only busy one
-/// (it wrote the output).
-#[kernel(helpers(busy_splits, merge_head))]
+#[kernel(helpers(merge_head))]
 pub fn attn_merge(
-    pos: Ptr<i32>,
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
     part_acc: Ptr<f32>,
     out: Ptr<bf16>,
     #[constexpr] D: usize,
-    #[constexpr] BLOCK_N: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    let busy = busy_splits(load(pos) + 1, SPLITS, BLOCK_N);
-    if busy > 1 {
-        merge_head(
-            part_m,
-            part_l,
-            part_acc,
-            out,
-            program_id(0),
-            busy,
-            D,
-            SPLITS,
-        );
-    }
+    merge_head(part_m, part_l, part_acc, out, program_id(0), D, SPLITS);
 }
 
-/// Both phases in one grid (n_heads, SPLITS): every busy program writes its partial, and
-/// the last of a head's busy programs to finish merges the head. `tickets[head]` counts
-/// the head's finished programs; the scalar atomic orders each program's partial before
-/// its count and the last one's merge after every count, and the last one puts the ticket
-/// back to 0 for the next layer and step (tickets start at 0). One hop less than
-/// `attn_split` then `attn_merge`, and the merge runs once per head, on whichever CTA
-/// finishes the head. Empty splits do nothing, and a context within one split's tile
-/// (`busy_splits` = 1) needs neither the ticket nor the merge: split 0 writes the output.
-#[kernel(helpers(busy_splits, attend_chunk, merge_head))]
+/// Both phases in one grid (n_heads, SPLITS): every program writes its partial, and the
+/// last of a head's programs to finish merges the head. `tickets[head]` counts the head's
+/// finished programs; the scalar atomic orders each program's partial before its count and
+/// the last one's merge after every count, and the last one puts the ticket back to 0 for
+/// the next layer and step (tickets start at 0). One hop less than `attn_split` then
+/// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
+#[kernel(helpers(attend_chunk, merge_head))]
 pub fn attn_split_merge(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -215,20 +167,26 @@ pub fn attn_split_merge(
     #[constexpr] SPLITS: usize,
 ) {
     let head = program_id(0);
-    let split = program_id(1);
-    let len = load(pos) + 1; // positions 0..=pos, the new token's included
-    let busy = busy_splits(len, SPLITS, BLOCK_N);
-    if split < busy {
-        attend_chunk(
-            q, k_cache, v_cache, len, part_m, part_l, part_acc, out, head, split, busy, group,
-            max_seq, scale, D, BLOCK_N, SPLITS,
-        );
-        if busy > 1 {
-            let done = atomic_add(tickets + head, 1);
-            if done == busy - 1 {
-                store(tickets + head, 0);
-                merge_head(part_m, part_l, part_acc, out, head, busy, D, SPLITS);
-            }
-        }
+    attend_chunk(
+        q,
+        k_cache,
+        v_cache,
+        pos,
+        part_m,
+        part_l,
+        part_acc,
+        head,
+        program_id(1),
+        group,
+        max_seq,
+        scale,
+        D,
+        BLOCK_N,
+        SPLITS,
+    );
+    let done = atomic_add(tickets + head, 1);
+    if done == SPLITS - 1 {
+        store(tickets + head, 0);
+        merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
     }
 }

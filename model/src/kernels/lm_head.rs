@@ -126,10 +126,8 @@ pub fn lm_head_argmax_tiles(
         0.0,
     );
     let xv = load(x + cols, col_mask, 0.0);
-    // The norm weight in flight with x, not one round trip after the reduction.
-    let gv = load(g + cols, col_mask, 0.0).to(f32);
     let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * gv).expand_dims(0);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {
         let block = first + t;
         let rows = block * BM + arange(0, BM);

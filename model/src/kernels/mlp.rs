@@ -77,10 +77,8 @@ pub fn rmsnorm_gate_up_silu_tiles(
     let mut wg = load(w + offs0, mask0, 0.0);
     let mut wu = load(w + inter * k + offs0, mask0, 0.0);
     let xv = load(x + cols, col_mask, 0.0);
-    // The norm weight in flight with x, not one round trip after the reduction.
-    let gv = load(g + cols, col_mask, 0.0).to(f32);
     let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * gv).expand_dims(0);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {
         let rows = (first + t) * BM + arange(0, BM);
         let row_mask = rows < inter;

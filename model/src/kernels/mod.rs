@@ -365,11 +365,7 @@ pub fn shipped() -> Vec<Shipped> {
         ),
         k(
             &attention::attn_merge::KERNEL,
-            vec![
-                ("D", int(hd)),
-                ("BLOCK_N", int(t.attn_block_n)),
-                ("SPLITS", int(t.attn_splits)),
-            ],
+            vec![("D", int(hd)), ("SPLITS", int(t.attn_splits))],
             "decode attention, merge of the split partials (online-softmax rescale)",
         ),
         k(

@@ -45,12 +45,9 @@ fn norm_rope(
     let sign = where_(d < half, -1.0, 1.0);
     let x = load(src + d).to(f32);
     let xp = load(src + partner).to(f32);
-    // The norm weights in flight with x, not one round trip after the reduction.
-    let wd = load(w + d).to(f32);
-    let wp = load(w + partner).to(f32);
     let inv = rms_inv(x * x, D, eps);
-    let xn = x * inv * wd;
-    let xpn = xp * inv * wp;
+    let xn = x * inv * load(w + d).to(f32);
+    let xpn = xp * inv * load(w + partner).to(f32);
     xn * cos_a + sign * xpn * sin_a
 }
 
@@ -105,7 +102,7 @@ fn finish_head(
     q_norm: Ptr<bf16>,
     k_norm: Ptr<bf16>,
     rope: Ptr<f32>,
-    p: i32,
+    pos: Ptr<i32>,
     q_out: Ptr<bf16>,
     k_cache: Ptr<bf16>,
     v_cache: Ptr<bf16>,
@@ -116,6 +113,7 @@ fn finish_head(
     eps: f32,
     #[constexpr] D: usize,
 ) {
+    let p = load(pos);
     let cs = rope + p * D;
     let d = arange(0, D);
     let src = qkv + unit * D;
@@ -172,8 +170,6 @@ pub fn rmsnorm_qkv_rope(
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    // The position in flight with the weights, not one round trip after the ticket.
-    let p = load(pos);
     let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
     store(qkv + rows, out.to(bf16), row_mask);
     let unit = program_id(0) * BM / D;
@@ -181,7 +177,7 @@ pub fn rmsnorm_qkv_rope(
     if done == D / BM - 1 {
         store(tickets + unit, 0);
         finish_head(
-            qkv, q_norm, k_norm, rope, p, q_out, k_cache, v_cache, unit, n_heads, n_kv_heads,
+            qkv, q_norm, k_norm, rope, pos, q_out, k_cache, v_cache, unit, n_heads, n_kv_heads,
             max_seq, eps, D,
         );
     }
@@ -232,12 +228,8 @@ pub fn rmsnorm_qkv_rope_tiles(
         0.0,
     );
     let xv = load(x + cols, col_mask, 0.0);
-    // The norm weight and the position in flight with x, not one round trip after the
-    // reduction or the ticket.
-    let gv = load(g + cols, col_mask, 0.0).to(f32);
-    let p = load(pos);
     let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * gv).expand_dims(0);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {
         let tile = first + t;
         let rows = tile * BM + arange(0, BM);
@@ -260,7 +252,7 @@ pub fn rmsnorm_qkv_rope_tiles(
             if done == D / BM - 1 {
                 store(tickets + unit, 0);
                 finish_head(
-                    qkv, q_norm, k_norm, rope, p, q_out, k_cache, v_cache, unit, n_heads,
+                    qkv, q_norm, k_norm, rope, pos, q_out, k_cache, v_cache, unit, n_heads,
                     n_kv_heads, max_seq, eps, D,
                 );
             }
