@@ -26,7 +26,7 @@ run() {  # run NAME LIMIT CMD...: its output to $OUT/part-NAME.log
   timeout --signal=KILL "$limit" "$@" > "$OUT/part-$name.log" 2>&1
   echo "--- [$((SECONDS - t0))s] $name rc=$?"
 }
-knobs=(--warps 16 --elems 64 --bk-max 4096 --ctas-per-sm 1 --stage-ring-kib 0)
+knobs=(--warps 16 --elems 64 --bk-max 4096 --ctas-per-sm 1)
 for p in "${parts[@]}"; do
   case $p in
   ab)

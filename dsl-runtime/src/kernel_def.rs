@@ -314,10 +314,7 @@ impl KernelDef {
             &EmitOptions {
                 num_warps,
                 divisible16: facts,
-                early: vec![],
                 num_stages,
-                stage_boxes: false,
-                consumer_barrier: false,
                 ring_unroll: ring_unroll(),
                 wgmma: wgmma_for(arch) >= 1,
                 wgmma_in_flight: wgmma_for(arch) == 2,
@@ -511,10 +508,7 @@ impl KernelDef {
             &EmitOptions {
                 num_warps: key.num_warps,
                 divisible16: key.facts.clone(),
-                early: vec![],
                 num_stages: key.num_stages,
-                stage_boxes: false,
-                consumer_barrier: false,
                 ring_unroll: ring_unroll(),
                 wgmma: wgmma_for(Some(dev.arch)) >= 1,
                 wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,

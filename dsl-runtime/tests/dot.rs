@@ -281,10 +281,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
         &EmitOptions {
             num_warps: warps,
             divisible16: vec![true; k.params.len()],
-            early: vec![],
             num_stages: stages,
-            stage_boxes: false,
-            consumer_barrier: false,
             ring_unroll,
             wgmma: false,
             wgmma_in_flight: false,
@@ -468,10 +465,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
         &EmitOptions {
             num_warps: warps,
             divisible16: facts(&kern, &sc),
-            early: vec![],
             num_stages: stages,
-            stage_boxes: false,
-            consumer_barrier: false,
             ring_unroll,
             wgmma: false,
             wgmma_in_flight: false,
@@ -1147,10 +1141,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
     EmitOptions {
         num_warps: c.warps,
         divisible16: facts(kern, sc),
-        early: vec![],
         num_stages: c.stages,
-        stage_boxes: false,
-        consumer_barrier: false,
         ring_unroll: v.ring_unroll,
         wgmma: v.wgmma,
         wgmma_in_flight: v.in_flight,

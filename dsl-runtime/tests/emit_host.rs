@@ -33,37 +33,12 @@ fn run_host(
     grid: [u32; 3],
     args: Vec<Arg>,
 ) -> Vec<Vec<u8>> {
-    run_host_staged(k, warps, div16, vec![], false, grid, args).0
-}
-
-/// The prelude with its PTX blocks (conversions, staging) swapped for CPU versions.
-fn host_prelude() -> String {
-    let p = harness::swap_block(PRELUDE, "conversions", "conversions.h");
-    harness::swap_block(&p, "staging", "staging.h")
-}
-
-/// As `run_host`, with the pointer parameters marked in `early` staged (`EmitOptions::early`):
-/// each program first runs `<name>_issue` into a stage buffer (poisoned first), then the
-/// body, which reads its staged loads from there (the copies' ranges from the loads' boxes
-/// with `boxes`: `EmitOptions::stage_boxes`). Also returns the bytes the copies held.
-fn run_host_staged(
-    k: &Kernel,
-    warps: u32,
-    div16: Vec<bool>,
-    early: Vec<bool>,
-    boxes: bool,
-    grid: [u32; 3],
-    args: Vec<Arg>,
-) -> (Vec<Vec<u8>>, u64) {
     let src = emit_body(
         k,
         &EmitOptions {
             num_warps: warps,
             divisible16: div16,
-            early,
             num_stages: 1,
-            stage_boxes: boxes,
-            consumer_barrier: false,
             ring_unroll: false,
             wgmma: false,
             wgmma_in_flight: false,
@@ -71,7 +46,8 @@ fn run_host_staged(
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let prelude = host_prelude();
+    // The prelude with its PTX block (conversions) swapped for CPU versions.
+    let prelude = harness::swap_block(PRELUDE, "conversions", "conversions.h");
     let body = &src.code;
     let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
     let mut call = vec!["(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x, (int)gridDim.y, (int)gridDim.z".to_string()];
@@ -115,28 +91,14 @@ fn run_host_staged(
     main.push_str(&format!(
         "  alignas(16) static unsigned char smem[{smem}];\n"
     ));
-    let mut issue = String::new();
-    if let Some(i) = &src.issue {
-        // Poisoned, so a byte the body reads but `_issue` never copied shows as NaN.
-        main.push_str(&format!(
-            "  alignas(128) static unsigned char stage[{}];\n  std::memset(stage, 0xff, sizeof stage);\n  static unsigned long long range[16], bar;\n  for (int i = 0; i < 16; ++i) range[i] = i % 2 ? 0ull : ~0ull;\n",
-            src.stage_bytes
-        ));
-        let mut icall = call.clone();
-        icall.extend(["stage".into(), "range".into(), "&bar".into()]);
-        issue = format!("{}({}); __syncthreads(); ", i.name, icall.join(", "));
-    }
     let call_smem = if src.smem_bytes > 0 {
         "smem"
     } else {
         "nullptr"
     };
     call.push(call_smem.into());
-    if src.issue.is_some() {
-        call.push("stage".into());
-    }
     main.push_str(&format!(
-        "  launch(dim3{{{}, {}, {}}}, {}, [&] {{ {issue}{}({}); }});\n",
+        "  launch(dim3{{{}, {}, {}}}, {}, [&] {{ {}({}); }});\n",
         grid[0],
         grid[1],
         grid[2],
@@ -147,23 +109,16 @@ fn run_host_staged(
     for (n, (i, _, len)) in bufs.iter().enumerate() {
         main.push_str(&format!("  write_file(argv[{}], b{i}, {len});\n", n + 1));
     }
-    if src.issue.is_some() {
-        main.push_str("  std::printf(\"staged %llu\\n\", tsr_emu_staged.load());\n");
-    }
     main.push_str("  return 0;\n}\n");
     // A deadlock (a barrier some thread never reaches) fails after two minutes.
     let paths: Vec<PathBuf> = bufs.iter().map(|(_, p, _)| p.clone()).collect();
-    let stdout = harness::compile_and_run(&format!("{prelude}\n{body}\n{main}"), &dir, &paths, 120);
+    harness::compile_and_run(&format!("{prelude}\n{body}\n{main}"), &dir, &paths, 120);
     let res = bufs
         .iter()
         .map(|(_, p, _)| std::fs::read(p).unwrap())
         .collect();
-    let staged = harness::staged_counts(&stdout)
-        .first()
-        .copied()
-        .unwrap_or(0);
     let _ = std::fs::remove_dir_all(&dir);
-    (res, staged)
+    res
 }
 
 // ---- data helpers ------------------------------------------------------------------------
@@ -429,23 +384,16 @@ fn softmax_matches_reference() {
 }
 
 /// The test kernel `gemv` (BM, BK) on `warps` warps over random W [m, kk] and x: its output
-/// and the reference's, and the bytes staged copies held (the weights `early` or not; the
-/// copies' ranges from the loads' boxes with `boxes`).
-fn gemv_on_host(
-    (bm, bk, warps, m, kk): (usize, usize, u32, usize, usize),
-    early: bool,
-    boxes: bool,
-) -> (Vec<f32>, Vec<f32>, u64) {
+/// and the reference's.
+fn gemv_on_host((bm, bk, warps, m, kk): (usize, usize, u32, usize, usize)) -> (Vec<f32>, Vec<f32>) {
     let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
     let w = to_bf16(&rand_f32(m * kk, 11));
     let x = to_bf16(&rand_f32(kk, 12));
     let grid = (m as u32).div_ceil(bm as u32);
-    let (out, copied) = run_host_staged(
+    let out = run_host(
         &k,
         warps,
         vec![true, true, true, m % 16 == 0, kk % 16 == 0],
-        vec![early, false, false, false, false],
-        boxes,
         [grid, 1, 1],
         vec![
             Arg::Buf(bf16_bytes(&w)),
@@ -458,7 +406,7 @@ fn gemv_on_host(
     let want: Vec<f32> = (0..m)
         .map(|i| bf16::from_f32((0..kk).map(|j| w[i * kk + j] * x[j]).sum()).to_f32())
         .collect();
-    (from_bf16_bytes(&out[2]), want, copied)
+    (from_bf16_bytes(&out[2]), want)
 }
 
 #[test]
@@ -476,81 +424,8 @@ fn gemv_matches_reference() {
         (16, 256, 4, 37, 1040),
         (8, 512, 4, 20, 1040),
     ] {
-        let (got, want, _) = gemv_on_host(case, false, false);
+        let (got, want) = gemv_on_host(case);
         close(&got, &want, 1e-2, &format!("gemv {case:?}"));
-    }
-}
-
-#[test]
-fn staged_gemv_matches_reference() {
-    if skip() {
-        return;
-    }
-    // The weight tile copied ahead into shared memory (`gemv_issue`), then read there by
-    // the body. A program's copy is the byte range its first K step reads, when that fits
-    // the tile's region: whole rows are one piece; BM > 1 rows of a K step narrower than K
-    // are strided (a range several rows wide, too wide unless few rows are left); one row
-    // is contiguous again. K not a multiple of 16 has no vector path: nothing is staged.
-    // With boxes (`cuda/footprint.rs`), thread 0 computes the range from the tile's box:
-    // whole rows or one row are copied, strided rows never (they read global memory).
-    for (case, boxes) in [
-        (16, 256, 4, 37, 1040),
-        (8, 512, 4, 20, 1040),
-        (4, 1024, 8, 9, 1024),
-        (8, 1024, 4, 16, 512),
-        (8, 1024, 4, 13, 512),
-        (1, 256, 2, 5, 1024),
-        (1, 2048, 2, 3, 2000),
-    ]
-    .into_iter()
-    .flat_map(|c| [(c, false), (c, true)])
-    {
-        let (bm, bk, warps, m, kk): (usize, usize, u32, usize, usize) = case;
-        let copied: u64 = if kk % 16 != 0 {
-            0
-        } else {
-            (0..m.div_ceil(bm))
-                .map(|p| {
-                    let rows = bm.min(m - p * bm);
-                    let range = ((rows - 1) * kk + bk.min(kk)) * 2;
-                    if boxes {
-                        let one_piece = rows == 1 || bk >= kk;
-                        if one_piece {
-                            (rows * bk.min(kk) * 2) as u64
-                        } else {
-                            0
-                        }
-                    } else if range <= bm * bk * 2 {
-                        range as u64
-                    } else {
-                        0
-                    }
-                })
-                .sum()
-        };
-        let k = gemv(DType::BF16).finish(&[("BM", bm as i64), ("BK", bk as i64)]);
-        let opts = EmitOptions {
-            num_warps: warps,
-            divisible16: vec![true, true, true, m % 16 == 0, kk % 16 == 0],
-            early: vec![true, false, false, false, false],
-            num_stages: 1,
-            stage_boxes: boxes,
-            consumer_barrier: false,
-            ring_unroll: false,
-            wgmma: false,
-            wgmma_in_flight: false,
-            acq_rel_atomics: false,
-        };
-        let staged = emit_body(&k, &opts).unwrap().stage_bytes;
-        assert_eq!(
-            staged > 0,
-            kk % 16 == 0,
-            "BM={bm} BK={bk}: staged {staged} bytes"
-        );
-        let (got, want, held) = gemv_on_host(case, true, boxes);
-        let what = format!("staged gemv BM={bm} BK={bk} m={m} k={kk} boxes {boxes}");
-        close(&got, &want, 1e-2, &what);
-        assert_eq!(held, copied, "{what}: bytes copied");
     }
 }
 

@@ -34,24 +34,20 @@ fn decode_megakernel_compiles_with_nvrtc() {
     )
     .unwrap()
     .config;
-    // The 0.6B shape also with the staging ring (the weights copied ahead by a producer
-    // warp, as an H100 allows), and with gate/up's row tiles spread over the CTAs (the norm
-    // once per program: `Tiles::gate_up_tiles`, 0 = as many as that takes, the default) as
+    // The 0.6B shape also with gate/up's row tiles spread over the CTAs (the norm once per
+    // program: `Tiles::gate_up_tiles`, 0 = as many as that takes, the default) as
     // well as one per program, and the lm_head's blocks the same way; QKV's, o_proj's and
     // down's row tiles (`Tiles::with_qkv_tiles`, `Tiles::with_gemv_tiles`) at 0.6B (2 per
     // program: spread over the CTAs, 0, gives one there, 128 programs) and spread over the
     // CTAs at 8B (down re-derived for one k step: BM = 2, BK = 16384; QKV 6 tiles of 8).
-    for (cfg, profile, staged, gate_up_tiles, gemv_tiles) in [
-        (qwen3_0_6b(), false, false, 1, 1),
-        (qwen3_0_6b(), false, true, 1, 1),
-        (qwen3_0_6b(), true, true, 1, 1),
-        (qwen3_0_6b(), false, false, 0, 1),
-        (qwen3_0_6b(), false, false, 0, 2),
-        (qwen3_0_6b(), false, true, 0, 2),
-        (qwen3_1_7b, true, false, 1, 1),
-        (qwen3_8b.clone(), false, false, 0, 1),
-        (qwen3_8b, false, false, 0, 0),
-        (tiny, false, false, 1, 1),
+    for (cfg, profile, gate_up_tiles, gemv_tiles) in [
+        (qwen3_0_6b(), false, 1, 1),
+        (qwen3_0_6b(), false, 0, 1),
+        (qwen3_0_6b(), false, 0, 2),
+        (qwen3_1_7b, true, 1, 1),
+        (qwen3_8b.clone(), false, 0, 1),
+        (qwen3_8b, false, 0, 0),
+        (tiny, false, 1, 1),
     ] {
         let t = Tiles::for_config(&cfg)
             .with_gate_up_tiles(&cfg, gate_up_tiles)
@@ -63,27 +59,9 @@ fn decode_megakernel_compiles_with_nvrtc() {
         assert_eq!(t.qkv_tiles > 1, gemv_tiles != 1);
         let mut opts = MegakernelOptions::default().mega.warps(t.warps);
         opts.profile = profile;
-        opts.stage_ring = if staged { None } else { Some(0) };
         let cx = constexprs(&cfg, &t);
         let src = decode_step::MEGAKERNEL.cuda_source(&cx, &opts).unwrap();
-        // A producer warp: one more warp, and no compute barrier it would have to join. With
-        // row tiles nothing is left to stage (their loads are not boxes: below), so no ring.
-        let produces = staged && gemv_tiles == 1;
-        assert_eq!(src.code.contains("tsr_produce("), produces);
-        assert_eq!(src.block_threads, 32 * (t.warps + produces as u32));
-        if produces {
-            let body = &src.code[src.code.find("tsr_produce(tsr_ctl").unwrap()..];
-            assert!(
-                !body.contains("__syncthreads()"),
-                "a barrier the producer skips"
-            );
-            // QKV, o_proj and down are staged: their weight tiles are whole rows, a box each.
-            // gate/up and the lm_head are not: the norm-once kernels load the next tile in
-            // their loop under a mask on the loop index, which is not a box; nor are QKV, o_proj
-            // and down with row tiles (`rmsnorm_qkv_rope_tiles`, `gemv_residual_tiles`), for
-            // the same reason (and then nothing is staged).
-            assert_eq!(src.code.matches("_issue(tsr_p % tsr_g0").count(), 3);
-        }
+        assert_eq!(src.block_threads, 32 * t.warps);
         if gemv_tiles != 1 {
             assert_eq!(
                 src.code
@@ -107,8 +85,8 @@ fn decode_megakernel_compiles_with_nvrtc() {
         // TESSERA_DUMP_DECODE=DIR: each configuration's C, for ptxas (registers, spills).
         if let Ok(dir) = std::env::var("TESSERA_DUMP_DECODE") {
             let f = format!(
-                "{dir}/decode_h{}_gu{gate_up_tiles}_gemv{gemv_tiles}_p{}_s{}.cu",
-                cfg.hidden_size, profile as u8, staged as u8
+                "{dir}/decode_h{}_gu{gate_up_tiles}_gemv{gemv_tiles}_p{}.cu",
+                cfg.hidden_size, profile as u8
             );
             std::fs::write(f, &src.code).unwrap();
         }

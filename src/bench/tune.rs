@@ -24,9 +24,6 @@ pub struct Knobs {
     /// Persistent CTAs per SM (the tile rule spreads rows over all of them).
     pub ctas_per_sm: u32,
     pub wait_prefetch_bytes: u64,
-    /// KiB of the staging ring (weight loads issued ahead into shared memory, across
-    /// syncs): `auto` as large as the GPU allows, 0 none.
-    pub stage_ring: RingKib,
     /// Attention splits per head; 0: the tile rule's.
     pub attn_splits: usize,
     /// gate/up row tiles per program (`Tiles::gate_up_tiles`); 0: spread over the CTAs.
@@ -51,7 +48,6 @@ impl Default for Knobs {
             bk_max: r.bk_max,
             ctas_per_sm: model::kernels::CTAS_PER_SM,
             wait_prefetch_bytes: m.wait_prefetch_bytes,
-            stage_ring: RingKib(m.stage_ring.map(|b| b >> 10)),
             attn_splits: 0,
             gate_up_tiles: 0,
             lm_head_tiles: 0,
@@ -61,36 +57,12 @@ impl Default for Knobs {
     }
 }
 
-/// A staging ring size in KiB; None: as large as the GPU allows (`auto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct RingKib(pub Option<usize>);
-
-impl std::str::FromStr for RingKib {
-    type Err = std::num::ParseIntError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "auto" {
-            Ok(RingKib(None))
-        } else {
-            s.parse().map(|k| RingKib(Some(k)))
-        }
-    }
-}
-
-impl std::fmt::Display for RingKib {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            None => f.write_str("auto"),
-            Some(k) => write!(f, "{k}"),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct TuneRow {
     pub knobs: Knobs,
     pub ms_per_token: Option<f64>,
-    /// The timed greedy tokens equal the first configuration's (the ring and the sync
-    /// options change no arithmetic, so they must; other tiles may sum in another order).
+    /// The timed greedy tokens equal the first configuration's (the sync options change no
+    /// arithmetic, so they must; other tiles may sum in another order).
     pub same_tokens: Option<bool>,
     pub error: Option<String>,
     /// Per-stage profile (one step), when asked for.
@@ -146,7 +118,6 @@ pub fn run(
         let mega = MegaOptions {
             ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
             wait_prefetch_bytes: k.wait_prefetch_bytes,
-            stage_ring: k.stage_ring.0.map(|k| k << 10),
             timeout_ms: watchdog_ms,
             check: false,
             ..MegaOptions::default()
@@ -234,12 +205,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         }
     };
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | ring KiB | attention splits | gate/up tiles | lm_head tiles | o_proj/down tiles | QKV tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | attention splits | gate/up tiles | lm_head tiles | o_proj/down tiles | QKV tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -249,7 +220,6 @@ pub fn table(rows: &[TuneRow]) -> String {
             k.bk_max,
             k.ctas_per_sm,
             k.wait_prefetch_bytes >> 20,
-            k.stage_ring,
             if k.attn_splits == 0 {
                 "rule".to_string()
             } else {

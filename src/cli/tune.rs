@@ -33,10 +33,6 @@ pub struct TuneArgs {
     /// MiB of each stage's weights prefetched into L2 while its CTAs wait.
     #[arg(long, value_name = "LIST")]
     pub wait_prefetch_mib: Option<String>,
-    /// KiB of the staging ring (weights issued ahead into shared memory by a producer warp):
-    /// `auto` (as much as the GPU gives), 0 (none) or a size.
-    #[arg(long, value_name = "LIST")]
-    pub stage_ring_kib: Option<String>,
     /// Attention splits per head (0: the tile rule's).
     #[arg(long, value_name = "LIST")]
     pub attn_splits: Option<String>,
@@ -130,11 +126,6 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
             d.wait_prefetch_bytes >> 20,
         )?,
         |k, v| k.wait_prefetch_bytes = v << 20,
-    );
-    grid = times(
-        grid,
-        list("stage-ring-kib", &a.stage_ring_kib, d.stage_ring)?,
-        |k, v| k.stage_ring = v,
     );
     grid = times(
         grid,

@@ -28,9 +28,7 @@ mod reduce;
 mod wgmma;
 
 use super::analysis::{self, Facts};
-use super::footprint;
 use super::layout::{self, Layout};
-use super::staging::{self, Staging};
 use super::CWriter;
 use super::EmitOptions;
 pub(crate) use c_syntax::C_KEYWORDS;
@@ -110,9 +108,6 @@ pub(crate) struct Emitter<'a> {
     cur_src: Src,
     /// Global memory accesses since the last barrier.
     pending: Vec<MemOp>,
-    /// Loads issued early into shared memory (`staging.rs`), and in the issue pass, what
-    /// to emit at all.
-    pub(crate) staging: Staging,
     /// Each `dot`'s path (tensor cores or FMA) and why (`dot.rs`).
     dot_plans: BTreeMap<ValueId, dot_plan::DotPlan>,
     /// `[M, N]` shapes in the tensor-core accumulator layout.
@@ -124,8 +119,6 @@ pub(crate) struct Emitter<'a> {
     wgmma_insns: std::collections::BTreeSet<(usize, bool, bool)>,
     /// Loads pipelined through a `cp.async` ring (`pipeline.rs`).
     pipe: pipeline::Pipes,
-    /// The C of a CTA barrier (`barrier_call`).
-    pub(super) barrier_call: &'static str,
     /// `EmitOptions::acq_rel_atomics`.
     pub(super) acq_rel_atomics: bool,
 }
@@ -133,10 +126,12 @@ pub(crate) struct Emitter<'a> {
 /// Names the generated code itself uses (beside `c_syntax::C_KEYWORDS`).
 const GENERATED: &[&str] = &[
     "tid", "lane", "warp", "smem", "s", "a", "o", "pw", "q", "e", "xor_off", "acc", "r", "r_i",
-    "g", "j", "c", "acc_i", "full", "raw", "pid0", "pid1", "pid2", "npid0", "npid1", "npid2",
-    "stage", "range", "bar", "bytes", "lo", "hi", "slo", "sn", "dk", "dc", "kstep", "fa", "fb",
-    "r4", "mi", "ni", "nj", "wrow", "wcol", "st", "ahead", "cq", "lds_a", "lds_b", "wgroup",
-    "desc_a", "desc_b",
+    "g", "j", "c", "acc_i", "full", "raw", "pid0", "pid1", "pid2", "npid0", "npid1", "npid2", "dk",
+    "dc", "kstep", "fa", "fb", "r4", "mi", "ni", "nj", "wrow", "wcol", "st", "ahead", "cq",
+    "lds_a", "lds_b", "wgroup", "desc_a", "desc_b",
+    // No longer generated (the staging ring's, deleted in session 16), but kept so that the
+    // kernels' own `lo` and `hi` (attention's split bounds) keep their generated names.
+    "lo", "hi",
 ];
 
 impl<'a> Emitter<'a> {
@@ -178,13 +173,11 @@ impl<'a> Emitter<'a> {
             pending_section: None,
             cur_src: Src::default(),
             pending: vec![],
-            staging: Staging::default(),
             dot_plans: BTreeMap::new(),
             frag_shapes: BTreeMap::new(),
             uses_mma: false,
             wgmma_insns: Default::default(),
             pipe: pipeline::Pipes::default(),
-            barrier_call: super::barrier_call(opts),
             acq_rel_atomics: opts.acq_rel_atomics,
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
@@ -202,7 +195,6 @@ impl<'a> Emitter<'a> {
                 pipeline::keep_wgmma_in_flight(k, &e.dot_plans, &mut e.pipe);
             }
         }
-        e.staging.candidates = staging::candidates(k, &e.f, &opts.early);
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
                 id,
@@ -650,9 +642,6 @@ impl<'a> Emitter<'a> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
-        if self.staging.issue {
-            return self.issue_stmt(s);
-        }
         let src = match s {
             Stmt::Let { src, .. }
             | Stmt::DeclVar { src, .. }
@@ -784,47 +773,6 @@ impl<'a> Emitter<'a> {
                 self.close("}");
                 Ok(())
             }
-        }
-    }
-
-    /// The issue pass (`<name>_issue`): only the staged loads, as copies, and the pure
-    /// values they need; a loop holding staged loads runs its first iteration, if any.
-    fn issue_stmt(&mut self, s: &Stmt) -> R<()> {
-        match s {
-            Stmt::Let { id, op, src }
-                if self.staging.slice.contains(id) || self.staging.slots.contains_key(id) =>
-            {
-                self.note_src(src);
-                if let Some(sec) = self.section_of(s) {
-                    self.pending_section = Some(sec);
-                }
-                self.let_(*id, op, src)
-            }
-            Stmt::For {
-                iv,
-                start,
-                end,
-                body,
-                src,
-                ..
-            } if self.staging.loops.contains(iv) => {
-                self.note_src(src);
-                let name = self.value_name(*iv, src);
-                let (a, b) = (
-                    self.access(*start, &At::Idx(vec![]))?,
-                    self.access(*end, &At::Idx(vec![]))?,
-                );
-                self.open("{  // the loop's first iteration (later ones load from global memory)");
-                self.line(format!("const int {name} = {};", strip(&a)));
-                self.open(format!("if ({name} < {}) {{", strip(&b)));
-                for st in body {
-                    self.issue_stmt(st)?;
-                }
-                self.close("}");
-                self.close("}");
-                Ok(())
-            }
-            _ => Ok(()),
         }
     }
 
@@ -1100,15 +1048,8 @@ impl<'a> Emitter<'a> {
     /// Writes into `w` the declarations that precede the statements: thread coordinates,
     /// the layout helpers the statements use and shared-memory regions.
     pub fn header(&self, w: &mut CWriter) {
-        self.header_as(w, "threadIdx.x")
-    }
-
-    /// `header`, with the thread index `tid` taken from the C expression `tid`.
-    pub fn header_as(&self, w: &mut CWriter, tid: &str) {
         let out = self.w.text();
-        w.line(format!(
-            "const int tid = {tid}, lane = tid % 32, warp = tid / 32;"
-        ));
+        w.line("const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;");
         w.line("(void)lane; (void)warp; (void)pid0; (void)pid1; (void)pid2; (void)npid0; (void)npid1; (void)npid2;");
         for (i, l) in self.layouts.iter().enumerate() {
             w.line(format!("// layout L{i} = {}", l.describe()));
@@ -1157,10 +1098,6 @@ impl<'a> Emitter<'a> {
                 ));
             }
         }
-    }
-
-    pub(crate) fn facts(&self) -> &Facts {
-        &self.f
     }
 
     pub fn statements(&self) -> &str {

@@ -1,7 +1,6 @@
 //! Loads and stores of tiles: vector accesses where the pointers are provably contiguous
-//! and aligned (one predicate per vector when the mask allows), packed sub-word loads,
-//! the staging ring's issue and its per-vector header check, and stores by owners only
-//! (replicas and padding never write).
+//! and aligned (one predicate per vector when the mask allows), packed sub-word loads, and
+//! stores by owners only (replicas and padding never write).
 use super::*;
 
 impl Emitter<'_> {
@@ -84,9 +83,7 @@ impl Emitter<'_> {
             me.close("}");
             Ok(())
         };
-        if !self.staging.issue {
-            self.line(format!("{cty} {n}[{k_slots}];"));
-        }
+        self.line(format!("{cty} {n}[{k_slots}];"));
         match self.vector_bytes(ptr, lay, d) {
             Some(vb) => {
                 let epv = vb / d.size_bytes();
@@ -101,53 +98,8 @@ impl Emitter<'_> {
                 if self.mask_per_vector(lay, epv, mask, other) {
                     let c = cond(self, &format!("q * {epv}"))?;
                     let p = self.access(ptr, &at(&format!("q * {epv}")))?;
-                    let mut ld = format!("*(const {vty}*)({})", strip(&p));
+                    let ld = format!("*(const {vty}*)({})", strip(&p));
                     let q = k_slots / epv;
-                    let slot = if vb == 16 && self.staging.candidates.contains(&id) {
-                        self.stage_slot(id, q)
-                    } else {
-                        None
-                    };
-                    if let Some(sl) = slot {
-                        if self.staging.issue && self.staging.boxes {
-                            if let Some(b) = footprint::tile_box(self.k, &self.f, ptr, mask) {
-                                self.issue_box(&b, sl, d.size_bytes())?;
-                                self.staging.boxed.insert(sl.k);
-                                self.close("}");
-                                return Ok(());
-                            }
-                        }
-                        if self.staging.issue {
-                            // This thread's part of the bytes the load reads: the copy's range.
-                            self.line("unsigned long long lo = ~0ull, hi = 0ull;");
-                            self.line("#pragma unroll");
-                            self.open(format!("for (int q = 0; q < {q}; ++q) {{"));
-                            let a = format!("(unsigned long long)({})", strip(&p));
-                            let body = format!("{{ const unsigned long long a = {a}; lo = a < lo ? a : lo; hi = a + 16 > hi ? a + 16 : hi; }}");
-                            match &c {
-                                Some(c) => self.line(format!("if ({}) {body}", strip(c))),
-                                None => self.line(body),
-                            }
-                            self.close("}");
-                            self.line(format!("tsr_range_add(range + {}, lo, hi);", 2 * sl.k));
-                            self.close("}");
-                            return Ok(());
-                        }
-                        // Staged: each vector from the copy when it holds it (staging.rs).
-                        self.line(format!(
-                            "const unsigned long long slo = *(const unsigned long long*)(stage + {});  // the copy's first byte",
-                            16 * sl.k
-                        ));
-                        self.line(format!(
-                            "const unsigned sn = *(const unsigned*)(stage + {});  // and its length",
-                            16 * sl.k + 8
-                        ));
-                        ld = format!(
-                            "tsr_staged(stage + {}, slo, sn, (const {vty}*)({}))",
-                            sl.data,
-                            strip(&p)
-                        );
-                    }
                     self.line(format!("{vty} raw[{q}];"));
                     self.line("#pragma unroll");
                     match c {
@@ -287,56 +239,6 @@ impl Emitter<'_> {
     ) -> bool {
         let c = |v: Option<ValueId>| v.is_none_or(|v| self.f.cst[v.0 as usize] >= epv as i64);
         c(mask) && c(other) && self.layouts[lay].cols().is_multiple_of(epv)
-    }
-
-    /// Issue pass, a staged load whose footprint is a box (`footprint.rs`): thread 0 writes
-    /// the copy's header from a few scalars; no thread reduces addresses, nothing waits.
-    pub(super) fn issue_box(
-        &mut self,
-        b: &footprint::TileBox,
-        sl: staging::Slot,
-        esize: usize,
-    ) -> R<()> {
-        let val = |v: ValueId| self.access(v, &At::Idx(vec![])).map(|c| strip(&c));
-        let (base, ci, rows, cols) = (
-            b.base.c(&val)?,
-            b.ci.c(&val)?,
-            b.rows.c(&val)?,
-            b.cols.c(&val)?,
-        );
-        self.line(format!(
-            "// the copy's range from the load's box (cuda/footprint.rs): [{}, {}] elements from the first",
-            b.m, b.n
-        ));
-        self.line(format!(
-            "if (tid == 0) tsr_stage_box(stage, {}, (unsigned long long)({base}), {rows}, {cols}, {}, {}, (long long)({ci}), {esize}, {}u);",
-            sl.k, b.m, b.n, sl.region
-        ));
-        Ok(())
-    }
-
-    /// The staged load `id`'s place in `stage` (`q` 16-byte vectors per thread): the one
-    /// the issue pass was given, or a new one in the body pass (None past `MAX_STAGED`).
-    pub(super) fn stage_slot(&mut self, id: ValueId, q: usize) -> Option<staging::Slot> {
-        if let Some(s) = self.staging.slots.get(&id) {
-            return Some(*s);
-        }
-        if self.staging.issue || self.staging.slots.len() == staging::MAX_STAGED {
-            return None;
-        }
-        let data = self
-            .staging
-            .bytes
-            .max(staging::HEADER_BYTES)
-            .next_multiple_of(128);
-        let slot = staging::Slot {
-            k: self.staging.slots.len(),
-            data,
-            region: q * self.threads * 16,
-        };
-        self.staging.bytes = data + slot.region;
-        self.staging.slots.insert(id, slot);
-        Some(slot)
     }
 
     /// `bool full`: every slot of this thread is a real element and unmasked.

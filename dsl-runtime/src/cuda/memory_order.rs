@@ -47,10 +47,9 @@ impl MemOp {
 }
 
 impl Emitter<'_> {
-    /// `__syncthreads()` (or the consumers' named barrier): also orders every global memory
-    /// access before it.
+    /// `__syncthreads()`: also orders every global memory access before it.
     pub(super) fn barrier(&mut self, why: &str) {
-        self.line(format!("{};{why}", self.barrier_call));
+        self.line(format!("__syncthreads();{why}"));
         self.pending.clear();
     }
 

@@ -37,7 +37,6 @@ mod emit;
 mod footprint;
 pub mod layout;
 pub mod prelude;
-mod staging;
 
 pub(crate) use c_writer::CWriter;
 use dsl_ir::Kernel;
@@ -52,25 +51,11 @@ pub struct EmitOptions {
     /// address is 16-byte aligned; for i32 scalars, whether the value is divisible by 16.
     /// Launch checks these facts and they are part of the compile key (Triton does the same).
     pub divisible16: Vec<bool>,
-    /// Per kernel parameter: a pointer whose memory nothing writes while the kernel runs
-    /// (a megakernel's weights), so its tile loads may be issued early into shared memory
-    /// (`staging.rs`: the body then has a `stage` parameter and an `_issue` twin). Empty:
-    /// none (a standalone kernel).
-    pub early: Vec<bool>,
     /// Software pipelining depth for loads in a `for` loop that feed a `dot` on tensor
     /// cores: a ring of `num_stages` shared-memory slots filled by `cp.async`, the copies
     /// for `num_stages - 1` iterations ahead in flight (`pipeline.rs`). 1: no ring (each
     /// iteration loads, then computes).
     pub num_stages: u32,
-    /// Staged loads whose footprint is a box (`footprint.rs`) get their copy's range from
-    /// a few scalars in thread 0, instead of every thread reducing its addresses over the
-    /// CTA and a barrier (`EmitOptions::early` must be set for anything to be staged).
-    pub stage_boxes: bool,
-    /// Barriers are `tsr_consumers_sync()` (a named barrier over the program's own threads,
-    /// defined by the megakernel) instead of `__syncthreads()`: a producer warp beside the
-    /// program's warps (`mega/staging.rs`) never joins them, and a staged load's `_issue`
-    /// is run by that warp's one lane as if it were thread 0.
-    pub consumer_barrier: bool,
     /// Off by default (`TESSERA_RING_UNROLL=1` turns it on in `KernelDef`; no H100 A/B showed
     /// it faster overall): a pipelined loop (`pipeline.rs`) whose `dot`s only accumulate (a GEMM main
     /// loop) runs as passes of `num_stages` iterations, the iterations of a pass a
@@ -111,30 +96,12 @@ impl EmitOptions {
         EmitOptions {
             num_warps,
             divisible16: vec![],
-            early: vec![],
             num_stages: DEFAULT_NUM_STAGES,
-            stage_boxes: false,
-            consumer_barrier: false,
             ring_unroll: false,
             wgmma: false,
             wgmma_in_flight: false,
             acq_rel_atomics: false,
         }
-    }
-}
-
-/// The CTA barrier a program's code calls (`EmitOptions::consumer_barrier`).
-pub(crate) fn barrier_call(opts: &EmitOptions) -> &'static str {
-    cta_barrier(opts.consumer_barrier)
-}
-
-/// The CTA barrier of compute warps that may have a producer warp beside them
-/// (`consumers`: the megakernel's named barrier over their threads) or not.
-pub(crate) fn cta_barrier(consumers: bool) -> &'static str {
-    if consumers {
-        "tsr_consumers_sync()"
-    } else {
-        "__syncthreads()"
     }
 }
 
@@ -182,38 +149,14 @@ pub struct CudaBody {
     pub params: Vec<(String, String)>,
     pub block_threads: u32,
     pub smem_bytes: usize,
-    /// Bytes of `stage` per program when some loads are staged (`EmitOptions::early`), 0
-    /// when none: the body then takes a last parameter `const unsigned char* stage`, which
-    /// `issue` filled.
-    pub stage_bytes: usize,
-    /// `<name>_issue(pid0, .., npid2, params..., stage, range, bar)`: the staged loads'
-    /// byte ranges and bulk copies, completing the mbarrier `bar` (cuda/staging.rs).
-    pub issue: Option<CudaIssue>,
     /// Some `dot` runs on `wgmma` (sm_90a; its rings want 1024-byte aligned shared memory).
     pub wgmma: bool,
-}
-
-/// The copy half of a body with staged loads.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CudaIssue {
-    /// `<name>_issue`.
-    pub name: String,
-    pub code: String,
-    /// One thread can issue the copies alone: every copy's range comes from its load's box,
-    /// and the function has no barrier.
-    pub one_lane: bool,
 }
 
 pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String> {
     let entry = c_ident(&kernel.name);
     let mut e = emit::Emitter::new(kernel, opts)?;
     e.body(&kernel.body)?;
-    let stage_bytes = e.staging.bytes;
-    let issue = if stage_bytes > 0 {
-        Some(emit_issue(kernel, opts, &e.staging.slots)?)
-    } else {
-        None
-    };
     let params = e.params_c();
     let mut w = CWriter::new(0);
     if e.uses_mma {
@@ -239,12 +182,6 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
     sig.extend(params.iter().map(|(t, n)| format!("{t} {n}")));
     sig.push("unsigned char* smem".into());
-    if stage_bytes > 0 {
-        sig.push("const unsigned char* stage".into());
-    }
-    if let Some(i) = &issue {
-        w.paste(&i.code);
-    }
     w.open(format!(
         "__device__ __forceinline__ void {entry}_body({}) {{",
         sig.join(", ")
@@ -259,89 +196,7 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
         params,
         block_threads: e.threads as u32,
         smem_bytes: e.smem_top,
-        stage_bytes,
-        issue,
         wgmma: e.uses_wgmma(),
-    })
-}
-
-/// `<name>_issue`: the same IR, emitted for the staged loads alone.
-fn emit_issue(
-    kernel: &Kernel,
-    opts: &EmitOptions,
-    staged: &std::collections::BTreeMap<dsl_ir::ValueId, staging::Slot>,
-) -> Result<CudaIssue, String> {
-    let entry = c_ident(&kernel.name);
-    let mut e = emit::Emitter::new(kernel, opts)?;
-    e.staging = staging::slice(kernel, e.facts(), staged);
-    e.staging.boxes = opts.stage_boxes;
-    e.body(&kernel.body)?;
-    let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
-    sig.extend(e.params_c().iter().map(|(t, n)| format!("{t} {n}")));
-    sig.push("unsigned char* stage".into());
-    sig.push("unsigned long long* range".into());
-    sig.push("unsigned long long* bar".into());
-    let mut slots: Vec<&staging::Slot> = staged.values().collect();
-    slots.sort_by_key(|s| s.k);
-    let boxed = &e.staging.boxed;
-    let all_boxed = slots.iter().all(|sl| boxed.contains(&sl.k));
-    let how = if all_boxed {
-        "thread 0 writes each copy's header from the load's box (cuda/footprint.rs)"
-    } else {
-        "every thread adds the bytes it will read to `range`, then thread 0 writes the headers"
-    };
-    let mut w = CWriter::new(0);
-    w.line(format!(
-        "// `{}`'s staged loads, issued ahead: {how},",
-        kernel.name
-    ));
-    w.line("// and thread 0 starts one bulk copy per load into `stage`; their bytes complete");
-    w.line("// `bar`'s phase (cuda/staging.rs).");
-    w.open(format!(
-        "__device__ __forceinline__ void {entry}_issue({}) {{",
-        sig.join(", ")
-    ));
-    if opts.consumer_barrier {
-        // The producer lane (thread `threads`, after the program's) issues as thread 0.
-        e.header_as(&mut w, &format!("threadIdx.x % {}", e.threads));
-    } else {
-        e.header(&mut w);
-    }
-    w.paste(e.statements());
-    if !all_boxed {
-        w.line(format!(
-            "{};  // every warp's ranges are in",
-            barrier_call(opts)
-        ));
-    }
-    w.open("if (tid == 0) {");
-    w.line("unsigned bytes = 0;");
-    for sl in &slots {
-        w.line(if boxed.contains(&sl.k) {
-            format!("bytes += tsr_stage_len(stage, {});", sl.k)
-        } else {
-            format!(
-                "bytes += tsr_stage_plan(stage, {k}, range + {r}, {region}u);",
-                k = sl.k,
-                r = 2 * sl.k,
-                region = sl.region
-            )
-        });
-    }
-    w.line("tsr_stage_expect(bar, bytes);");
-    for sl in &slots {
-        w.line(format!(
-            "tsr_stage_copy(stage + {}, stage, {}, bar);",
-            sl.data, sl.k
-        ));
-    }
-    w.close("}");
-    w.close("}");
-    let code = w.finish();
-    Ok(CudaIssue {
-        name: format!("{entry}_issue"),
-        one_lane: all_boxed && !code.contains(barrier_call(opts)),
-        code,
     })
 }
 

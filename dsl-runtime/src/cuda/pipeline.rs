@@ -411,7 +411,7 @@ fn term_vals(t: &Term, out: &mut Vec<ValueId>) {
     match t {
         Term::Int(_) => {}
         Term::Val(v) => out.push(*v),
-        Term::Add(a, b) | Term::Sub(a, b) | Term::Mul(a, b) | Term::Min(a, b) => {
+        Term::Add(a, b) | Term::Sub(a, b) | Term::Mul(a, b) => {
             term_vals(a, out);
             term_vals(b, out);
         }
@@ -464,8 +464,6 @@ fn d_counter(
             (false, true) => Term::mul(d(a)?, (**b).clone()),
             (false, false) => return None,
         },
-        Term::Min(..) if counter_free(t, dep) => Term::Int(0),
-        Term::Min(..) => return None,
     })
 }
 

@@ -68,28 +68,12 @@ pub fn stage_facts(r: &Resolved, s: usize, facts: &MegaFacts) -> Vec<bool> {
     out
 }
 
-/// Per kernel parameter of stage `s`: a pointer into a megakernel parameter that no stage
-/// writes (its loads may be issued early: `EmitOptions::early`).
-pub fn stage_early(r: &Resolved, s: usize) -> Vec<bool> {
-    let st = &r.stages[s];
-    let mut out = vec![false; st.kernel.params.len()];
-    for ((i, _), a) in st.kernel.runtime_params().zip(&st.args) {
-        out[i] = matches!(a, ArgExpr::Ptr { param, .. } if r.read_only(*param));
-    }
-    out
-}
-
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
-/// one kernel binding with different facts get two bodies (`name_v2`). With a staging
-/// ring of `ring_bytes` (0: none), a body stages its weight loads when one program's
-/// worth fits in half the ring (so at least two programs are in flight) and one lane can
-/// issue it (every copy's range from its load's box): a producer warp issues the ring, so
-/// with a ring every body's barriers leave that warp out (`EmitOptions::consumer_barrier`).
+/// one kernel binding with different facts get two bodies (`name_v2`).
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
-    ring_bytes: usize,
 ) -> Result<(String, Vec<BodyCode>), String> {
     let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
     for s in &r.stages {
@@ -109,34 +93,19 @@ pub fn stage_bodies(
         if variant > 0 {
             kernel.name = format!("{name}_v{}", variant + 1);
         }
-        let emit = |early: Vec<bool>| {
-            cuda::emit_body(
-                &kernel,
-                &EmitOptions {
-                    num_warps,
-                    divisible16: f.clone(),
-                    early,
-                    num_stages: 1,
-                    stage_boxes: true,
-                    consumer_barrier: ring_bytes > 0,
-                    ring_unroll: false,
-                    wgmma: false,
-                    wgmma_in_flight: false,
-                    acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
-                },
-            )
-            .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))
-        };
-        let early = if ring_bytes > 0 {
-            stage_early(r, stages[0])
-        } else {
-            vec![]
-        };
-        let mut b = emit(early)?;
-        let one_lane = b.issue.as_ref().is_none_or(|i| i.one_lane);
-        if b.stage_bytes > ring_bytes / 2 || !one_lane {
-            b = emit(vec![])?;
-        }
+        let b = cuda::emit_body(
+            &kernel,
+            &EmitOptions {
+                num_warps,
+                divisible16: f.clone(),
+                num_stages: 1,
+                ring_unroll: false,
+                wgmma: false,
+                wgmma_in_flight: false,
+                acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
+            },
+        )
+        .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;
         if b.block_threads != 32 * num_warps {
             return Err(format!(
                 "{}: the emitter lowered it for {} threads, the megakernel runs {}",
@@ -150,8 +119,6 @@ pub fn stage_bodies(
             fn_name: b.name,
             code: b.code,
             smem_bytes: b.smem_bytes,
-            stage_bytes: b.stage_bytes,
-            issue_fn: b.issue.map(|i| i.name),
         });
     }
     Ok((cuda::prelude::PRELUDE.to_string(), bodies))

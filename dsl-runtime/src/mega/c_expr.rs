@@ -1,6 +1,6 @@
-//! The megakernel program's names, scalar expressions and arguments as C (`mega/cuda.rs`
-//! and `mega/staging.rs` both write them): integers in `long long`, floats in `float`,
-//! constexprs folded, user names kept clear of C keywords and generated names.
+//! The megakernel program's names, scalar expressions and arguments as C (what
+//! `mega/cuda.rs` writes): integers in `long long`, floats in `float`, constexprs folded,
+//! user names kept clear of C keywords and generated names.
 use super::program::{ArgExpr, ETy, Expr, Op, Val};
 use super::resolve::Resolved;
 use crate::cuda::C_KEYWORDS;

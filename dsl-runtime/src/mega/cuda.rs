@@ -41,13 +41,12 @@ impl SyncWords {
         Self::records(stages) + Self::RECORD * ctas
     }
     /// `MegaOptions::profile`: after the records (8-byte aligned), per stage run and CTA,
-    /// five u64: four `%globaltimer` stamps, entered, past its wait (0: no program there),
-    /// its programs run (0: none), done (its arrival published); then the ns its programs
-    /// waited for their weights to land in the staging ring (0 without one).
+    /// four u64 `%globaltimer` stamps: entered, past its wait (0: no program there), its
+    /// programs run (0: none), done (its arrival published).
     pub fn profile_base(stages: usize, ctas: usize) -> usize {
         Self::len(stages, ctas).next_multiple_of(2)
     }
-    pub const PROFILE_STAMPS: usize = 5;
+    pub const PROFILE_STAMPS: usize = 4;
 }
 
 /// One stage body as the emitter gives it.
@@ -59,10 +58,6 @@ pub struct BodyCode {
     pub fn_name: String,
     pub code: String,
     pub smem_bytes: usize,
-    /// Bytes of the staging ring one program of it takes (0: no staged loads).
-    pub stage_bytes: usize,
-    /// `<name>_issue`, when it has staged loads.
-    pub issue_fn: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -76,11 +71,6 @@ pub struct GenOptions {
     pub wait_prefetch_bytes: u64,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
-    /// Bytes of shared memory for the staging ring (0: no staging): a producer warp per CTA
-    /// issues its staged programs' weight tiles (bulk copies) in the order the CTA will run
-    /// them, as far ahead as the ring has room (`mega/staging.rs`). Not 0: the bodies were
-    /// emitted with `EmitOptions::consumer_barrier`, staged or not.
-    pub stage_ring_bytes: usize,
 }
 
 /// The generated persistent kernel.
@@ -89,7 +79,7 @@ pub struct MegaSource {
     pub entry: String,
     pub code: String,
     pub block_threads: u32,
-    /// Dynamic shared memory per CTA (the stage bodies' scratch, then the staging ring).
+    /// Dynamic shared memory per CTA (the abort flag, then the stage bodies' scratch).
     pub smem_bytes: usize,
     /// u32 words of sync state before the per-CTA records: the launch allocates
     /// `SyncWords::len(stages, ctas)` and zeroes them.
@@ -99,8 +89,7 @@ pub struct MegaSource {
 /// Bytes at the start of the dynamic shared memory before the bodies' scratch (the abort flag).
 const HEAD: usize = 128;
 
-/// Mega-level helpers (after the emitter's prelude); `mega_prelude` fills in the compute
-/// warps' barrier (`{CTA_SYNC}`) and thread count (`{CTA_THREADS}`).
+/// Mega-level helpers (after the emitter's prelude).
 const MEGA_PRELUDE: &str = r#"#ifndef TESSERA_MEGA_PRELUDE
 #define TESSERA_MEGA_PRELUDE
 // ---- tessera megakernel helpers: bounded waits, counters, L2 prefetch ----
@@ -130,7 +119,7 @@ __device__ __forceinline__ long long tsr_max(long long a, long long b) { return 
 // Every thread of the CTA calls it after the CTA's programs: one add of `count` to
 // word `w`, released after everything the CTA wrote.
 __device__ __forceinline__ void tsr_arrive(unsigned* sync, int w, unsigned count) {
-  {CTA_SYNC};
+  __syncthreads();
   if (threadIdx.x == 0) {
     tsr_red_release(sync + w, count);  // after the bar.sync: the CTA's writes come first
   }
@@ -163,65 +152,20 @@ __device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, un
     // No fence here: the acquire load that saw the target orders this thread's later
     // accesses, and the bar.sync below orders every other thread's after it.
   }
-  {CTA_SYNC};
+  __syncthreads();
   return *abort_flag == 0;
 }
 
-// Threads `part * {CTA_THREADS} + threadIdx.x`, stepping by `parts * {CTA_THREADS}`, each
+// Threads `part * blockDim.x + threadIdx.x`, stepping by `parts * blockDim.x`, each
 // prefetch 128-byte lines of [p, p + bytes) into L2.
 __device__ __forceinline__ void tsr_prefetch_l2(const void* p, long long bytes, long long part, long long parts) {
   const char* c = (const char*)p;
   const long long lines = (bytes + 127) / 128;
-  for (long long i = part * {CTA_THREADS} + threadIdx.x; i < lines; i += parts * {CTA_THREADS})
+  for (long long i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
     tsr_prefetch_line(c + i * 128);
 }
 #endif
 "#;
-
-/// With a staging ring, before the mega helpers: the compute warps' barrier and the
-/// mbarrier operations the producer protocol adds (`{THREADS}`: the compute threads).
-const PRODUCER_PRELUDE: &str = r#"// -- producer (PTX; a CPU emulator swaps this block) --
-// The compute warps' barrier: named barrier 1 over their {THREADS} threads. The producer
-// warp (mega/staging.rs) never joins it.
-__device__ __forceinline__ void tsr_consumers_sync() { asm volatile("bar.sync 1, {THREADS};" ::: "memory"); }
-// One arrival on `bar`: a program's ring bytes are free again.
-__device__ __forceinline__ void tsr_stage_arrive(unsigned long long* bar) {
-#if TSR_STAGING
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tsr_smem(bar)) : "memory");
-#endif
-}
-// Whether phase `parity` of `bar` has completed (without waiting). Before sm_90 nothing is
-// copied (every header says 0 bytes: the bodies read global memory), so nothing needs to wait.
-__device__ __forceinline__ bool tsr_stage_done(unsigned long long* bar, unsigned parity) {
-#if TSR_STAGING
-  unsigned done;
-  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-               : "=r"(done) : "r"(tsr_smem(bar)), "r"(parity) : "memory");
-  return done != 0;
-#else
-  return true;
-#endif
-}
-// -- end producer --
-"#;
-
-/// The mega helpers for compute warps that synchronise with `cuda::cta_barrier(named)`; with
-/// `named`, also the producer's helpers, and strides over the `threads` compute threads
-/// rather than the whole block.
-fn mega_prelude(named: bool, threads: u32) -> String {
-    let (helpers, count) = if named {
-        (
-            PRODUCER_PRELUDE.replace("{THREADS}", &threads.to_string()),
-            format!("{threads}u"),
-        )
-    } else {
-        (String::new(), "blockDim.x".to_string())
-    };
-    let mega = MEGA_PRELUDE
-        .replace("{CTA_SYNC}", crate::cuda::cta_barrier(named))
-        .replace("{CTA_THREADS}", &count);
-    format!("{helpers}{mega}")
-}
 
 /// The name of the generated `__global__`.
 pub fn entry_name(r: &Resolved) -> String {
@@ -237,9 +181,7 @@ pub fn generate(
     bodies: &[BodyCode],
     opts: &GenOptions,
 ) -> Result<MegaSource, String> {
-    let threads = 32 * opts.num_warps;
-    // The bodies' barriers leave a producer warp out whenever a ring was asked for.
-    let named = opts.stage_ring_bytes > 0;
+    let block = 32 * opts.num_warps;
     let entry = entry_name(r);
     let body_of = |s: usize| {
         bodies
@@ -251,36 +193,6 @@ pub fn generate(
         body_of(s.index)?;
     }
     let smem = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
-    // Staged stages: bytes of the ring per program, and the issue function.
-    let (mut stage_bytes, mut issue) = (vec![0; r.stages.len()], vec![None; r.stages.len()]);
-    if opts.stage_ring_bytes > 0 {
-        for s in &r.stages {
-            let b = body_of(s.index)?;
-            if b.stage_bytes > 0 && b.stage_bytes <= opts.stage_ring_bytes / 2 {
-                stage_bytes[s.index] = b.stage_bytes;
-                issue[s.index] = b.issue_fn.clone();
-            }
-        }
-    }
-    let ring = if stage_bytes.iter().any(|&b| b > 0) {
-        opts.stage_ring_bytes
-    } else {
-        0
-    };
-    // A producer warp when it has a ring to issue.
-    let producer = ring > 0;
-    let block = if producer { threads + 32 } else { threads };
-    // Dynamic shared memory: the bodies' scratch, then the staging control area and ring.
-    let scratch = if ring > 0 {
-        smem.next_multiple_of(128)
-    } else {
-        smem
-    };
-    let control = if ring > 0 {
-        super::staging::CONTROL_BYTES
-    } else {
-        0
-    };
     let mut w = CWriter::new(0);
     w.line(format!(
         "// megakernel `{}` ({}), generated by tessera: one persistent launch, {} stages.",
@@ -294,7 +206,7 @@ pub fn generate(
     }
     w.paste(prelude);
     w.blank();
-    w.paste(&mega_prelude(named, threads));
+    w.paste(MEGA_PRELUDE);
     w.blank();
     for b in bodies {
         w.paste(&b.code);
@@ -310,15 +222,6 @@ pub fn generate(
                 unreachable!("run-time parameters only")
             }
         });
-    }
-    let arg_names: Vec<String> = r
-        .program
-        .runtime_params()
-        .map(|(_, p)| c_name(&p.name))
-        .collect();
-    if ring > 0 {
-        super::staging::ring_code(&mut w, r, &stage_bytes, &issue, ring, &params, &arg_names);
-        w.blank();
     }
     params.push("unsigned* tsr_sync".into());
     params.push("unsigned long long tsr_timeout_ns".into());
@@ -339,14 +242,8 @@ pub fn generate(
         smem: if smem > 0 { "smem" } else { "nullptr" },
         w,
         loops: vec![],
-        stage_bytes,
-        ring_args: arg_names.join(", "),
-        bar: crate::cuda::cta_barrier(named),
     };
     g.state(smem > 0);
-    if ring > 0 {
-        g.ring_start(HEAD + scratch, control);
-    }
     g.nodes(&r.body);
     g.last_out_zeroes();
     g.w.close("}");
@@ -354,7 +251,7 @@ pub fn generate(
         entry,
         code: g.w.finish(),
         block_threads: block,
-        smem_bytes: HEAD + scratch + control + ring,
+        smem_bytes: HEAD + smem,
         sync_words: SyncWords::records(r.stages.len()),
     })
 }
@@ -370,12 +267,6 @@ struct Gen<'a> {
     w: CWriter,
     /// Enclosing loop variables (C names), innermost last.
     loops: Vec<String>,
-    /// Per stage: bytes of the staging ring one program takes (0: not staged).
-    stage_bytes: Vec<usize>,
-    /// The run-time arguments, as the ring's functions take them.
-    ring_args: String,
-    /// The compute warps' barrier (`cuda::cta_barrier`).
-    bar: &'static str,
 }
 
 impl Gen<'_> {
@@ -384,7 +275,7 @@ impl Gen<'_> {
     fn state(&mut self, has_scratch: bool) {
         let (r, w) = (self.r, &mut self.w);
         // Dynamic shared memory only (so an emulator can give every CTA its own): the abort
-        // flag, the stage bodies' scratch, then the staging control area and ring.
+        // flag, then the stage bodies' scratch.
         w.line("extern __shared__ __align__(128) unsigned char tsr_dyn[];");
         w.line("volatile int& tsr_abort = *(volatile int*)tsr_dyn;  // set when a wait gave up");
         if has_scratch {
@@ -423,40 +314,6 @@ impl Gen<'_> {
         }
     }
 
-    /// The staging ring's control area (`ctl` bytes into the dynamic shared memory,
-    /// `control` bytes before the ring), and its first issues.
-    fn ring_start(&mut self, ctl: usize, control: usize) {
-        let (a, w) = (&self.ring_args, &mut self.w);
-        let (n, threads) = (super::staging::MAX_IN_FLIGHT, 32 * self.opts.num_warps);
-        let empty = super::staging::EMPTY_BARS;
-        w.line("// The staging ring: the producer warp issues it, the compute warps read it.");
-        w.line(format!(
-            "unsigned char* const tsr_ctl = tsr_dyn + {ctl};  // mbarriers, then the ring"
-        ));
-        w.line("unsigned long long* const tsr_bar = (unsigned long long*)tsr_ctl;  // full");
-        w.line(format!(
-            "unsigned long long* const tsr_empty = (unsigned long long*)(tsr_ctl + {empty});"
-        ));
-        w.line(format!(
-            "unsigned char* const tsr_ring = tsr_ctl + {control};"
-        ));
-        w.open("if (threadIdx.x == 0) {");
-        w.line(format!(
-            "for (int i = 0; i < {n}; ++i) {{ tsr_stage_init(tsr_bar + i); tsr_stage_init(tsr_empty + i); }}"
-        ));
-        w.close("}");
-        w.line("__syncthreads();");
-        w.line("// The producer warp: its first lane issues the ring; the warp takes no part in the rest.");
-        w.open(format!("if (threadIdx.x >= {threads}) {{"));
-        w.line(format!(
-            "if (threadIdx.x == {threads}) tsr_produce(tsr_ctl, &tsr_abort, {a});"
-        ));
-        w.line("return;");
-        w.close("}");
-        w.line("tsr_ring_t tsr_q;  // the compute warps' view: bytes and programs consumed");
-        w.line("tsr_q.head = tsr_q.tail = 0ull; tsr_q.issued = tsr_q.used = 0u;");
-    }
-
     /// The end of the kernel: the last CTA out resets the sync words.
     fn last_out_zeroes(&mut self) {
         let w = &mut self.w;
@@ -464,7 +321,7 @@ impl Gen<'_> {
             "// The last CTA out zeroes the sync words (not the records: they are zero unless a",
         );
         w.line("// wait gave up, and then no CTA gets here), so the next launch starts clean.");
-        w.line(format!("{};", self.bar));
+        w.line("__syncthreads();");
         w.open("if (threadIdx.x == 0) {");
         w.line("__threadfence();");
         w.open(format!(
@@ -530,9 +387,8 @@ impl Gen<'_> {
         self.w.line("++tsr_step;");
         if self.opts.profile {
             self.w.line("const unsigned long long tsr_t0 = tsr_now();");
-            self.w.line(
-                "unsigned long long tsr_t1 = 0ull, tsr_t2 = 0ull, tsr_tw = 0ull;  // tsr_tw: ns waiting for the ring",
-            );
+            self.w
+                .line("unsigned long long tsr_t1 = 0ull, tsr_t2 = 0ull;");
         }
         let sync = sched.sync_for(s);
         if let Some(sy) = sync {
@@ -583,9 +439,8 @@ impl Gen<'_> {
         if self.opts.profile {
             self.w.open("if (threadIdx.x == 0) {");
             self.w.line(format!("unsigned long long* p = tsr_prof + ((unsigned long long)(tsr_step - 1u) * gridDim.x + blockIdx.x) * {}ull;", SyncWords::PROFILE_STAMPS));
-            self.w.line(
-                "p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_t2; p[3] = tsr_now(); p[4] = tsr_tw;",
-            );
+            self.w
+                .line("p[0] = tsr_t0; p[1] = tsr_t1; p[2] = tsr_t2; p[3] = tsr_now();");
             self.w.close("}");
         }
         if sched.counted[s] {
@@ -597,7 +452,6 @@ impl Gen<'_> {
     /// Stage `s`'s programs in this CTA, grid-stride, counted in `tsr_mine`.
     fn programs(&mut self, s: usize) {
         let r = self.r;
-        let staged = self.stage_bytes[s];
         let args: Vec<String> = r.stages[s].args.iter().map(|a| c_arg(r, a)).collect();
         let w = &mut self.w;
         if self.opts.profile {
@@ -607,43 +461,14 @@ impl Gen<'_> {
         w.open(
             "for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {",
         );
-        let stage_arg = if staged > 0 {
-            // Its loads were issued ahead (mega/staging.rs): wait for its own group only.
-            w.line(format!(
-                "const unsigned long long tsr_v = tsr_pad(tsr_q.tail, {staged}u);  // where its loads landed"
-            ));
-            if self.opts.profile {
-                w.line("const unsigned long long tsr_w0 = tsr_now();");
-            }
-            w.line(format!(
-                "tsr_stage_wait(tsr_bar + tsr_q.used % {n}u, (tsr_q.used / {n}u) & 1u);  // its copies landed",
-                n = super::staging::MAX_IN_FLIGHT
-            ));
-            if self.opts.profile {
-                w.line("tsr_tw += tsr_now() - tsr_w0;");
-            }
-            ", tsr_ring + tsr_v % TSR_RING"
-        } else {
-            ""
-        };
         w.line(format!(
-            "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{}{stage_arg});",
+            "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
             self.fns[s],
             args.join(", "),
             if args.is_empty() { "" } else { ", " },
             self.smem
         ));
-        w.line(format!(
-            "{};  // the next program reuses shared memory",
-            self.bar
-        ));
-        if staged > 0 {
-            w.line(format!(
-                "if (threadIdx.x == 0) tsr_stage_arrive(tsr_empty + tsr_q.used % {}u);  // its ring bytes are free: the producer refills them",
-                super::staging::MAX_IN_FLIGHT
-            ));
-            w.line(format!("tsr_q.tail = tsr_v + {staged}u; ++tsr_q.used;"));
-        }
+        w.line("__syncthreads();  // the next program reuses shared memory");
         w.close("}");
         if self.opts.profile {
             w.line("tsr_t2 = tsr_now();");
@@ -653,9 +478,7 @@ impl Gen<'_> {
     /// Productive waiting: stage `s`'s weights stream into L2 while the producers finish,
     /// each of threads `part` of `parts` taking its share.
     fn wait_prefetch(&mut self, s: usize, part: &str, parts: &str) {
-        // A staged stage's weights are already streaming into the ring (prefetching them
-        // into L2 as well measured slower: docs/PERF.md, session 12).
-        if self.opts.wait_prefetch_bytes == 0 || self.stage_bytes[s] > 0 {
+        if self.opts.wait_prefetch_bytes == 0 {
             return;
         }
         let wins = super::schedule::weight_windows(self.r, s);

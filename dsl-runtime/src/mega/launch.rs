@@ -42,22 +42,7 @@ pub struct MegaOptions {
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
-    /// GPU: bytes of shared memory per CTA for the staging ring (`mega/staging.rs`): one
-    /// more warp per CTA, the producer, whose elected lane walks the CTA's staged programs
-    /// and issues their weight tiles as bulk copies, waiting only for ring bytes the compute
-    /// warps have freed (full/empty mbarriers); the compute warps synchronise among
-    /// themselves with a named barrier. None: as much as the GPU gives a block, less
-    /// [`STAGE_RESERVE`]; Some(0), the default: no staging. Off: 1.06-1.15 against
-    /// 0.97-1.03 ms/token without it on an H100 (docs/PERF.md, session 12). Its first two
-    /// forms (per-thread `cp.async`, then bulk copies issued by the compute warps' thread 0)
-    /// measured slower still and are gone.
-    pub stage_ring: Option<usize>,
 }
-
-/// Shared memory left to the stage bodies' own scratch when the ring takes the rest.
-pub const STAGE_RESERVE: usize = 8 << 10;
-/// The ring when no GPU says how much it has (explain, NVRTC checks): an H100's 227 KiB.
-pub const DEFAULT_SMEM_OPTIN: usize = 227 << 10;
 
 impl Default for MegaOptions {
     fn default() -> Self {
@@ -71,7 +56,6 @@ impl Default for MegaOptions {
             check: true,
             wait_prefetch_bytes: 4 << 20,
             profile: false,
-            stage_ring: Some(0),
         }
     }
 }
@@ -131,7 +115,6 @@ struct GenKey {
     break_sync: Option<usize>,
     wait_prefetch_bytes: u64,
     profile: bool,
-    stage_ring: Option<usize>,
 }
 
 /// The part of `opts` that changes the generated source. Every field is named, so a new
@@ -149,7 +132,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         check: _,
         wait_prefetch_bytes,
         profile,
-        stage_ring,
     } = opts;
     GenKey {
         num_warps: *num_warps,
@@ -157,7 +139,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         break_sync: *break_sync,
         wait_prefetch_bytes: *wait_prefetch_bytes,
         profile: *profile,
-        stage_ring: *stage_ring,
     }
 }
 
@@ -273,13 +254,7 @@ impl MegaDef {
     /// The persistent kernel's CUDA C (no GPU needed).
     pub fn cuda_source(&self, constexprs: &[Binding], opts: &MegaOptions) -> Result<MegaSource> {
         let p = self.planned(constexprs, opts)?;
-        generate(
-            p.r(),
-            p.s(),
-            opts,
-            &MegaFacts::all(p.r()),
-            DEFAULT_SMEM_OPTIN,
-        )
+        generate(p.r(), p.s(), opts, &MegaFacts::all(p.r()))
     }
 
     /// Runs the megakernel. `args`: the run-time parameters in declaration order.
@@ -381,10 +356,10 @@ impl MegaDef {
         let k = match cached {
             Some(k) => k,
             None => {
-                let src = generate(r, plan.s(), opts, &facts, cuda_dev.smem_optin)?;
+                let src = generate(r, plan.s(), opts, &facts)?;
                 if src.smem_bytes > cuda_dev.smem_optin {
                     return Err(self.err(format!(
-                        "needs {} B of shared memory per CTA, the GPU gives a block at most {} (set MegaOptions::stage_ring lower)",
+                        "needs {} B of shared memory per CTA, the GPU gives a block at most {}",
                         src.smem_bytes, cuda_dev.smem_optin
                     )));
                 }
@@ -544,43 +519,23 @@ impl MegaDef {
     }
 }
 
-/// The persistent kernel's CUDA C for a GPU whose blocks may have `smem_optin` bytes of
-/// shared memory: by default the staging ring takes what the stage bodies' scratch leaves.
+/// The persistent kernel's CUDA C.
 fn generate(
     r: &Resolved,
     s: &Schedule,
     opts: &MegaOptions,
     facts: &MegaFacts,
-    smem_optin: usize,
 ) -> Result<MegaSource> {
-    let want = opts
-        .stage_ring
-        .unwrap_or_else(|| smem_optin.saturating_sub(STAGE_RESERVE) / 1024 * 1024);
-    let (mut prelude, mut bodies) =
-        stage_bodies(r, opts.num_warps, facts, want).map_err(Error::Lower)?;
-    let scratch = bodies.iter().map(|b| b.smem_bytes).max().unwrap_or(0);
-    // The kernel's own static words (`tsr_abort`) and alignment: 1 KiB is plenty.
-    let fits = smem_optin
-        .saturating_sub(scratch.next_multiple_of(128) + super::staging::CONTROL_BYTES + 1024)
-        / 128
-        * 128;
-    let ring = if opts.stage_ring.is_none() && want > fits {
-        // Re-decide which bodies stage with the ring that fits beside the scratch.
-        (prelude, bodies) = stage_bodies(r, opts.num_warps, facts, fits).map_err(Error::Lower)?;
-        fits
-    } else {
-        want
-    };
-    cuda::generate(r, s, &prelude, &bodies, &gen_options(opts, ring)).map_err(Error::Lower)
+    let (prelude, bodies) = stage_bodies(r, opts.num_warps, facts).map_err(Error::Lower)?;
+    cuda::generate(r, s, &prelude, &bodies, &gen_options(opts)).map_err(Error::Lower)
 }
 
-fn gen_options(opts: &MegaOptions, stage_ring_bytes: usize) -> GenOptions {
+fn gen_options(opts: &MegaOptions) -> GenOptions {
     GenOptions {
         num_warps: opts.num_warps,
         break_sync: opts.break_sync,
         wait_prefetch_bytes: opts.wait_prefetch_bytes,
         profile: opts.profile,
-        stage_ring_bytes,
     }
 }
 
@@ -683,13 +638,6 @@ mod tests {
                 "profile",
                 MegaOptions {
                     profile: true,
-                    ..base.clone()
-                },
-            ),
-            (
-                "stage_ring",
-                MegaOptions {
-                    stage_ring: None,
                     ..base.clone()
                 },
             ),

@@ -18,7 +18,6 @@ pub mod program;
 mod prove;
 pub mod resolve;
 pub mod schedule;
-pub mod staging;
 
 pub use interp::{InterpMode, Policy};
 pub use launch::{MegaDef, MegaOptions, Plan};

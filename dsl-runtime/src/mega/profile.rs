@@ -3,9 +3,8 @@
 //! its programs had run, and when its arrival was published. [`Profile::summary`] turns the
 //! stamps into one row per stage of the program: how long the stage held the critical path,
 //! the weight bandwidth it reached, and per CTA the timeline of a run: dependency wait,
-//! weight wait (its programs waiting for the staging ring's copies: 0 without a ring, where
-//! the weight loads are part of the compute), compute, and publishing the arrival (its
-//! stores made visible: the release of everything the CTA wrote).
+//! compute (its programs: the weight loads, the arithmetic, the stores), and publishing the
+//! arrival (its stores made visible: the release of everything the CTA wrote).
 use super::program::{Env, Val};
 use super::resolve::{Node, Resolved};
 use super::schedule::weight_windows;
@@ -79,8 +78,7 @@ pub fn stage_runs(r: &Resolved, vals: &[Option<Val>]) -> Result<Vec<Run>, String
 }
 
 /// Stamps of one launch: per run, per CTA, (entered, past the wait or 0 if the CTA had no
-/// program there, programs run, done) in ns of `%globaltimer`, then the ns its programs
-/// waited for the staging ring.
+/// program there, programs run, done) in ns of `%globaltimer`.
 #[derive(Clone, Debug)]
 pub struct Profile {
     pub labels: Vec<String>,
@@ -111,9 +109,7 @@ pub struct StageRow {
     /// The timeline of a CTA with programs there, median over runs of the mean over CTAs:
     /// entered → past its wait (waiting for the producers).
     pub wait_ns: u64,
-    /// Of its programs' time, waiting for their weights in the staging ring (0: no ring).
-    pub weight_wait_ns: u64,
-    /// The rest of its programs' time: loads (without a ring, the weights'), compute, stores.
+    /// Past its wait → programs run: loads (the weights' too), compute, stores.
     pub compute_ns: u64,
     /// Programs run → arrival published (the release: its writes made visible).
     pub publish_ns: u64,
@@ -154,9 +150,8 @@ impl Profile {
         })
     }
 
-    /// Mean over the CTAs with programs in a run: (dependency wait, weight wait, compute,
-    /// publish) ns.
-    fn timeline(&self, run: usize) -> Option<[u64; 4]> {
+    /// Mean over the CTAs with programs in a run: (dependency wait, compute, publish) ns.
+    fn timeline(&self, run: usize) -> Option<[u64; 3]> {
         let busy: Vec<Stamps> = (0..self.ctas)
             .map(|c| self.cta(run, c))
             .filter(|t| t[1] != 0 && t[2] != 0)
@@ -167,8 +162,7 @@ impl Profile {
         let mean = |f: &dyn Fn(&Stamps) -> u64| busy.iter().map(f).sum::<u64>() / busy.len() as u64;
         Some([
             mean(&|t| t[1].saturating_sub(t[0])),
-            mean(&|t| t[4]),
-            mean(&|t| t[2].saturating_sub(t[1]).saturating_sub(t[4])),
+            mean(&|t| t[2].saturating_sub(t[1])),
             mean(&|t| t[3].saturating_sub(t[2])),
         ])
     }
@@ -197,7 +191,7 @@ impl Profile {
             crit: Vec<u64>,
             span: Vec<u64>,
             gap: Vec<i64>,
-            timeline: [Vec<u64>; 4],
+            timeline: [Vec<u64>; 3],
             bytes: u64,
             runs: usize,
         }
@@ -229,7 +223,7 @@ impl Profile {
             .filter(|(_, e)| e.runs > 0)
             .map(|(s, mut e)| {
                 let med = median(&mut e.crit);
-                let [w, ww, c, u] = &mut e.timeline;
+                let [w, c, u] = &mut e.timeline;
                 StageRow {
                     stage: s,
                     label: self.labels[s].clone(),
@@ -240,7 +234,6 @@ impl Profile {
                     weight_bytes: e.bytes,
                     gbps: (e.bytes > 0 && med > 0).then(|| e.bytes as f64 / med as f64),
                     wait_ns: median(w),
-                    weight_wait_ns: median(ww),
                     compute_ns: median(c),
                     publish_ns: median(u),
                 }
@@ -261,17 +254,14 @@ impl Profile {
         );
         let _ = writeln!(
             s,
-            "| stage | runs | critical µs (total) | % | median span µs | median gap µs | weights KB | GB/s | CTA: dependency wait µs | weight wait µs | compute µs | publish µs |"
+            "| stage | runs | critical µs (total) | % | median span µs | median gap µs | weights KB | GB/s | CTA: dependency wait µs | compute µs | publish µs |"
         );
-        let _ = writeln!(
-            s,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         let us = |ns: u64| ns as f64 / 1e3;
         for r in self.rows() {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {:.2} | {:.2} | {:.2} |",
                 r.label,
                 r.runs,
                 us(r.critical_ns),
@@ -281,14 +271,13 @@ impl Profile {
                 r.weight_bytes / 1024,
                 r.gbps.map_or("—".into(), |g| format!("{g:.0}")),
                 us(r.wait_ns),
-                us(r.weight_wait_ns),
                 us(r.compute_ns),
                 us(r.publish_ns),
             );
         }
         let _ = writeln!(
             s,
-            "CTA columns: per CTA with programs in a run (mean), median over runs: waiting for the stages it depends on; its programs waiting for their weights in the staging ring (0 without one); the rest of its programs (loads, the weights' too without a ring, compute, stores); publishing its arrival (its stores made visible)."
+            "CTA columns: per CTA with programs in a run (mean), median over runs: waiting for the stages it depends on; its programs (loads, the weights' too, compute, stores); publishing its arrival (its stores made visible)."
         );
         s
     }
@@ -299,8 +288,8 @@ mod tests {
     use super::*;
 
     /// Two stages, two CTAs, synthetic stamps: the timeline columns are each CTA's
-    /// (dependency wait, weight wait, compute, publish), averaged over the CTAs with
-    /// programs, median over runs.
+    /// (dependency wait, compute, publish), averaged over the CTAs with programs, median
+    /// over runs.
     #[test]
     fn timeline_per_stage_from_stamps() {
         let runs = vec![
@@ -317,25 +306,21 @@ mod tests {
                 weight_bytes: 1000,
             },
         ];
-        // ns after the launch's first stamp (%globaltimer is never 0; 0 marks "no program"),
-        // then the ns of weight wait (a duration).
+        // ns after the launch's first stamp (%globaltimer is never 0; 0 marks "no program").
         #[rustfmt::skip]
-        let rel: Vec<([u64; 4], u64)> = vec![
-            // run 0 (stage 0): CTA 0 waits 10, runs 100 (30 of them for its weights),
-            // publishes 4; CTA 1 waits 30, runs 50 (10), publishes 2
-            ([1, 10, 110, 114], 30), ([1, 30, 80, 82], 10),
+        let rel: Vec<[u64; 4]> = vec![
+            // run 0 (stage 0): CTA 0 waits 10, runs 100, publishes 4; CTA 1 waits 30,
+            // runs 50, publishes 2
+            [1, 10, 110, 114], [1, 30, 80, 82],
             // run 1 (stage 1): only CTA 1 has a program; CTA 0 idles (past-wait stamp 0)
-            ([114, 0, 0, 120], 0), ([82, 200, 300, 310], 0),
-            // run 2 (stage 0): both wait 20, run 60 (no weight wait), publish 6
-            ([310, 330, 390, 396], 0), ([310, 330, 390, 396], 0),
+            [114, 0, 0, 120], [82, 200, 300, 310],
+            // run 2 (stage 0): both wait 20, run 60, publish 6
+            [310, 330, 390, 396], [310, 330, 390, 396],
         ];
         let base = 1_000_000u64;
         let stamps = rel
             .iter()
-            .map(|(t, ww)| {
-                let t = t.map(|x| if x == 0 { 0 } else { base + x });
-                [t[0], t[1], t[2], t[3], *ww]
-            })
+            .map(|t| t.map(|x| if x == 0 { 0 } else { base + x }))
             .collect();
         let p = Profile {
             labels: vec!["gemv".into(), "attn".into()],
@@ -347,20 +332,20 @@ mod tests {
         assert_eq!(rows.len(), 2);
         let (g, a) = (&rows[0], &rows[1]);
         assert_eq!((g.label.as_str(), g.runs), ("gemv", 2));
-        // Run 0: mean wait (9+29)/2 = 19, weight wait (30+10)/2 = 20, compute (70+40)/2 = 55,
-        // publish 3; run 2: 20, 0, 60, 6. Medians of two values take the upper one.
-        let t = |r: &StageRow| (r.wait_ns, r.weight_wait_ns, r.compute_ns, r.publish_ns);
-        assert_eq!(t(g), (20, 20, 60, 6));
-        assert_eq!(t(a), (118, 0, 100, 10));
+        // Run 0: mean wait (9+29)/2 = 19, compute (100+50)/2 = 75, publish 3; run 2: 20, 60,
+        // 6. Medians of two values take the upper one.
+        let t = |r: &StageRow| (r.wait_ns, r.compute_ns, r.publish_ns);
+        assert_eq!(t(g), (20, 75, 6));
+        assert_eq!(t(a), (118, 100, 10));
         // The critical path: from the first stamp (1), run 0 ends at 114, run 1 at 310, run 2 at 396.
         assert_eq!(g.critical_ns, (114 - 1) + (396 - 310));
         assert_eq!(a.critical_ns, 310 - 114);
         assert_eq!(p.total_ns(), 396 - 1);
         let table = p.summary();
         assert!(
-            table.contains("| weight wait µs | compute µs | publish µs |"),
+            table.contains("| CTA: dependency wait µs | compute µs | publish µs |"),
             "{table}"
         );
-        assert!(table.contains("| 0.02 | 0.02 | 0.06 | 0.01 |"), "{table}");
+        assert!(table.contains("| 0.02 | 0.07 | 0.01 |"), "{table}");
     }
 }

@@ -3,7 +3,7 @@
 // Used by dsl-runtime/tests/emit_host.rs (a kernel body, one CTA at a time) to check the
 // emitter's index math, reductions and shared memory protocol, and by
 // tests/megakernel_host.rs (a whole persistent kernel, every CTA at once) to check the
-// megakernel's counters, barriers and staging ring, against references without a GPU
+// megakernel's counters and barriers, against references without a GPU
 // (races are not exhaustively found).
 #include <atomic>
 #include <barrier>
@@ -40,8 +40,6 @@ struct Warp {
   unsigned xu[32][6];
 };
 thread_local std::barrier<>* g_cta;
-// Named barrier 1: the compute warps only, beside a producer warp (producer.h).
-thread_local std::barrier<>* g_named;
 thread_local Warp* g_warps;
 // The CTA's dynamic shared memory (`launch_persistent`).
 thread_local unsigned char* g_dyn;
@@ -114,29 +112,27 @@ inline void launch(dim3 grid, int threads, const std::function<void()>& body) {
 }
 
 // Runs `body()` for every thread of every CTA of a persistent grid at once (CTAs wait on
-// each other), each CTA with `dyn` bytes of its own dynamic shared memory; named barrier 1
-// takes the first `named` threads (0: all of them).
-inline void launch_persistent(dim3 grid, int threads, size_t dyn, const std::function<void()>& body, int named = 0) {
+// each other), each CTA with `dyn` bytes of its own dynamic shared memory.
+inline void launch_persistent(dim3 grid, int threads, size_t dyn, const std::function<void()>& body) {
   gridDim = grid;
   blockDim = dim3{(unsigned)threads, 1, 1};
   struct Cta {
-    std::barrier<> bar, named;
+    std::barrier<> bar;
     std::vector<Warp> warps;
     std::vector<unsigned char> smem;
-    Cta(int threads, int n, size_t dyn) : bar(threads), named(n), warps(threads / 32), smem(dyn + 128) {
+    Cta(int threads, size_t dyn) : bar(threads), warps(threads / 32), smem(dyn + 128) {
       for (auto& w : warps) w.bar = new std::barrier<>(32);
     }
     ~Cta() { for (auto& w : warps) delete w.bar; }
   };
   std::vector<std::unique_ptr<Cta>> ctas;
-  for (unsigned x = 0; x < grid.x; ++x) ctas.emplace_back(new Cta(threads, named ? named : threads, dyn));
+  for (unsigned x = 0; x < grid.x; ++x) ctas.emplace_back(new Cta(threads, dyn));
   std::vector<std::thread> ts;
   for (unsigned x = 0; x < grid.x; ++x)
     for (int t = 0; t < threads; ++t)
       ts.emplace_back([&, x, t] {
         Cta& c = *ctas[x];
         g_cta = &c.bar;
-        g_named = &c.named;
         g_warps = c.warps.data();
         const uintptr_t a = (uintptr_t)c.smem.data();
         g_dyn = (unsigned char*)((a + 127) & ~(uintptr_t)127);

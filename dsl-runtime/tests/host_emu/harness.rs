@@ -93,15 +93,6 @@ pub fn try_compile_and_run(
     Ok(String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
-/// The numbers after `staged ` in a run's output (what the staging emulation counted).
-pub fn staged_counts(stdout: &str) -> Vec<u64> {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("staged "))
-        .map(|l| l.split(' ').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default()
-}
-
 /// A fresh temporary folder.
 pub fn tempdir(what: &str) -> PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -99,10 +99,7 @@ pub fn emulate_variant(
         &EmitOptions {
             num_warps: warps,
             divisible16: div16,
-            early: vec![],
             num_stages: stages,
-            stage_boxes: false,
-            consumer_barrier: false,
             ring_unroll,
             wgmma,
             wgmma_in_flight: in_flight,
@@ -123,7 +120,6 @@ pub fn run_body(
     scalars: &[Scalar],
 ) -> Result<Vec<HostMem>, String> {
     let prelude = harness::swap_block(PRELUDE, "conversions", "conversions.h");
-    let prelude = harness::swap_block(&prelude, "staging", "staging.h");
     let mut body = src.code.clone();
     for (block, model) in [("mma", "mma.h"), ("wgmma", "wgmma.h")] {
         if body.contains(&format!("// -- {block} (")) {
