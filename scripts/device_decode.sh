@@ -14,7 +14,7 @@
 #              bench's contexts (peers.json; PEERS=0 skips it); the real-shape GPU test
 #              (TESSERA_HF_CKPT); `tessera bench` with those peers (BENCH=0 skips it)
 #   generate   one `tessera generate` (the megakernel is the default engine on a GPU)
-#   kernels    the kernels engine's GPU tests (gpu_kernels)
+#   kernels    the ops and the kernels engine on the GPU against the interpreter (test-gpu_ops)
 #   sanitize   compute-sanitizer memcheck and racecheck on the decode megakernel at the 0.6B
 #              shape (two timed steps of `tessera tune`; the watchdog raised, since the
 #              instrumented step takes seconds)
