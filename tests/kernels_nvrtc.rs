@@ -214,6 +214,7 @@ fn compiles_wgmma(
         wgmma: true,
         wgmma_in_flight: in_flight,
         acq_rel_atomics: false,
+        vector_atomics: false,
         ring_unroll,
         ..EmitOptions::new(warps)
     };
@@ -336,6 +337,7 @@ fn scalar_atomics_compile_as_acq_rel() {
         let fenced = emit(&spec, &EmitOptions::new(k.num_warps)).unwrap().code;
         let opts = EmitOptions {
             acq_rel_atomics: true,
+            vector_atomics: false,
             ..EmitOptions::new(k.num_warps)
         };
         let code = emit(&spec, &opts).unwrap().code;
@@ -359,4 +361,40 @@ fn scalar_atomics_compile_as_acq_rel() {
     }
     // Decode attention folds its merge into the split phase with tickets.
     assert_eq!(changed, ["attn_split_merge"]);
+}
+
+/// `EmitOptions::vector_atomics` (`TESSERA_VECTOR_ATOMICS=1`): the shipped kernels whose f32
+/// tile `atomic_add` is contiguous (the decode GEMVs' residual adds) get `tsr_red_add_v4`,
+/// every kernel still compiles for sm_80, and for sm_90 through ptxas (which checks the
+/// `red.global.add.v4.f32` that PTX text alone does not).
+#[test]
+fn f32_tile_atomics_compile_as_vector_reductions() {
+    let mut all = tessera::kernels::shipped();
+    all.extend(tessera::model::kernels::shipped());
+    let mut vectorised = vec![];
+    for k in all {
+        let name = k.kernel.name();
+        let spec = k
+            .kernel
+            .specialize(&k.constexprs)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let opts = EmitOptions {
+            divisible16: vec![true; spec.params.len()],
+            vector_atomics: true,
+            ..EmitOptions::new(k.num_warps)
+        };
+        let code = emit(&spec, &opts).unwrap().code;
+        if !code.contains("tsr_red_add_v4(v") && !code.contains("tsr_red_add_v2(v") {
+            continue;
+        }
+        vectorised.push(name.to_string());
+        if let Err(e) = nvrtc::compile(&code, "sm_80", false) {
+            panic!("{name} sm_80:\n{e}");
+        }
+        let info =
+            nvrtc::ptxas_info(&code, "sm_90").unwrap_or_else(|e| panic!("{name} sm_90: {e}"));
+        assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
+    }
+    vectorised.sort();
+    assert_eq!(vectorised, ["gemv_residual", "gemv_residual_tiles"]);
 }

@@ -40,6 +40,17 @@ pub(crate) fn acq_rel_atomics() -> bool {
     *ON.get_or_init(|| !std::env::var(ACQ_REL_ATOMIC_ENV).is_ok_and(|v| v == "0"))
 }
 
+/// The environment variable that turns on `EmitOptions::vector_atomics` (`1`) for every
+/// kernel and megakernel this process emits (a candidate, off). The generated C differs, so
+/// the disk caches never mix the two (as `TESSERA_RING_UNROLL`).
+pub const VECTOR_ATOMICS_ENV: &str = "TESSERA_VECTOR_ATOMICS";
+
+/// Whether `TESSERA_VECTOR_ATOMICS=1` (read once).
+pub(crate) fn vector_atomics() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(VECTOR_ATOMICS_ENV).is_ok_and(|v| v == "1"))
+}
+
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the
 /// kernels this process compiles for an sm_90 device (H100, H200), where the code is then
 /// compiled for `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile
@@ -319,6 +330,7 @@ impl KernelDef {
                 wgmma: wgmma_for(arch) >= 1,
                 wgmma_in_flight: wgmma_for(arch) == 2,
                 acq_rel_atomics: acq_rel_atomics(),
+                vector_atomics: vector_atomics(),
             },
         )
         .map_err(Error::Lower)
@@ -513,6 +525,7 @@ impl KernelDef {
                 wgmma: wgmma_for(Some(dev.arch)) >= 1,
                 wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,
                 acq_rel_atomics: acq_rel_atomics(),
+                vector_atomics: vector_atomics(),
             },
         )
         .map_err(Error::Lower)?;

@@ -286,6 +286,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             wgmma: false,
             wgmma_in_flight: false,
             acq_rel_atomics: false,
+            vector_atomics: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -470,6 +471,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             wgmma: false,
             wgmma_in_flight: false,
             acq_rel_atomics: false,
+            vector_atomics: false,
         },
     )
     .unwrap()
@@ -1146,6 +1148,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         wgmma: v.wgmma,
         wgmma_in_flight: v.in_flight,
         acq_rel_atomics: false,
+        vector_atomics: false,
     }
 }
 

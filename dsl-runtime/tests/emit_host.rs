@@ -33,6 +33,18 @@ fn run_host(
     grid: [u32; 3],
     args: Vec<Arg>,
 ) -> Vec<Vec<u8>> {
+    run_host_with(k, warps, div16, grid, args, false).1
+}
+
+/// [`run_host`] with `EmitOptions::vector_atomics` as given; also returns the body's C.
+fn run_host_with(
+    k: &Kernel,
+    warps: u32,
+    div16: Vec<bool>,
+    grid: [u32; 3],
+    args: Vec<Arg>,
+    vector_atomics: bool,
+) -> (String, Vec<Vec<u8>>) {
     let src = emit_body(
         k,
         &EmitOptions {
@@ -43,6 +55,7 @@ fn run_host(
             wgmma: false,
             wgmma_in_flight: false,
             acq_rel_atomics: false,
+            vector_atomics,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -118,7 +131,7 @@ fn run_host(
         .map(|(_, p, _)| std::fs::read(p).unwrap())
         .collect();
     let _ = std::fs::remove_dir_all(&dir);
-    res
+    (body.clone(), res)
 }
 
 // ---- data helpers ------------------------------------------------------------------------
@@ -615,4 +628,35 @@ fn broadcast_if_and_atomics_match_reference() {
     );
     let imin: Vec<i32> = x.iter().map(|v| (*v as i32).min(0x7f7f7f7f)).collect();
     assert_eq!(from_i32_bytes(&out[4]), imin);
+}
+
+/// `EmitOptions::vector_atomics`: contiguous f32 adds go 4 floats per `tsr_red_add_v4`, a
+/// ragged last tile element by element; either way every float gets exactly its add.
+#[test]
+fn vector_atomics_add_what_scalar_atomics_add() {
+    if skip() {
+        return;
+    }
+    let (block, n) = (256, 1001);
+    let k = atomic_accumulate().finish(&[("BLOCK", block as i64)]);
+    let x = rand_f32(n, 21);
+    let res0 = rand_f32(n, 22);
+    let want: Vec<f32> = res0.iter().zip(&x).map(|(r, v)| r + v).collect();
+    let grid = (n as u32).div_ceil(block as u32);
+    for vector in [false, true] {
+        let (code, out) = run_host_with(
+            &k,
+            4,
+            vec![true; 3],
+            [grid, 1, 1],
+            vec![
+                Arg::Buf(f32_bytes(&x)),
+                Arg::Buf(f32_bytes(&res0)),
+                Arg::I32(n as i32),
+            ],
+            vector,
+        );
+        assert_eq!(code.contains("tsr_red_add_v4("), vector, "{code}");
+        assert_eq!(from_f32_bytes(&out[1]), want, "vector_atomics {vector}");
+    }
 }

@@ -121,6 +121,8 @@ pub(crate) struct Emitter<'a> {
     pipe: pipeline::Pipes,
     /// `EmitOptions::acq_rel_atomics`.
     pub(super) acq_rel_atomics: bool,
+    /// `EmitOptions::vector_atomics`.
+    pub(super) vector_atomics: bool,
 }
 
 /// Names the generated code itself uses (beside `c_syntax::C_KEYWORDS`).
@@ -179,6 +181,7 @@ impl<'a> Emitter<'a> {
             wgmma_insns: Default::default(),
             pipe: pipeline::Pipes::default(),
             acq_rel_atomics: opts.acq_rel_atomics,
+            vector_atomics: opts.vector_atomics,
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.ring_unroll);

@@ -363,7 +363,9 @@ impl Emitter<'_> {
             me.close("}");
             Ok(())
         };
-        let vb = if atomic.is_none() {
+        // f32 adds go by vector too with `EmitOptions::vector_atomics` (`tsr_red_add_v4`).
+        let vector_add = self.vector_atomics && atomic == Some(AtomicOp::Add) && d == DType::F32;
+        let vb = if atomic.is_none() || vector_add {
             self.vector_bytes(ptr, lay, d)
         } else {
             None
@@ -375,12 +377,13 @@ impl Emitter<'_> {
                 let vty = if vb == 16 { "uint4" } else { "uint2" };
                 let k_slots = self.layouts[lay].slots();
                 let per_vector = self.mask_per_vector(lay, epv, mask, None);
+                let what = if vector_add { "add" } else { "store" };
                 self.open("{");
                 if per_vector {
                     let c = cond(self, &format!("q * {epv}"))?;
                     self.line("#pragma unroll");
                     self.open(format!(
-                        "for (int q = 0; q < {}; ++q) {{  // one store per {vb} bytes{}",
+                        "for (int q = 0; q < {}; ++q) {{  // one {what} per {vb} bytes{}",
                         k_slots / epv,
                         if c.is_some() {
                             ", one predicate for its elements"
@@ -394,24 +397,42 @@ impl Emitter<'_> {
                 } else {
                     self.full_flag(lay, &cond(self, "s")?)?;
                     self.open(format!(
-                        "if (full) {{  // vector path: one store per {vb} bytes"
+                        "if (full) {{  // vector path: one {what} per {vb} bytes"
                     ));
                     self.line("#pragma unroll");
                     self.open(format!("for (int q = 0; q < {}; ++q) {{", k_slots / epv));
                 }
-                self.line(format!("{vty} raw;"));
-                for (w, field) in ["x", "y", "z", "w"].iter().enumerate().take(vb / 4) {
-                    let el = |e: usize| self.access(value, &at(&format!("q * {epv} + {e}")));
-                    let word = match d {
-                        DType::BF16 => format!("tsr_pack_bf16({}, {})", el(2 * w)?, el(2 * w + 1)?),
-                        DType::F16 => format!("tsr_pack_f16({}, {})", el(2 * w)?, el(2 * w + 1)?),
-                        DType::F32 => format!("__float_as_uint({})", el(w)?),
-                        _ => format!("(unsigned)({})", el(w)?),
-                    };
-                    self.line(format!("raw.{field} = {word};"));
-                }
                 let p = self.access(ptr, &at(&format!("q * {epv}")))?;
-                self.line(format!("*({vty}*)({}) = raw;", strip(&p)));
+                if vector_add {
+                    let els = (0..epv)
+                        .map(|e| {
+                            self.access(value, &at(&format!("q * {epv} + {e}")))
+                                .map(|v| strip(&v))
+                        })
+                        .collect::<R<Vec<_>>>()?;
+                    self.line(format!(
+                        "tsr_red_add_v{epv}({}, {});",
+                        strip(&p),
+                        els.join(", ")
+                    ));
+                } else {
+                    self.line(format!("{vty} raw;"));
+                    for (w, field) in ["x", "y", "z", "w"].iter().enumerate().take(vb / 4) {
+                        let el = |e: usize| self.access(value, &at(&format!("q * {epv} + {e}")));
+                        let word = match d {
+                            DType::BF16 => {
+                                format!("tsr_pack_bf16({}, {})", el(2 * w)?, el(2 * w + 1)?)
+                            }
+                            DType::F16 => {
+                                format!("tsr_pack_f16({}, {})", el(2 * w)?, el(2 * w + 1)?)
+                            }
+                            DType::F32 => format!("__float_as_uint({})", el(w)?),
+                            _ => format!("(unsigned)({})", el(w)?),
+                        };
+                        self.line(format!("raw.{field} = {word};"));
+                    }
+                    self.line(format!("*({vty}*)({}) = raw;", strip(&p)));
+                }
                 if per_vector {
                     if cond(self, "s")?.is_some() {
                         self.close("}");

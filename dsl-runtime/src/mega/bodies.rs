@@ -103,6 +103,7 @@ pub fn stage_bodies(
                 wgmma: false,
                 wgmma_in_flight: false,
                 acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
+                vector_atomics: crate::kernel_def::vector_atomics(),
             },
         )
         .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;

@@ -517,6 +517,36 @@ pub fn atomics() -> K {
     k
 }
 
+/// `atomic_add(res + offs, load(x + offs, mask), mask)` over f32: contiguous adds, the form
+/// `EmitOptions::vector_atomics` vectorises.
+pub fn atomic_accumulate() -> K {
+    let mut k = K::new("atomic_accumulate");
+    let x = k.ptr("x", DType::F32);
+    let res = k.ptr("res", DType::F32);
+    let n = k.scalar("n", DType::I32);
+    let block = k.constexpr("BLOCK");
+    k.at(
+        2,
+        "let offs = pid * BLOCK + arange(0, BLOCK); let mask = offs < n;",
+    );
+    let pid = k.pid(0, "pid");
+    let bl = k.b.const_expr(block.clone(), k.src("")).unwrap();
+    let base = k.mul(pid, bl);
+    let ar = k.arange(block, "");
+    let offs = k.bin(BinOp::Add, base, ar, "offs");
+    let mask = k.bin(BinOp::Lt, offs, n, "mask");
+    k.at(
+        3,
+        "atomic_add(res + offs, load(x + offs, mask, 0.0), mask);",
+    );
+    let xp = k.add(x, offs);
+    let v = k.load(xp, Some(mask), Some(0.0), "v");
+    let rp = k.add(res, offs);
+    k.b.atomic(AtomicOp::Add, rp, v, Some(mask), k.src(""))
+        .unwrap();
+    k
+}
+
 /// Casts between every dtype pair, where_, integer ops, transcendental functions.
 pub fn casts_and_ops() -> K {
     let mut k = K::new("casts");

@@ -104,6 +104,7 @@ pub fn emulate_variant(
             wgmma,
             wgmma_in_flight: in_flight,
             acq_rel_atomics: false,
+            vector_atomics: false,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
