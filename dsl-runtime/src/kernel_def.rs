@@ -40,15 +40,16 @@ pub(crate) fn acq_rel_atomics() -> bool {
     *ON.get_or_init(|| !std::env::var(ACQ_REL_ATOMIC_ENV).is_ok_and(|v| v == "0"))
 }
 
-/// The environment variable that turns on `EmitOptions::vector_atomics` (`1`) for every
-/// kernel and megakernel this process emits (a candidate, off). The generated C differs, so
-/// the disk caches never mix the two (as `TESSERA_RING_UNROLL`).
+/// The environment variable that turns `EmitOptions::vector_atomics` off (`0`) for every
+/// kernel and megakernel this process emits. On by default: the decode step was as fast or
+/// faster in 6 of 6 pairs on an H100 (by 0-1%; docs/PERF.md, session 16), and a fused split-k
+/// stage will need it. The generated C differs, so the disk caches never mix the two.
 pub const VECTOR_ATOMICS_ENV: &str = "TESSERA_VECTOR_ATOMICS";
 
-/// Whether `TESSERA_VECTOR_ATOMICS=1` (read once).
+/// `EmitOptions::vector_atomics` unless `TESSERA_VECTOR_ATOMICS=0` (read once).
 pub(crate) fn vector_atomics() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(VECTOR_ATOMICS_ENV).is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| !std::env::var(VECTOR_ATOMICS_ENV).is_ok_and(|v| v == "0"))
 }
 
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the

@@ -85,9 +85,9 @@ pub struct EmitOptions {
     /// acquire before `bar.sync` orders every thread's later reads), without two full
     /// fences on the hop. Only adds on i32 and f32; max and min keep the fences.
     pub acq_rel_atomics: bool,
-    /// Off by default (`TESSERA_VECTOR_ATOMICS=1` turns it on in `KernelDef` and the
-    /// megakernel; a candidate until an A/B on the GPU): a tile `atomic_add` on f32 whose
-    /// pointers are provably contiguous and aligned adds 4 (or 2) floats with one
+    /// On in `KernelDef` and the megakernel (`TESSERA_VECTOR_ATOMICS=0` turns it off;
+    /// `EmitOptions::new` leaves it off): a tile `atomic_add` on f32 whose pointers are
+    /// provably contiguous and aligned adds 4 (or 2) floats with one
     /// `red.global.add.v4.f32` (`.v2`) on sm_90 (one `atomicAdd` each elsewhere), as plain
     /// stores are vectorised. 128 CTAs adding 1024 floats each into one vector: 1.70 against
     /// 2.08 µs on an H100 (`scripts/probe/atomics.cu`, docs/PERF.md session 16).
