@@ -69,6 +69,24 @@ template <typename T> __device__ __forceinline__ T tsr_atom_add_acq_rel(T* p, T 
 }
 #endif
 
+// f32 adds into 4 (or 2) consecutive floats as one vector reduction
+// (`EmitOptions::vector_atomics`): `red.global.add.v4.f32` on sm_90; elsewhere, and in the CPU
+// emulation, one atomicAdd each (the same adds).
+__device__ __forceinline__ void tsr_red_add_v4(float* p, float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+#else
+  atomicAdd(p, a); atomicAdd(p + 1, b); atomicAdd(p + 2, c); atomicAdd(p + 3, d);
+#endif
+}
+__device__ __forceinline__ void tsr_red_add_v2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(p), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(p, a); atomicAdd(p + 1, b);
+#endif
+}
+
 // atomic max on f32 through the integer order of IEEE bit patterns; NaN is ignored.
 // Returns the old value.
 __device__ __forceinline__ float tsr_atomic_max_f32(float* p, float v) {
