@@ -320,25 +320,34 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
     }
 }
 
-/// `EmitOptions::acq_rel_atomics` (`TESSERA_ACQ_REL_ATOMIC=1`): every shipped kernel with a
+/// Every shipped kernel (the library's and the decoder's) at its default constexprs: its
+/// name, its specialised IR and its warps.
+fn shipped_specialised() -> Vec<(&'static str, tessera::ir::Kernel, u32)> {
+    let mut all = tessera::kernels::shipped();
+    all.extend(tessera::model::kernels::shipped());
+    all.into_iter()
+        .map(|k| {
+            let name = k.kernel.name();
+            let spec = k
+                .kernel
+                .specialize(&k.constexprs)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, spec, k.num_warps)
+        })
+        .collect()
+}
+
+/// `EmitOptions::acq_rel_atomics` (on by default, `TESSERA_ACQ_REL_ATOMIC=0` off): every shipped kernel with a
 /// scalar atomic add (the last-program pattern) gets the one acquire-release atomic in
 /// place of the fenced one, and still compiles for sm_80 and sm_90.
 #[test]
 fn scalar_atomics_compile_as_acq_rel() {
-    let mut all = tessera::kernels::shipped();
-    all.extend(tessera::model::kernels::shipped());
     let mut changed = vec![];
-    for k in all {
-        let name = k.kernel.name();
-        let spec = k
-            .kernel
-            .specialize(&k.constexprs)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let fenced = emit(&spec, &EmitOptions::new(k.num_warps)).unwrap().code;
+    for (name, spec, warps) in shipped_specialised() {
+        let fenced = emit(&spec, &EmitOptions::new(warps)).unwrap().code;
         let opts = EmitOptions {
             acq_rel_atomics: true,
-            vector_atomics: false,
-            ..EmitOptions::new(k.num_warps)
+            ..EmitOptions::new(warps)
         };
         let code = emit(&spec, &opts).unwrap().code;
         let fenced_rmws = fenced.matches("{ __threadfence(); ").count();
@@ -363,25 +372,18 @@ fn scalar_atomics_compile_as_acq_rel() {
     assert_eq!(changed, ["attn_split_merge"]);
 }
 
-/// `EmitOptions::vector_atomics` (`TESSERA_VECTOR_ATOMICS=1`): the shipped kernels whose f32
+/// `EmitOptions::vector_atomics` (on by default, `TESSERA_VECTOR_ATOMICS=0` off): the shipped kernels whose f32
 /// tile `atomic_add` is contiguous (the decode GEMVs' residual adds) get `tsr_red_add_v4`,
 /// every kernel still compiles for sm_80, and for sm_90 through ptxas (which checks the
 /// `red.global.add.v4.f32` that PTX text alone does not).
 #[test]
 fn f32_tile_atomics_compile_as_vector_reductions() {
-    let mut all = tessera::kernels::shipped();
-    all.extend(tessera::model::kernels::shipped());
     let mut vectorised = vec![];
-    for k in all {
-        let name = k.kernel.name();
-        let spec = k
-            .kernel
-            .specialize(&k.constexprs)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    for (name, spec, warps) in shipped_specialised() {
         let opts = EmitOptions {
             divisible16: vec![true; spec.params.len()],
             vector_atomics: true,
-            ..EmitOptions::new(k.num_warps)
+            ..EmitOptions::new(warps)
         };
         let code = emit(&spec, &opts).unwrap().code;
         if !code.contains("tsr_red_add_v4(v") && !code.contains("tsr_red_add_v2(v") {

@@ -47,6 +47,16 @@ impl K {
             .unwrap();
         self.b.constexpr_int(name).unwrap()
     }
+    /// `offs = pid * BLOCK + arange(0, BLOCK)` and `mask = offs < n`: a 1-D program's tile.
+    pub fn block_offsets(&mut self, block: ConstExpr, n: ValueId) -> (ValueId, ValueId) {
+        let pid = self.pid(0, "pid");
+        let bl = self.b.const_expr(block.clone(), self.src("")).unwrap();
+        let base = self.mul(pid, bl);
+        let ar = self.arange(block, "");
+        let offs = self.bin(BinOp::Add, base, ar, "offs");
+        let mask = self.bin(BinOp::Lt, offs, n, "mask");
+        (offs, mask)
+    }
     pub fn pid(&mut self, axis: i64, name: &str) -> ValueId {
         self.b.program_id(axis, self.src(name)).unwrap()
     }
@@ -485,12 +495,7 @@ pub fn atomics() -> K {
         2,
         "let offs = pid * BLOCK + arange(0, BLOCK); let mask = offs.lt(n);",
     );
-    let pid = k.pid(0, "pid");
-    let bl = k.b.const_expr(block.clone(), k.src("")).unwrap();
-    let base = k.mul(pid, bl);
-    let ar = k.arange(block, "");
-    let offs = k.bin(BinOp::Add, base, ar, "offs");
-    let mask = k.bin(BinOp::Lt, offs, n, "mask");
+    let (offs, mask) = k.block_offsets(block, n);
     k.at(3, "let v = load(x + offs, mask, 0.0);");
     let xp = k.add(x, offs);
     let v = k.load(xp, Some(mask), Some(0.0), "v");
@@ -529,12 +534,7 @@ pub fn atomic_accumulate() -> K {
         2,
         "let offs = pid * BLOCK + arange(0, BLOCK); let mask = offs < n;",
     );
-    let pid = k.pid(0, "pid");
-    let bl = k.b.const_expr(block.clone(), k.src("")).unwrap();
-    let base = k.mul(pid, bl);
-    let ar = k.arange(block, "");
-    let offs = k.bin(BinOp::Add, base, ar, "offs");
-    let mask = k.bin(BinOp::Lt, offs, n, "mask");
+    let (offs, mask) = k.block_offsets(block, n);
     k.at(
         3,
         "atomic_add(res + offs, load(x + offs, mask, 0.0), mask);",
