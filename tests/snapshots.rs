@@ -78,9 +78,14 @@ fn toy_megakernel_explain() {
 #[test]
 fn qwen3_decode_step_explain() {
     // `tessera explain qwen3::decode_step`: Qwen3-0.6B's shape, the engine's options.
-    let text =
-        tessera::cli::explain::decode_step_text(&model::kernels::qwen3_0_6b(), false, None, 1)
-            .unwrap();
+    let text = tessera::cli::explain::decode_step_text(
+        &model::kernels::qwen3_0_6b(),
+        false,
+        None,
+        1,
+        false,
+    )
+    .unwrap();
     check("qwen3_decode_step.explain.txt", &text);
 }
 
@@ -89,7 +94,7 @@ fn qwen3_decode_step_explain_at_a_models_shape() {
     // `tessera explain qwen3::decode_step --model DIR`: the shape and tiles of DIR's config.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("model/tests/data/mha_tok_v5");
     let cfg = model::config::Config::from_dir(&dir).unwrap();
-    let text = tessera::cli::explain::decode_step_text(&cfg, false, None, 1).unwrap();
+    let text = tessera::cli::explain::decode_step_text(&cfg, false, None, 1, false).unwrap();
     let head = text.lines().next().unwrap();
     assert!(
         head.contains(&format!("HIDDEN={},", cfg.hidden_size))

@@ -31,6 +31,9 @@ pub struct DeviceWeights {
     pub post_attention_layernorm: Buffer<bf16>, // [L, hidden]
     pub gate_up_proj: Buffer<bf16>,             // [L, 2 intermediate, hidden]: [gate; up]
     pub down_proj: Buffer<bf16>,                // [L, hidden, intermediate]
+    /// [L, intermediate, hidden]: down transposed, for the megakernel's fused MLP
+    /// (`Tiles::fused_mlp`); None otherwise.
+    pub down_t: Option<Buffer<bf16>>,
 }
 
 impl DeviceWeights {
@@ -51,6 +54,9 @@ pub struct Activations {
     /// The residual stream, updated in place by the two residual GEMVs; f32
     /// (`kernels/embedding.rs` says why).
     pub x: Buffer<f32>,
+    /// The megakernel's fused MLP: o_proj's copy of `x`, which the MLP's norm reads while
+    /// its programs add into `x`.
+    pub x_mlp: Buffer<f32>,
     pub qkv: Buffer<bf16>,
     pub q: Buffer<bf16>,
     pub attn: Buffer<bf16>,
@@ -120,6 +126,27 @@ pub fn weight_bytes_per_token(cfg: &Config) -> usize {
         + 3 * inter * h // gate, up, down
         + 2 * h + 2 * hd; // norms
     2 * (cfg.num_hidden_layers * layer + cfg.vocab_size * h + h + h)
+}
+
+/// Bytes of the down projections (all layers): what a transposed copy of them takes.
+pub fn down_bytes(cfg: &Config) -> usize {
+    2 * cfg.num_hidden_layers * cfg.hidden_size * cfg.intermediate_size
+}
+
+/// `t` ([rows, cols], row-major) transposed, by blocks that stay in cache.
+fn transposed(t: &[bf16], rows: usize, cols: usize) -> Vec<bf16> {
+    const B: usize = 32;
+    let mut out = vec![bf16::ZERO; t.len()];
+    for r0 in (0..rows).step_by(B) {
+        for c0 in (0..cols).step_by(B) {
+            for r in r0..(r0 + B).min(rows) {
+                for c in c0..(c0 + B).min(cols) {
+                    out[c * rows + r] = t[r * cols + c];
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Bytes the weights take on the device: what a step reads, with the whole embedding
@@ -296,6 +323,15 @@ impl DeviceModel {
             ))?,
             gate_up_proj: up_stack(ls.iter().flat_map(|lw| lw.gate_up_parts()).collect())?,
             down_proj: up_stack(stack(ls.iter().map(|lw| &lw.down_proj)))?,
+            down_t: if tiles.fused_mlp {
+                let ts: Vec<Vec<bf16>> = ls
+                    .iter()
+                    .map(|lw| transposed(&lw.down_proj.data, h, cfg.intermediate_size))
+                    .collect();
+                Some(up_stack(ts.iter().map(|t| &t[..]).collect())?)
+            } else {
+                None
+            },
         };
         let a = activations(engine, &cfg, &tiles, &dev)?;
         let prefill = Prefill::new(&dev);
@@ -358,6 +394,9 @@ impl DeviceModel {
 
     /// New tiles (same weights): reallocates the activations and scratch.
     pub fn set_tiles(&mut self, tiles: Tiles) -> Result<(), ModelError> {
+        if tiles.fused_mlp && self.w.down_t.is_none() {
+            return Err(self.err("the fused MLP needs down transposed, uploaded at load"));
+        }
         self.a = activations(self.engine, &self.cfg, &tiles, &self.dev)?;
         self.tiles = tiles;
         self.on_device = None;
@@ -476,6 +515,7 @@ fn activations(
         seed: zi(1)?,
         inv_temp: z32(1)?,
         x: z32(h)?,
+        x_mlp: z32(h)?,
         qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
         q: z16(cfg.q_dim())?,
         attn: z16(cfg.q_dim())?,

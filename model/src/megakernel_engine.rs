@@ -27,9 +27,9 @@ use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
-use crate::kernels::gemv::{gemv_residual, gemv_residual_tiles};
+use crate::kernels::gemv::{gemv_residual, gemv_residual_copy, gemv_residual_tiles};
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
-use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles};
+use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
 use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
 use crate::kernels::Tiles;
 use crate::kernels_engine::Output;
@@ -61,12 +61,15 @@ pub fn decode_step(
     o_proj: Ptr<bf16>,
     post_attention_layernorm: Ptr<bf16>,
     gate_up_proj: Ptr<bf16>,
+    // [L, hidden, inter]; with FUSED_MLP transposed, [L, inter, hidden] (`rmsnorm_mlp_tiles`).
     down_proj: Ptr<bf16>,
     // [layer, kv_head, position (max_seq of them), head_dim]
     k_cache: Ptr<bf16>,
     v_cache: Ptr<bf16>,
     // Activations (the residual stream `x` in f32) and the two-phase ops' scratch.
     x: Ptr<f32>,
+    // With FUSED_MLP: o_proj's copy of `x`, which the MLP's norm reads while it adds into `x`.
+    x_mlp: Ptr<f32>,
     qkv: Ptr<bf16>,
     q: Ptr<bf16>,
     attn: Ptr<bf16>,
@@ -108,6 +111,12 @@ pub fn decode_step(
     #[constexpr] DOWN_BK: usize,
     #[constexpr] DOWN_TILED: bool,
     #[constexpr] DOWN_TILES: usize,
+    // The MLP as one stage (`rmsnorm_mlp_tiles`, o_proj as `gemv_residual_copy`), off by
+    // default (`MegakernelOptions::fused_mlp`).
+    #[constexpr] FUSED_MLP: bool,
+    #[constexpr] MLP_BM: usize,
+    #[constexpr] MLP_BK: usize,
+    #[constexpr] MLP_TILES: usize,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -203,7 +212,20 @@ pub fn decode_step(
             ATTN_BLOCK_N,
             ATTN_SPLITS,
         );
-        if O_TILED {
+        if FUSED_MLP {
+            // The residual add, and a copy of the new x for the fused MLP's norm.
+            gemv_residual_copy(
+                grid(cdiv(HIDDEN, O_BM)),
+                o_proj.layer(layer, HIDDEN * q_dim),
+                attn,
+                x,
+                x_mlp,
+                HIDDEN,
+                q_dim,
+                O_BM,
+                O_BK,
+            );
+        } else if O_TILED {
             // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
             gemv_residual_tiles(
                 grid(cdiv(HIDDEN, O_BM * O_TILES)),
@@ -228,61 +250,79 @@ pub fn decode_step(
                 O_BK,
             );
         }
-        // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual.
-        if GU_NORM_ONCE {
-            // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`): one
-            // k step covers the hidden size, as at every Qwen3 size up to 8B.
-            rmsnorm_gate_up_silu_tiles(
-                grid(cdiv(INTER, GU_BM * GU_TILES)),
-                x,
+        // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual; with
+        // FUSED_MLP all of it in one stage, split over the intermediate dimension.
+        if FUSED_MLP {
+            rmsnorm_mlp_tiles(
+                grid(cdiv(INTER, MLP_BM * MLP_TILES)),
+                x_mlp,
                 post_attention_layernorm.layer(layer, HIDDEN),
                 gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                act,
+                down_proj.layer(layer, HIDDEN * INTER),
+                x,
                 INTER,
                 HIDDEN,
                 eps,
-                GU_BM,
-                GU_BK,
-                GU_TILES,
+                MLP_BM,
+                MLP_BK,
+                MLP_TILES,
             );
         } else {
-            rmsnorm_gate_up_silu(
-                grid(cdiv(INTER, GU_BM)),
-                x,
-                post_attention_layernorm.layer(layer, HIDDEN),
-                gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                act,
-                INTER,
-                HIDDEN,
-                eps,
-                GU_BM,
-                GU_BK,
-            );
-        }
-        if DOWN_TILED {
-            // As o_proj (`Tiles::down_tiles`).
-            gemv_residual_tiles(
-                grid(cdiv(HIDDEN, DOWN_BM * DOWN_TILES)),
-                down_proj.layer(layer, HIDDEN * INTER),
-                act,
-                x,
-                HIDDEN,
-                INTER,
-                DOWN_BM,
-                DOWN_BK,
-                DOWN_TILES,
-            );
-        } else {
-            gemv_residual(
-                grid(cdiv(HIDDEN, DOWN_BM)),
-                down_proj.layer(layer, HIDDEN * INTER),
-                act,
-                x,
-                HIDDEN,
-                INTER,
-                DOWN_BM,
-                DOWN_BK,
-            );
+            if GU_NORM_ONCE {
+                // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`): one
+                // k step covers the hidden size, as at every Qwen3 size up to 8B.
+                rmsnorm_gate_up_silu_tiles(
+                    grid(cdiv(INTER, GU_BM * GU_TILES)),
+                    x,
+                    post_attention_layernorm.layer(layer, HIDDEN),
+                    gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+                    act,
+                    INTER,
+                    HIDDEN,
+                    eps,
+                    GU_BM,
+                    GU_BK,
+                    GU_TILES,
+                );
+            } else {
+                rmsnorm_gate_up_silu(
+                    grid(cdiv(INTER, GU_BM)),
+                    x,
+                    post_attention_layernorm.layer(layer, HIDDEN),
+                    gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+                    act,
+                    INTER,
+                    HIDDEN,
+                    eps,
+                    GU_BM,
+                    GU_BK,
+                );
+            }
+            if DOWN_TILED {
+                // As o_proj (`Tiles::down_tiles`).
+                gemv_residual_tiles(
+                    grid(cdiv(HIDDEN, DOWN_BM * DOWN_TILES)),
+                    down_proj.layer(layer, HIDDEN * INTER),
+                    act,
+                    x,
+                    HIDDEN,
+                    INTER,
+                    DOWN_BM,
+                    DOWN_BK,
+                    DOWN_TILES,
+                );
+            } else {
+                gemv_residual(
+                    grid(cdiv(HIDDEN, DOWN_BM)),
+                    down_proj.layer(layer, HIDDEN * INTER),
+                    act,
+                    x,
+                    HIDDEN,
+                    INTER,
+                    DOWN_BM,
+                    DOWN_BK,
+                );
+            }
         }
     }
     // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
@@ -375,6 +415,10 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         DOWN_BK: t.down.bk,
         DOWN_TILED: t.down_tiles > 1,
         DOWN_TILES: t.down_tiles,
+        FUSED_MLP: t.fused_mlp,
+        MLP_BM: t.mlp.bm,
+        MLP_BK: t.mlp.bk,
+        MLP_TILES: t.mlp_tiles,
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
         LM_NORM_ONCE: t.lm_head.bk >= cfg.hidden_size,
@@ -401,6 +445,10 @@ pub struct MegakernelOptions {
     pub tiles: Option<Tiles>,
     /// Persistent grid, watchdog, prefetch, interpreter mode (adversarial in tests).
     pub mega: MegaOptions,
+    /// The MLP as one stage split over the intermediate dimension ([`Tiles::with_fused_mlp`];
+    /// keeps a transposed copy of down on the device). Off by default until a GPU A/B
+    /// shows it faster; `TESSERA_FUSED_MLP=1` turns it on.
+    pub fused_mlp: bool,
 }
 
 impl Default for MegakernelOptions {
@@ -411,6 +459,7 @@ impl Default for MegakernelOptions {
             tiles: None,
             // The warps come from the tiles (`MegakernelEngine::new`).
             mega: MegaOptions::default(),
+            fused_mlp: std::env::var("TESSERA_FUSED_MLP").is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -451,19 +500,32 @@ impl MegakernelEngine {
     ) -> Result<MegakernelEngine, ModelError> {
         let name = "megakernel";
         let err = |m: String| crate::device_model::engine_err(name, m);
-        // The KV cache gets the memory the weights leave.
-        let (max_seq, note) = crate::device_model::kv_capacity(
-            &cfg,
-            opts.max_seq,
-            &dev,
-            crate::device_model::resident_weight_bytes(&cfg),
-        )
-        .map_err(err)?;
         let tiles = opts.tiles.unwrap_or_else(|| {
             Tiles::with_rule(&cfg, &crate::kernels::TileRule::for_device(&dev))
                 .with_gemv_tiles(&cfg, GEMV_TILES)
                 .with_qkv_tiles(&cfg, QKV_TILES)
         });
+        let fused = tiles.fused_mlp || opts.fused_mlp;
+        if fused && tiles.mlp.bk < cfg.hidden_size {
+            return Err(err(format!(
+                "the fused MLP needs one k step over the hidden size ({}), its tiles take {}",
+                cfg.hidden_size, tiles.mlp.bk
+            )));
+        }
+        let tiles = tiles.with_fused_mlp(fused);
+        // The KV cache gets the memory the weights (and down's transposed copy) leave.
+        let (max_seq, note) = crate::device_model::kv_capacity(
+            &cfg,
+            opts.max_seq,
+            &dev,
+            crate::device_model::resident_weight_bytes(&cfg)
+                + if fused {
+                    crate::device_model::down_bytes(&cfg)
+                } else {
+                    0
+                },
+        )
+        .map_err(err)?;
         let m = DeviceModel::new(name, cfg, weights, dev, max_seq, Some(tiles))?;
         let constexprs = constexprs(&m.cfg, &m.tiles);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
@@ -526,8 +588,11 @@ impl MegakernelEngine {
 
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
+    /// The MLP stays fused or not as the engine was built (down's transposed copy is
+    /// uploaded only then).
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
-        self.m.set_tiles(tiles)?;
+        let fused = self.m.tiles.fused_mlp;
+        self.m.set_tiles(tiles.with_fused_mlp(fused))?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
         opts.num_warps = self.m.tiles.warps;
         self.opts = opts;
@@ -650,10 +715,15 @@ impl MegakernelEngine {
             o_proj: ptr(&w.o_proj),
             post_attention_layernorm: ptr(&w.post_attention_layernorm),
             gate_up_proj: ptr(&w.gate_up_proj),
-            down_proj: ptr(&w.down_proj),
+            // The fused MLP reads down transposed (`DeviceModel::new` uploads it for it).
+            down_proj: ptr(match (&w.down_t, m.tiles.fused_mlp) {
+                (Some(t), true) => t,
+                _ => &w.down_proj,
+            }),
             k_cache: ptr(&m.k_cache),
             v_cache: ptr(&m.v_cache),
             x: ptr(&a.x),
+            x_mlp: ptr(&a.x_mlp),
             qkv: ptr(&a.qkv),
             q: ptr(&a.q),
             attn: ptr(&a.attn),

@@ -184,6 +184,112 @@ fn gemv_residual_adds_the_projection_in_place() {
     }
 }
 
+/// o_proj's form beside the fused MLP (`gemv_residual_copy`) adds the same bits into the
+/// residual as `gemv_residual`, and leaves the same rows in its copy.
+#[test]
+fn gemv_residual_copy_adds_as_gemv_residual_and_copies() {
+    let mut rng = SplitMix64::new(40);
+    for (m, k, t) in GEMV_SHAPES {
+        let g = tiles(m, k, t);
+        let (x, res, w) = (
+            up(&rand_bf16(&mut rng, k, 1.0)),
+            f32s(&rand_bf16(&mut rng, m, 1.0)),
+            up(&rand_bf16(&mut rng, m * k, 0.1)),
+        );
+        let (plain, with_copy) = (up(&res), up(&res));
+        let copy = up(&vec![f32::NAN; m]);
+        gemv::gemv_residual::launch(
+            &dev(),
+            &grid(g.programs(m)),
+            &w,
+            &x,
+            &plain,
+            m as i32,
+            k as i32,
+            g.bm,
+            g.bk,
+        )
+        .unwrap();
+        gemv::gemv_residual_copy::launch(
+            &dev(),
+            &grid(g.programs(m)),
+            &w,
+            &x,
+            &with_copy,
+            &copy,
+            m as i32,
+            k as i32,
+            g.bm,
+            g.bk,
+        )
+        .unwrap();
+        let bits = |b: &Buffer<f32>| down(b).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_ne!(down(&plain), res, "{m}x{k}: nothing added");
+        assert_eq!(bits(&with_copy), bits(&plain), "{m}x{k} {g:?}");
+        assert_eq!(bits(&copy), bits(&plain), "{m}x{k} {g:?}: the copy");
+    }
+}
+
+/// The MLP as one stage (`rmsnorm_mlp_tiles`): x += down · (silu(gate · hn) * (up · hn)),
+/// hn = rmsnorm(h) (h: o_proj's copy, not x), act rounded to bf16 as the two-stage path
+/// stores it; down given transposed. Against the reference's plain Rust, with rows past
+/// `inter` in the last program's tiles, hidden < BK (masked columns), and more tiles per
+/// program than rows left.
+#[test]
+fn fused_mlp_adds_the_reference_mlp_to_x() {
+    let mut rng = SplitMix64::new(41);
+    // (inter, hidden, BM, BK, TILES)
+    for (inter, h, bm, bk, tiles) in [
+        (37, 100, 4, 128, 3),
+        (160, 64, 8, 64, 5),
+        (3072, 1024, 8, 1024, 3),
+        (24, 48, 8, 64, 7),
+    ] {
+        let (hv, nw, x0) = (
+            f32s(&rand_bf16(&mut rng, h, 2.0)),
+            rand_bf16(&mut rng, h, 1.5),
+            f32s(&rand_bf16(&mut rng, h, 1.0)),
+        );
+        let gate_up = rand_bf16(&mut rng, 2 * inter * h, 0.1);
+        let down_w = rand_bf16(&mut rng, h * inter, 0.1); // [hidden, inter]
+        let down_t: Vec<bf16> = (0..inter * h)
+            .map(|i| down_w[(i % h) * inter + i / h])
+            .collect();
+        let x = up(&x0);
+        mlp::rmsnorm_mlp_tiles::launch(
+            &dev(),
+            &grid(inter.div_ceil(bm * tiles)),
+            &up(&hv),
+            &up(&nw),
+            &up(&gate_up),
+            &up(&down_t),
+            &x,
+            inter as i32,
+            h as i32,
+            1e-6,
+            bm,
+            bk,
+            tiles,
+        )
+        .unwrap();
+        let hn = rms_norm(&hv, &tensor(nw, &[h]), 1e-6);
+        let gu = matvec(&tensor(gate_up, &[2 * inter, h]), &hn);
+        let act: Vec<f32> = (0..inter)
+            .map(|i| bf16::from_f32(silu(gu[i]) * gu[inter + i]).to_f32())
+            .collect();
+        let want: Vec<f32> = matvec(&tensor(down_w, &[h, inter]), &act)
+            .iter()
+            .zip(&x0)
+            .map(|(d, x)| d + x)
+            .collect();
+        check(
+            &format!("fused MLP {inter}x{h} BM {bm} BK {bk} TILES {tiles}"),
+            &down(&x),
+            &want,
+        );
+    }
+}
+
 /// The row-tiled variant (`gemv_residual_tiles`: TILES row tiles per program, x once, the
 /// next tile's weights loaded while one reduces) adds the same bits into the residual as
 /// one program per tile, with rows past `m` in the last program's tiles, k < BK (masked

@@ -406,3 +406,98 @@ fn gemv_residual_tiles_emulated_equals_one_program_per_tile() {
         eprintln!("gemv_residual_tiles {m}x{k} TILES {tiles}: emulated C = one program per tile, bit for bit");
     }
 }
+
+/// The fused MLP's C (`rmsnorm_mlp_tiles`: three weight tiles carried across the loop,
+/// the sum over rows through shared memory, the vector atomics into x), as the GPU runs
+/// it, against plain Rust in f64 with act rounded to bf16 as the kernel rounds it; and
+/// `gemv_residual_copy`'s C adds the bits `gemv_residual`'s does and copies them.
+#[test]
+fn fused_mlp_emulated_adds_the_mlp_to_x() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(23);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let bf = |v: Vec<f32>| -> Vec<f32> {
+        v.into_iter()
+            .map(|x| dsl_runtime::bf16::from_f32(x).to_f32())
+            .collect()
+    };
+    // (inter, hidden, BM, BK, TILES): rows past inter, hidden < BK, more tiles than rows.
+    for (inter, h, bm, bk, tiles) in [
+        (37usize, 100usize, 4usize, 128usize, 3usize),
+        (24, 48, 8, 64, 7),
+    ] {
+        let k = model::kernels::mlp::rmsnorm_mlp_tiles::KERNEL
+            .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("TILES", int(tiles))])
+            .unwrap();
+        let (hv, nw, x0) = (
+            rand(&mut rng, h, 2.0),
+            bf(rand(&mut rng, h, 1.5)),
+            rand(&mut rng, h, 1.0),
+        );
+        let (gu, dt) = (
+            bf(rand(&mut rng, 2 * inter * h, 0.3)),
+            bf(rand(&mut rng, inter * h, 0.3)),
+        );
+        let bufs = vec![
+            HostMem::from_f32s(DType::F32, &hv),
+            HostMem::from_f32s(DType::BF16, &nw),
+            HostMem::from_f32s(DType::BF16, &gu),
+            HostMem::from_f32s(DType::BF16, &dt),
+            HostMem::from_f32s(DType::F32, &x0),
+        ];
+        let sc = [
+            Scalar::I32(inter as i32),
+            Scalar::I32(h as i32),
+            Scalar::F32(1e-6),
+        ];
+        let programs = inter.div_ceil(bm * tiles) as u32;
+        let got = emulate(&k, NUM_WARPS, 1, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
+        // Plain Rust, f64 sums.
+        let ms = hv.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / h as f64;
+        let inv = 1.0 / (ms + 1e-6).sqrt();
+        let hn: Vec<f64> = (0..h).map(|j| hv[j] as f64 * inv * nw[j] as f64).collect();
+        let dot = |row: &[f32]| row.iter().zip(&hn).map(|(w, x)| *w as f64 * x).sum::<f64>();
+        let act: Vec<f64> = (0..inter)
+            .map(|i| {
+                let (g, u) = (dot(&gu[i * h..][..h]), dot(&gu[(inter + i) * h..][..h]));
+                let a = (g / (1.0 + (-g).exp()) * u) as f32;
+                dsl_runtime::bf16::from_f32(a).to_f32() as f64
+            })
+            .collect();
+        let want: Vec<f64> = (0..h)
+            .map(|j| x0[j] as f64 + (0..inter).map(|i| dt[i * h + j] as f64 * act[i]).sum::<f64>())
+            .collect();
+        let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (*g as f64 - w).abs())
+            .fold(0f64, f64::max)
+            / scale;
+        eprintln!("fused MLP {inter}x{h} TILES {tiles}: emulated C within {err:.1e} of f64");
+        // f32 sums, and an act an ulp of bf16 off where f32 and f64 round it apart.
+        assert!(err < 1e-3, "{inter}x{h} BM {bm} BK {bk} TILES {tiles}: {err}");
+        assert!(got.iter().zip(&x0).any(|(g, x)| g != x), "nothing added");
+    }
+    // o_proj's copy: the same bits as gemv_residual's C, twice.
+    let (m, kk, bm, bk) = (37usize, 100usize, 8usize, 32usize);
+    let cx = [("BM", int(bm)), ("BK", int(bk))];
+    let plain = model::kernels::gemv::gemv_residual::KERNEL.specialize(&cx).unwrap();
+    let copy = model::kernels::gemv::gemv_residual_copy::KERNEL.specialize(&cx).unwrap();
+    let mut bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * kk, 0.5)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kk, 1.0)),
+        HostMem::from_f32s(DType::F32, &rand(&mut rng, m, 1.0)),
+    ];
+    let sc = [Scalar::I32(m as i32), Scalar::I32(kk as i32)];
+    let grid = [m.div_ceil(bm) as u32, 1, 1];
+    let want = emulate(&plain, NUM_WARPS, 1, grid, &bufs, &sc)[2].to_f32s();
+    bufs.push(HostMem::from_f32s(DType::F32, &vec![f32::NAN; m]));
+    let out = emulate(&copy, NUM_WARPS, 1, grid, &bufs, &sc);
+    let bits = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(out[2].to_f32s()), bits(want.clone()), "res");
+    assert_eq!(bits(out[3].to_f32s()), bits(want), "copy");
+}

@@ -40,20 +40,27 @@ fn decode_megakernel_compiles_with_nvrtc() {
     // down's row tiles (`Tiles::with_qkv_tiles`, `Tiles::with_gemv_tiles`) at 0.6B (2 per
     // program: spread over the CTAs, 0, gives one there, 128 programs) and spread over the
     // CTAs at 8B (down re-derived for one k step: BM = 2, BK = 16384; QKV 6 tiles of 8).
-    for (cfg, profile, gate_up_tiles, gemv_tiles) in [
-        (qwen3_0_6b(), false, 1, 1),
-        (qwen3_0_6b(), false, 0, 1),
-        (qwen3_0_6b(), false, 0, 2),
-        (qwen3_1_7b, true, 1, 1),
-        (qwen3_8b.clone(), false, 0, 1),
-        (qwen3_8b, false, 0, 0),
-        (tiny, false, 1, 1),
+    // The MLP as one stage (`Tiles::with_fused_mlp`, the candidate) at 0.6B, 1.7B profiled
+    // and 8B (8B: 2-row tiles, 4096-wide rows summed over rows through 64 KB of shared
+    // memory).
+    for (cfg, profile, gate_up_tiles, gemv_tiles, fused) in [
+        (qwen3_0_6b(), false, 1, 1, false),
+        (qwen3_0_6b(), false, 0, 1, false),
+        (qwen3_0_6b(), false, 0, 2, false),
+        (qwen3_0_6b(), false, 0, 1, true),
+        (qwen3_1_7b.clone(), true, 1, 1, false),
+        (qwen3_1_7b, true, 0, 1, true),
+        (qwen3_8b.clone(), false, 0, 1, false),
+        (qwen3_8b.clone(), false, 0, 0, false),
+        (qwen3_8b, false, 0, 1, true),
+        (tiny, false, 1, 1, false),
     ] {
         let t = Tiles::for_config(&cfg)
             .with_gate_up_tiles(&cfg, gate_up_tiles)
             .with_lm_head_tiles(&cfg, gate_up_tiles)
             .with_gemv_tiles(&cfg, gemv_tiles)
-            .with_qkv_tiles(&cfg, gemv_tiles);
+            .with_qkv_tiles(&cfg, gemv_tiles)
+            .with_fused_mlp(fused);
         assert_eq!(t.gate_up_tiles == 1, gate_up_tiles == 1);
         assert_eq!(t.o_proj_tiles > 1 && t.down_tiles > 1, gemv_tiles != 1);
         assert_eq!(t.qkv_tiles > 1, gemv_tiles != 1);
@@ -82,11 +89,18 @@ fn decode_megakernel_compiles_with_nvrtc() {
                 1
             );
         }
+        for (stage, n) in [
+            ("// ---- stage 4 gemv_residual_copy", fused as usize),
+            ("// ---- stage 5 rmsnorm_mlp_tiles", fused as usize),
+            ("rmsnorm_gate_up_silu", !fused as usize),
+        ] {
+            assert_eq!(src.code.matches(stage).count() > 0, n > 0, "{stage}");
+        }
         // TESSERA_DUMP_DECODE=DIR: each configuration's C, for ptxas (registers, spills).
         if let Ok(dir) = std::env::var("TESSERA_DUMP_DECODE") {
             let f = format!(
-                "{dir}/decode_h{}_gu{gate_up_tiles}_gemv{gemv_tiles}_p{}.cu",
-                cfg.hidden_size, profile as u8
+                "{dir}/decode_h{}_gu{gate_up_tiles}_gemv{gemv_tiles}_p{}_f{}.cu",
+                cfg.hidden_size, profile as u8, fused as u8
             );
             std::fs::write(f, &src.code).unwrap();
         }

@@ -33,6 +33,10 @@ pub struct ExplainArgs {
     /// per program).
     #[arg(long, value_name = "N", default_value_t = model::megakernel_engine::GEMV_TILES)]
     pub gemv_tiles: usize,
+    /// `qwen3::decode_step` with the MLP as one stage split over the intermediate dimension
+    /// (`TESSERA_FUSED_MLP=1`, a candidate, off by default).
+    #[arg(long)]
+    pub fused_mlp: bool,
 }
 
 /// The decode step as one megakernel: its schedule, or with `--cuda` its CUDA C.
@@ -75,6 +79,7 @@ pub fn run(args: ExplainArgs) -> Result<(), String> {
             args.warps,
             args.model.as_deref(),
             args.gemv_tiles,
+            args.fused_mlp,
         );
     }
     let k = all
@@ -135,30 +140,36 @@ fn decode_step(
     warps: Option<u32>,
     model: Option<&Path>,
     gemv_tiles: usize,
+    fused_mlp: bool,
 ) -> Result<(), String> {
     let cfg = match model {
         Some(dir) => Config::from_dir(dir).map_err(|e| e.to_string())?,
         None => model::kernels::qwen3_0_6b(),
     };
-    print!("{}", decode_step_text(&cfg, cuda, warps, gemv_tiles)?);
+    print!(
+        "{}",
+        decode_step_text(&cfg, cuda, warps, gemv_tiles, fused_mlp)?
+    );
     Ok(())
 }
 
 /// The decode megakernel at `cfg`'s shape with the engine's default options, o_proj and
 /// down at `gemv_tiles` row tiles per program (`Tiles::with_gemv_tiles`; `GEMV_TILES` is
-/// the default):
-/// its schedule, or with `cuda` its CUDA C.
+/// the default), the MLP fused into one stage or not (`Tiles::with_fused_mlp`): its
+/// schedule, or with `cuda` its CUDA C.
 pub fn decode_step_text(
     cfg: &Config,
     cuda: bool,
     warps: Option<u32>,
     gemv_tiles: usize,
+    fused_mlp: bool,
 ) -> Result<String, String> {
     use model::kernels::Tiles;
     use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
     let t = Tiles::for_config(cfg)
         .with_gemv_tiles(cfg, gemv_tiles)
-        .with_qkv_tiles(cfg, model::megakernel_engine::QKV_TILES);
+        .with_qkv_tiles(cfg, model::megakernel_engine::QKV_TILES)
+        .with_fused_mlp(fused_mlp);
     let opts = MegakernelOptions::default()
         .mega
         .warps(warps.unwrap_or(t.warps));

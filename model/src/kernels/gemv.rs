@@ -91,6 +91,30 @@ pub fn gemv_residual(
     atomic_add(res + rows, gemv_rows(w, x, rows, row_mask, k, BK), row_mask);
 }
 
+/// `gemv_residual` that also leaves the updated rows in `copy`: o_proj's form when the
+/// megakernel fuses the MLP into one stage (`mlp::rmsnorm_mlp_tiles`), whose norm reads the
+/// copy while its programs add into `res`. The rows of `res` are loaded before the weights
+/// stream, so the add costs no round trip at the end; `res[r] + y` rounds once, as
+/// `gemv_residual`'s atomic add does: the same bits.
+#[kernel]
+pub fn gemv_residual_copy(
+    w: Ptr<bf16>,
+    x: Ptr<bf16>,
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let row_mask = rows < m;
+    let before = load(res + rows, row_mask, 0.0);
+    let after = before + gemv_rows(w, x, rows, row_mask, k, BK);
+    store(res + rows, after, row_mask);
+    store(copy + rows, after, row_mask);
+}
+
 /// `gemv_residual` for a program that owns `TILES` consecutive `BM`-row tiles in one k step
 /// (`k <= BK`): x loaded once per program instead of once per tile, and each tile's weights
 /// loaded while the previous one reduces (`wv` carried into the next iteration), as

@@ -97,3 +97,69 @@ pub fn rmsnorm_gate_up_silu_tiles(
         store(act + rows, (silu(gate) * up).to(bf16), row_mask);
     }
 }
+
+/// The whole MLP block as ONE stage of the megakernel, split over the intermediate
+/// dimension (`decode_step` with `FUSED_MLP`; off by default until a GPU A/B says
+/// otherwise, issue 10): each program computes act for its `TILES` row tiles as
+/// `rmsnorm_gate_up_silu_tiles` does, multiplies it by the matching rows of down stored
+/// transposed (`down_t`: `[inter, hidden]`, row i is down's column i, so a tile's rows are
+/// contiguous), and adds its partial sums for the whole hidden vector to the residual
+/// stream `x` with f32 atomics. One hop fewer per layer than gate/up then down.
+///
+/// The norm reads `h`, o_proj's copy of the residual stream (`gemv_residual_copy`), never
+/// `x`, which this stage's finished programs are adding into while others still read.
+/// act is rounded to bf16 as the two-stage path stores it, so only the order of the sums
+/// differs (and varies from run to run: the atomics land in any order).
+#[kernel]
+pub fn rmsnorm_mlp_tiles(
+    h: Ptr<f32>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    down_t: Ptr<bf16>,
+    x: Ptr<f32>,
+    inter: i32,
+    k: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] TILES: usize,
+) {
+    let cols = arange(0, BK);
+    let col_mask = cols < k;
+    let first = program_id(0) * TILES;
+    // The first tile's three weight tiles, before anything another stage writes; each
+    // iteration loads the next one's.
+    let rows0 = first * BM + arange(0, BM);
+    let mask0 = (rows0 < inter).expand_dims(1) & col_mask.expand_dims(0);
+    let offs0 = rows0.expand_dims(1) * k + cols.expand_dims(0);
+    let mut wg = load(w + offs0, mask0, 0.0);
+    let mut wu = load(w + inter * k + offs0, mask0, 0.0);
+    let mut wd = load(down_t + offs0, mask0, 0.0);
+    let hv = load(h + cols, col_mask, 0.0);
+    let inv = rms_inv(hv * hv, k, eps);
+    let hg = (hv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    // Each tile's act times its down rows, summed over the tiles lane by lane; the sum
+    // over rows happens once, after the loop.
+    let mut acc_down = zeros([BM, BK], f32);
+    for t in 0..TILES {
+        let rows = (first + t) * BM + arange(0, BM);
+        let mut acc_gate = zeros([BM, BK], f32);
+        let mut acc_up = zeros([BM, BK], f32);
+        acc_gate += wg.to(f32) * hg;
+        acc_up += wu.to(f32) * hg;
+        let wd_now = wd;
+        // The next tile's weights (none past the last tile) stream in while this one reduces.
+        let next = rows + BM;
+        let next_mask = ((next < inter) & (t + 1 < TILES)).expand_dims(1) & col_mask.expand_dims(0);
+        let next_offs = next.expand_dims(1) * k + cols.expand_dims(0);
+        wg = load(w + next_offs, next_mask, 0.0);
+        wu = load(w + inter * k + next_offs, next_mask, 0.0);
+        wd = load(down_t + next_offs, next_mask, 0.0);
+        let gate = sum(acc_gate, 1) * inv;
+        let up = sum(acc_up, 1) * inv;
+        // Rows past `inter` have zero weights: act 0, no contribution.
+        let a = (silu(gate) * up).to(bf16).to(f32);
+        acc_down += wd_now.to(f32) * a.expand_dims(1);
+    }
+    atomic_add(x + cols, sum(acc_down, 0), col_mask);
+}

@@ -154,6 +154,16 @@ pub struct Tiles {
     pub down: Gemv,
     /// down row tiles per program in the megakernel, as `o_proj_tiles`.
     pub down_tiles: usize,
+    /// The MLP as one stage of the megakernel (`rmsnorm_mlp_tiles`, with
+    /// `MegakernelOptions::fused_mlp`): three weight tiles per row tile (gate, up and down's
+    /// transposed rows), so BM is chosen for three where gate/up's is chosen for two.
+    pub mlp: Gemv,
+    /// Its row tiles per program, spread over the CTAs (1 unless one k step covers the
+    /// hidden size, which the fused stage needs).
+    pub mlp_tiles: usize,
+    /// Whether the megakernel runs the MLP as that one stage (off by default: a candidate
+    /// until measured faster; see [`Tiles::with_fused_mlp`]).
+    pub fused_mlp: bool,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
     /// `gate_up_tiles` (spread over the CTAs by default; `lm_head_argmax` with a k loop).
@@ -198,6 +208,9 @@ impl Tiles {
             gate_up_tiles: 1,
             down: gemv(h, cfg.intermediate_size, 1),
             down_tiles: 1,
+            mlp: gemv(cfg.intermediate_size, h, 3),
+            mlp_tiles: 1,
+            fused_mlp: false,
             lm_head,
             lm_head_tiles: 1,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
@@ -215,7 +228,11 @@ impl Tiles {
                 .next_power_of_two()
                 .min(8192),
         };
-        tiles.with_gate_up_tiles(cfg, 0).with_lm_head_tiles(cfg, 0)
+        let mlp_tiles =
+            tiles.tiles_per_program(tiles.mlp, cfg.intermediate_size, cfg.hidden_size, 0);
+        Tiles { mlp_tiles, ..tiles }
+            .with_gate_up_tiles(cfg, 0)
+            .with_lm_head_tiles(cfg, 0)
     }
 }
 
@@ -226,6 +243,15 @@ impl Tiles {
     pub fn with_gate_up_tiles(mut self, cfg: &Config, tiles: usize) -> Tiles {
         self.gate_up_tiles =
             self.tiles_per_program(self.gate_up, cfg.intermediate_size, cfg.hidden_size, tiles);
+        self
+    }
+
+    /// The megakernel's MLP as one stage (`mlp::rmsnorm_mlp_tiles`, o_proj as
+    /// `gemv_residual_copy`) or as gate/up then down. Fused, it needs one k step over the
+    /// hidden size (`mlp.bk >= hidden`, every Qwen3 up to 8B) and down stored transposed
+    /// (`DeviceWeights::down_t`).
+    pub fn with_fused_mlp(mut self, on: bool) -> Tiles {
+        self.fused_mlp = on;
         self
     }
 
@@ -407,6 +433,20 @@ pub fn shipped() -> Vec<Shipped> {
                 c
             },
             "the megakernel's: TILES row tiles per program, the norm once, the next tile's weights loaded while one reduces",
+        ),
+        k(
+            &gemv::gemv_residual_copy::KERNEL,
+            gemv(t.o_proj),
+            "the megakernel's candidate o_proj with the MLP fused: res += W · x, and a copy of the new rows",
+        ),
+        k(
+            &mlp::rmsnorm_mlp_tiles::KERNEL,
+            {
+                let mut c = gemv(t.mlp);
+                c.push(("TILES", int(t.mlp_tiles)));
+                c
+            },
+            "the megakernel's candidate MLP in one stage: gate/up as the tiles kernel, times down's transposed rows, f32 atomics into x",
         ),
         k(
             &lm_head::lm_head_argmax_tiles::KERNEL,
