@@ -4,7 +4,8 @@
 //! libnvrtc (./scripts/test.sh installs it), not a GPU.
 use tessera::kernels::{attention::attention, matmul::matmul};
 use tessera::model::kernels::prefill::{
-    gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention, PrefillTiles,
+    gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
+    PrefillTiles,
 };
 use tessera::runtime::cuda::{emit, EmitOptions};
 use tessera::runtime::{nvrtc, ConstVal, KernelDef};
@@ -174,6 +175,7 @@ fn pipelined_dot_kernels_compile(ring_unroll: bool) {
     for k in [
         &gemm_nt::KERNEL,
         &gemm_nt_residual::KERNEL,
+        &gemm_nn_residual::KERNEL,
         &gemm_nt_gate_up_silu::KERNEL,
     ] {
         compiles(
@@ -312,7 +314,11 @@ fn dot_kernels_compile_for_sm90a_with_wgmma() {
         ("BK", u(p.gemm_bk)),
         ("GROUP_M", u(p.group_m)),
     ];
-    for k in [&gemm_nt::KERNEL, &gemm_nt_residual::KERNEL] {
+    for k in [
+        &gemm_nt::KERNEL,
+        &gemm_nt_residual::KERNEL,
+        &gemm_nn_residual::KERNEL,
+    ] {
         for in_flight in [false, true] {
             let st = (p.gemm_warps, p.gemm_stages);
             compiles_wgmma(k.name(), k, &gemm, st, (true, in_flight, true));

@@ -83,7 +83,7 @@ fn qwen3_decode_step_explain() {
         false,
         None,
         1,
-        false,
+        true,
     )
     .unwrap();
     check("qwen3_decode_step.explain.txt", &text);
@@ -94,7 +94,7 @@ fn qwen3_decode_step_explain_at_a_models_shape() {
     // `tessera explain qwen3::decode_step --model DIR`: the shape and tiles of DIR's config.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("model/tests/data/mha_tok_v5");
     let cfg = model::config::Config::from_dir(&dir).unwrap();
-    let text = tessera::cli::explain::decode_step_text(&cfg, false, None, 1, false).unwrap();
+    let text = tessera::cli::explain::decode_step_text(&cfg, false, None, 1, true).unwrap();
     let head = text.lines().next().unwrap();
     assert!(
         head.contains(&format!("HIDDEN={},", cfg.hidden_size))

@@ -30,10 +30,12 @@ pub struct DeviceWeights {
     pub o_proj: Buffer<bf16>,                   // [L, hidden, q_dim]
     pub post_attention_layernorm: Buffer<bf16>, // [L, hidden]
     pub gate_up_proj: Buffer<bf16>,             // [L, 2 intermediate, hidden]: [gate; up]
-    pub down_proj: Buffer<bf16>,                // [L, hidden, intermediate]
-    /// [L, intermediate, hidden]: down transposed, for the megakernel's fused MLP
-    /// (`Tiles::fused_mlp`); None otherwise.
-    pub down_t: Option<Buffer<bf16>>,
+    /// [L, hidden, intermediate]; with `down_transposed`, [L, intermediate, hidden].
+    pub down_proj: Buffer<bf16>,
+    /// Down stored transposed, for the megakernel's fused MLP (`Tiles::fused_mlp`, whose
+    /// programs read a row per intermediate index); prefill then multiplies by it as it is
+    /// (`gemm_nn_residual`). The kernels engine keeps PyTorch's layout.
+    pub down_transposed: bool,
 }
 
 impl DeviceWeights {
@@ -128,11 +130,6 @@ pub fn weight_bytes_per_token(cfg: &Config) -> usize {
     2 * (cfg.num_hidden_layers * layer + cfg.vocab_size * h + h + h)
 }
 
-/// Bytes of the down projections (all layers): what a transposed copy of them takes.
-pub fn down_bytes(cfg: &Config) -> usize {
-    2 * cfg.num_hidden_layers * cfg.hidden_size * cfg.intermediate_size
-}
-
 /// `t` ([rows, cols], row-major) transposed, by blocks that stay in cache.
 fn transposed(t: &[bf16], rows: usize, cols: usize) -> Vec<bf16> {
     const B: usize = 32;
@@ -147,6 +144,31 @@ fn transposed(t: &[bf16], rows: usize, cols: usize) -> Vec<bf16> {
         }
     }
     out
+}
+
+/// Each layer's down projection transposed ([hidden, inter] to [inter, hidden]), the
+/// layers spread over the host's cores (3.6 GB of bf16 at 8B).
+fn down_transposed(cfg: &Config, weights: &Weights) -> Vec<Vec<bf16>> {
+    let (h, inter) = (cfg.hidden_size, cfg.intermediate_size);
+    let ls = &weights.layers;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = ls.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = ls
+            .chunks(per)
+            .map(|c| {
+                s.spawn(move || {
+                    c.iter()
+                        .map(|lw| transposed(&lw.down_proj.data, h, inter))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().expect("a transpose thread panicked"))
+            .collect()
+    })
 }
 
 /// Bytes the weights take on the device: what a step reads, with the whole embedding
@@ -322,16 +344,13 @@ impl DeviceModel {
                 ls.iter().map(|lw| &lw.post_attention_layernorm),
             ))?,
             gate_up_proj: up_stack(ls.iter().flat_map(|lw| lw.gate_up_parts()).collect())?,
-            down_proj: up_stack(stack(ls.iter().map(|lw| &lw.down_proj)))?,
-            down_t: if tiles.fused_mlp {
-                let ts: Vec<Vec<bf16>> = ls
-                    .iter()
-                    .map(|lw| transposed(&lw.down_proj.data, h, cfg.intermediate_size))
-                    .collect();
-                Some(up_stack(ts.iter().map(|t| &t[..]).collect())?)
+            down_proj: if tiles.fused_mlp {
+                let ts = down_transposed(&cfg, weights);
+                up_stack(ts.iter().map(|t| &t[..]).collect())?
             } else {
-                None
+                up_stack(stack(ls.iter().map(|lw| &lw.down_proj)))?
             },
+            down_transposed: tiles.fused_mlp,
         };
         let a = activations(engine, &cfg, &tiles, &dev)?;
         let prefill = Prefill::new(&dev);
@@ -394,8 +413,15 @@ impl DeviceModel {
 
     /// New tiles (same weights): reallocates the activations and scratch.
     pub fn set_tiles(&mut self, tiles: Tiles) -> Result<(), ModelError> {
-        if tiles.fused_mlp && self.w.down_t.is_none() {
-            return Err(self.err("the fused MLP needs down transposed, uploaded at load"));
+        if tiles.fused_mlp != self.w.down_transposed {
+            return Err(self.err(format!(
+                "down was uploaded for the MLP {}: new tiles cannot change that",
+                if self.w.down_transposed {
+                    "fused"
+                } else {
+                    "as two stages"
+                }
+            )));
         }
         self.a = activations(self.engine, &self.cfg, &tiles, &self.dev)?;
         self.tiles = tiles;

@@ -111,8 +111,8 @@ pub fn decode_step(
     #[constexpr] DOWN_BK: usize,
     #[constexpr] DOWN_TILED: bool,
     #[constexpr] DOWN_TILES: usize,
-    // The MLP as one stage (`rmsnorm_mlp_tiles`, o_proj as `gemv_residual_copy`), off by
-    // default (`MegakernelOptions::fused_mlp`).
+    // The MLP as one stage (`rmsnorm_mlp_tiles`, o_proj as `gemv_residual_copy`), the
+    // engine's default (`MegakernelOptions::fused_mlp`).
     #[constexpr] FUSED_MLP: bool,
     #[constexpr] MLP_BM: usize,
     #[constexpr] MLP_BK: usize,
@@ -446,8 +446,8 @@ pub struct MegakernelOptions {
     /// Persistent grid, watchdog, prefetch, interpreter mode (adversarial in tests).
     pub mega: MegaOptions,
     /// The MLP as one stage split over the intermediate dimension ([`Tiles::with_fused_mlp`];
-    /// keeps a transposed copy of down on the device). Off by default until a GPU A/B
-    /// shows it faster; `TESSERA_FUSED_MLP=1` turns it on.
+    /// down is stored transposed on the device, and prefill reads it so). On by default: 1-4% faster from
+    /// 0.6B to 8B on an H100 (docs/PERF.md, session 17); `TESSERA_FUSED_MLP=0` turns it off.
     pub fused_mlp: bool,
 }
 
@@ -459,7 +459,7 @@ impl Default for MegakernelOptions {
             tiles: None,
             // The warps come from the tiles (`MegakernelEngine::new`).
             mega: MegaOptions::default(),
-            fused_mlp: std::env::var("TESSERA_FUSED_MLP").is_ok_and(|v| v == "1"),
+            fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),
         }
     }
 }
@@ -505,7 +505,8 @@ impl MegakernelEngine {
                 .with_gemv_tiles(&cfg, GEMV_TILES)
                 .with_qkv_tiles(&cfg, QKV_TILES)
         });
-        let fused = tiles.fused_mlp || opts.fused_mlp;
+        // The options decide (given tiles or not).
+        let fused = opts.fused_mlp;
         if fused && tiles.mlp.bk < cfg.hidden_size {
             return Err(err(format!(
                 "the fused MLP needs one k step over the hidden size ({}), its tiles take {}",
@@ -513,17 +514,12 @@ impl MegakernelEngine {
             )));
         }
         let tiles = tiles.with_fused_mlp(fused);
-        // The KV cache gets the memory the weights (and down's transposed copy) leave.
+        // The KV cache gets the memory the weights leave.
         let (max_seq, note) = crate::device_model::kv_capacity(
             &cfg,
             opts.max_seq,
             &dev,
-            crate::device_model::resident_weight_bytes(&cfg)
-                + if fused {
-                    crate::device_model::down_bytes(&cfg)
-                } else {
-                    0
-                },
+            crate::device_model::resident_weight_bytes(&cfg),
         )
         .map_err(err)?;
         let m = DeviceModel::new(name, cfg, weights, dev, max_seq, Some(tiles))?;
@@ -715,11 +711,8 @@ impl MegakernelEngine {
             o_proj: ptr(&w.o_proj),
             post_attention_layernorm: ptr(&w.post_attention_layernorm),
             gate_up_proj: ptr(&w.gate_up_proj),
-            // The fused MLP reads down transposed (`DeviceModel::new` uploads it for it).
-            down_proj: ptr(match (&w.down_t, m.tiles.fused_mlp) {
-                (Some(t), true) => t,
-                _ => &w.down_proj,
-            }),
+            // Transposed when the MLP is fused (`DeviceModel::new` uploads it so).
+            down_proj: ptr(&w.down_proj),
             k_cache: ptr(&m.k_cache),
             v_cache: ptr(&m.v_cache),
             x: ptr(&a.x),

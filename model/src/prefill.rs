@@ -17,8 +17,8 @@ use crate::device_model::{DeviceModel, Scratch};
 use crate::error::ModelError;
 use crate::kernels::norm;
 use crate::kernels::prefill::{
-    embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
-    qk_norm_rope_rows, widen,
+    embed_rows, gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual,
+    prefill_attention, qk_norm_rope_rows, widen,
 };
 use dsl_runtime::{bf16, cdiv, ptr, Buffer, BufferView, Element, Launch};
 
@@ -289,7 +289,30 @@ fn launch_chunk(m: &DeviceModel, t: usize, pos: usize) -> Result<(), dsl_runtime
                 GROUP_M: group_m,
             },
         )?;
-        residual(&s.act, layer_view(&w.down_proj, l, h * inter), inter)?;
+        let down = layer_view(&w.down_proj, l, h * inter);
+        if w.down_transposed {
+            // [inter, hidden]: the megakernel engine's, for its fused MLP.
+            gemm_nn_residual::launch_with(
+                dev,
+                &gemm(h),
+                &gemm_nn_residual::Args {
+                    x: ptr(&s.act),
+                    w: ptr(&down),
+                    res: ptr(&s.x),
+                    m: ti,
+                    n: hi,
+                    k: inter as i32,
+                },
+                &gemm_nn_residual::Consts {
+                    BM: bm,
+                    BN: bn,
+                    BK: bk,
+                    GROUP_M: group_m,
+                },
+            )?;
+        } else {
+            residual(&s.act, down, inter)?;
+        }
     }
     Ok(())
 }

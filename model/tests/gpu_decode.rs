@@ -43,20 +43,26 @@ fn greedy(
 }
 
 /// Same kernels, same bytes: the one-launch step equals the one-launch-per-op step on the
-/// GPU (logits within 1e-3 of max |logit|; the same greedy token at every step).
+/// GPU, logits within 1e-3 of max |logit| with the MLP as gate/up then down, within 1e-2
+/// with it fused (the default: its atomics sum down in whatever order they land), and its
+/// lm_head's argmax is its logits' at every step.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_megakernel_equals_kernels_engine() {
-    for name in CHECKPOINTS {
+    for (name, fused_mlp) in CHECKPOINTS.iter().flat_map(|n| [(n, false), (n, true)]) {
         let ck = Checkpoint::load(&data_dir(name), false).unwrap();
         let exp = expected(name);
         let mut m = MegakernelEngine::new(
             ck.config.clone(),
             &ck.weights,
             gpu(),
-            mega_opts(Output::Logits, Some(256)),
+            MegakernelOptions {
+                fused_mlp,
+                ..mega_opts(Output::Logits, Some(256))
+            },
         )
         .unwrap();
+        let tol = if fused_mlp { 1e-2 } else { 1e-3 };
         let kopts = KernelOptions {
             output: Output::Logits,
             max_seq: Some(256),
@@ -75,10 +81,13 @@ fn gpu_megakernel_equals_kernels_engine() {
             );
             let e = rel_err(&a, &b);
             worst = worst.max(e);
-            assert!(e < 1e-3, "{name} pos {pos}: megakernel vs kernels {e}");
+            assert!(
+                e < tol,
+                "{name} (fused MLP {fused_mlp}) pos {pos}: megakernel vs kernels {e}"
+            );
             assert_eq!(m.next_token().unwrap(), argmax(&a), "{name} pos {pos}");
         }
-        eprintln!("{name}: megakernel vs kernels engine on the GPU, worst relative logit difference {worst:.2e}");
+        eprintln!("{name} (fused MLP {fused_mlp}): megakernel vs kernels engine on the GPU, worst relative logit difference {worst:.2e}");
     }
 }
 
@@ -291,9 +300,11 @@ fn gpu_norm_once_tiles_equal_the_default() {
             .with_gate_up_tiles(&cfg, 3)
             .with_lm_head_tiles(&cfg, 4);
         assert_eq!((many.gate_up_tiles, many.lm_head_tiles), (3, 4), "{name}");
+        // The MLP as two stages: the stage whose kernel these tiles choose.
         let engine = |t: &Tiles| {
             let opts = MegakernelOptions {
                 tiles: Some(t.clone()),
+                fused_mlp: false,
                 ..mega_opts(Output::Logits, Some(64))
             };
             MegakernelEngine::new(cfg.clone(), &weights, gpu(), opts).unwrap()

@@ -16,7 +16,7 @@ use emu::{emulate, have_gxx, Scalar};
 use model::kernels::attention::attn_split_merge;
 use model::kernels::gemv::gemv_residual_tiles;
 use model::kernels::prefill::PrefillTiles;
-use model::kernels::prefill::{gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
+use model::kernels::prefill::{gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
 use model::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
 use model::kernels::NUM_WARPS;
 use model::sampling::SplitMix64;
@@ -98,6 +98,30 @@ fn gemms_emulated_equal_the_interpreter() {
     let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
     same_as_interpreter(
         "gemm_nt 37x40x64",
+        &kern,
+        p.gemm_warps,
+        p.gemm_stages,
+        grid,
+        bufs,
+        &sc,
+        2,
+    );
+
+    // down stored [k, n] (the megakernel engine's): the weight tile read along n, the
+    // residual added in place; 37 rows, 40 outputs, k 72.
+    let (m, n, k) = (37usize, 40usize, 72usize);
+    let kern = gemm_nn_residual::KERNEL
+        .specialize(&gemm_constexprs(&p))
+        .unwrap();
+    let bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * k, 1.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, k * n, 1.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * n, 2.0)),
+    ];
+    let grid = [(m.div_ceil(p.gemm_bm) * n.div_ceil(p.gemm_bn)) as u32, 1, 1];
+    let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
+    same_as_interpreter(
+        "gemm_nn_residual 37x40x72",
         &kern,
         p.gemm_warps,
         p.gemm_stages,
@@ -468,7 +492,12 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
             })
             .collect();
         let want: Vec<f64> = (0..h)
-            .map(|j| x0[j] as f64 + (0..inter).map(|i| dt[i * h + j] as f64 * act[i]).sum::<f64>())
+            .map(|j| {
+                x0[j] as f64
+                    + (0..inter)
+                        .map(|i| dt[i * h + j] as f64 * act[i])
+                        .sum::<f64>()
+            })
             .collect();
         let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
         let err = got
@@ -479,14 +508,21 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
             / scale;
         eprintln!("fused MLP {inter}x{h} TILES {tiles}: emulated C within {err:.1e} of f64");
         // f32 sums, and an act an ulp of bf16 off where f32 and f64 round it apart.
-        assert!(err < 1e-3, "{inter}x{h} BM {bm} BK {bk} TILES {tiles}: {err}");
+        assert!(
+            err < 1e-3,
+            "{inter}x{h} BM {bm} BK {bk} TILES {tiles}: {err}"
+        );
         assert!(got.iter().zip(&x0).any(|(g, x)| g != x), "nothing added");
     }
     // o_proj's copy: the same bits as gemv_residual's C, twice.
     let (m, kk, bm, bk) = (37usize, 100usize, 8usize, 32usize);
     let cx = [("BM", int(bm)), ("BK", int(bk))];
-    let plain = model::kernels::gemv::gemv_residual::KERNEL.specialize(&cx).unwrap();
-    let copy = model::kernels::gemv::gemv_residual_copy::KERNEL.specialize(&cx).unwrap();
+    let plain = model::kernels::gemv::gemv_residual::KERNEL
+        .specialize(&cx)
+        .unwrap();
+    let copy = model::kernels::gemv::gemv_residual_copy::KERNEL
+        .specialize(&cx)
+        .unwrap();
     let mut bufs = vec![
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * kk, 0.5)),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, kk, 1.0)),

@@ -106,13 +106,22 @@ fn greedy_matches_transformers_while_decisive_one_launch_per_token() {
     }
 }
 
-/// Teacher-forced on transformers' greedy ids: every step's logits equal the kernels
-/// engine's exactly, and are within tolerance of the reference and transformers.
+/// Teacher-forced on transformers' greedy ids: every step's logits are within tolerance of
+/// the reference and transformers, and equal the kernels engine's: exactly with the MLP as
+/// gate/up then down (the same kernels on the same bytes), within 1e-2 with it fused (the
+/// default: its atomics sum down in another order; `fused_mlp_computes_the_two_stage_logits`).
 #[test]
 fn logits_equal_kernels_engine_and_track_reference_and_transformers() {
-    for (mode, opts) in modes() {
+    for ((mode, opts), fused_mlp) in modes()
+        .into_iter()
+        .flat_map(|m| [(m.clone(), false), (m, true)])
+    {
         for name in CHECKPOINTS {
             let exp = expected(name);
+            let opts = MegakernelOptions {
+                fused_mlp,
+                ..opts.clone()
+            };
             let mut m = mega(name, Output::Logits, &opts);
             let (mut k, mut r) = (kernels(name), reference(name));
             let prompt = ids(&exp["prompt_ids"]);
@@ -121,11 +130,16 @@ fn logits_equal_kernels_engine_and_track_reference_and_transformers() {
             let mut worst = 0f32;
             for (pos, &t) in prompt.iter().chain(&greedy).enumerate() {
                 let got = logits(m.step(t, pos).unwrap());
-                assert_eq!(
-                    got,
-                    logits(k.step(t, pos).unwrap()),
-                    "{name} ({mode}) pos {pos}: megakernel != kernels engine"
-                );
+                let want = logits(k.step(t, pos).unwrap());
+                if fused_mlp {
+                    let e = rel_err(&got, &want);
+                    assert!(e < 1e-2, "{name} ({mode}, fused MLP) pos {pos}: {e}");
+                } else {
+                    assert_eq!(
+                        got, want,
+                        "{name} ({mode}) pos {pos}: megakernel != kernels engine"
+                    );
+                }
                 let e = rel_err(&got, &r.forward(t, pos).unwrap());
                 assert!(
                     e < ENGINE_LOGIT_TOL,
@@ -149,7 +163,7 @@ fn logits_equal_kernels_engine_and_track_reference_and_transformers() {
                 prompt.len() + greedy.len(),
                 "one launch per step"
             );
-            eprintln!("{name} ({mode}): worst relative logit error vs the reference {worst:.2e}");
+            eprintln!("{name} ({mode}, fused MLP {fused_mlp}): worst relative logit error vs the reference {worst:.2e}");
         }
     }
 }
@@ -308,15 +322,24 @@ fn schedule_uses_counter_waits_only() {
         .syncs
         .iter()
         .all(|s| s.kind == dsl_runtime::mega::SyncKind::Counter));
-    // embedding, 5 stages per layer, lm_head, argmax merge; each but the first waits.
-    assert_eq!(plan.resolved.stages.len(), 8);
-    assert_eq!(plan.schedule.syncs.len(), 7);
+    // embedding, 4 stages per layer (the MLP fused: the default), lm_head, argmax merge;
+    // each but the first waits.
+    assert_eq!(plan.resolved.stages.len(), 7);
+    assert_eq!(plan.schedule.syncs.len(), 6);
 }
 
 /// Qwen3-0.6B's layer shape (two layers, small vocab): the real tile sizes (BM 4..16,
-/// BK 512, 16 splits) through the megakernel, against the reference.
+/// BK 512, 16 splits; the fused MLP's 3 row tiles of 8 per program, hidden 1024 in one k
+/// step) through the megakernel, the MLP fused (the default) and as two stages, against the
+/// reference.
 #[test]
 fn qwen3_0_6b_shaped_megakernel_tracks_the_reference() {
+    for fused_mlp in [true, false] {
+        qwen3_0_6b_shaped_tracks_the_reference(fused_mlp);
+    }
+}
+
+fn qwen3_0_6b_shaped_tracks_the_reference(fused_mlp: bool) {
     let cfg = model::Config {
         num_hidden_layers: 2,
         vocab_size: 2048,
@@ -327,15 +350,18 @@ fn qwen3_0_6b_shaped_megakernel_tracks_the_reference() {
     let w = model::embedded::weights(&cfg);
     let opts = MegakernelOptions {
         output: Output::Logits,
+        fused_mlp,
         ..Default::default()
     };
     let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
+    assert_eq!(m.tiles().fused_mlp, fused_mlp);
+    assert_eq!((m.tiles().mlp.bm, m.tiles().mlp_tiles), (8, 3));
     let mut r = Reference::new(cfg, Arc::new(w));
     for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
         let want = r.forward(t, pos).unwrap();
         let got = logits(m.step(t, pos).unwrap());
         let e = rel_err(&got, &want);
-        eprintln!("0.6B-shaped megakernel pos {pos}: relative logit error {e:.2e}");
+        eprintln!("0.6B-shaped megakernel (fused MLP {fused_mlp}) pos {pos}: relative logit error {e:.2e}");
         assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
         assert_eq!(m.next_token().unwrap(), argmax(&got));
     }
@@ -350,7 +376,7 @@ fn every_sync_is_needed() {
     every_sync_is_needed_with(false);
 }
 
-/// The same with the MLP as one stage (`Tiles::with_fused_mlp`): its o_proj leaves a copy
+/// With the MLP as one stage (`MegakernelOptions::fused_mlp`, the default): its o_proj leaves a copy
 /// of x for the MLP's norm, and the MLP adds into x with atomics. Those land in the order
 /// the programs run, so an interleaving changes the logits' last bits: "wrong" here is a
 /// relative error over 1e-3 or another token, which a missing sync gives by far.
@@ -385,10 +411,10 @@ fn every_sync_is_needed_with(fused_mlp: bool) {
     let tiles = model::kernels::Tiles {
         attn_block_n: 1,
         ..model::kernels::Tiles::for_config(&cfg)
-    }
-    .with_fused_mlp(fused_mlp);
+    };
     let base = MegakernelOptions {
         tiles: Some(tiles),
+        fused_mlp,
         ..Default::default()
     };
     let want = run(&base).unwrap();
@@ -466,8 +492,10 @@ fn norm_once_tiles_compute_the_same_logits() {
         assert_eq!((one.lm_head_tiles, many.lm_head_tiles), (1, 5), "{name}");
         let prompt = ids(&expected(name)["prompt_ids"]);
         for (mode, opts) in modes() {
+            // gate/up's kernel: the MLP as two stages.
             let with = |t: &model::kernels::Tiles| MegakernelOptions {
                 tiles: Some(t.clone()),
+                fused_mlp: false,
                 ..opts.clone()
             };
             let (mut a, mut b) = (
@@ -530,8 +558,10 @@ fn gemv_tiles_same_logits_at(name: &str) {
     );
     let prompt = ids(&expected(name)["prompt_ids"]);
     for (mode, opts) in modes() {
+        // down's kernel: the MLP as two stages.
         let with = |t: &model::kernels::Tiles| MegakernelOptions {
             tiles: Some(t.clone()),
+            fused_mlp: false,
             ..opts.clone()
         };
         let (mut a, mut b) = (
@@ -573,7 +603,7 @@ fn gemv_tiles_same_logits_at(name: &str) {
     }
 }
 
-/// The MLP as one stage (`Tiles::with_fused_mlp`: `rmsnorm_mlp_tiles` adds each program's
+/// The MLP as one stage (`MegakernelOptions::fused_mlp`: `rmsnorm_mlp_tiles` adds each program's
 /// share of down into x with atomics, o_proj leaves it a copy of x) computes what gate/up
 /// then down compute, up to the order of the sums: at every committed checkpoint, stage
 /// by stage and under adversarial interleavings, within 1e-2 of the two-stage logits (a bf16 rounding that flips moves a logit by 2^-9) and
@@ -581,18 +611,15 @@ fn gemv_tiles_same_logits_at(name: &str) {
 #[test]
 fn fused_mlp_computes_the_two_stage_logits() {
     for name in CHECKPOINTS {
-        let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
-        let two = model::kernels::Tiles::for_config(&cfg);
-        let one = two.clone().with_fused_mlp(true);
         let prompt = ids(&expected(name)["prompt_ids"]);
         for (mode, opts) in modes() {
-            let with = |t: &model::kernels::Tiles| MegakernelOptions {
-                tiles: Some(t.clone()),
+            let with = |fused_mlp| MegakernelOptions {
+                fused_mlp,
                 ..opts.clone()
             };
             let (mut a, mut b) = (
-                mega(name, Output::Logits, &with(&two)),
-                mega(name, Output::Logits, &with(&one)),
+                mega(name, Output::Logits, &with(false)),
+                mega(name, Output::Logits, &with(true)),
             );
             let mut r = reference(name);
             let (ea, eb) = (a.explain().unwrap(), b.explain().unwrap());
@@ -621,35 +648,5 @@ fn fused_mlp_computes_the_two_stage_logits() {
                 assert!(er < ENGINE_LOGIT_TOL, "{name} ({mode}) pos {pos}: {er}");
             }
         }
-    }
-}
-
-/// The fused MLP at Qwen3-0.6B's layer shape (the real tiles: 3 row tiles of 8 per
-/// program, hidden 1024 in one k step), against the reference.
-#[test]
-fn qwen3_0_6b_shaped_fused_mlp_tracks_the_reference() {
-    let cfg = model::Config {
-        num_hidden_layers: 2,
-        vocab_size: 2048,
-        max_position_embeddings: 64,
-        tie_word_embeddings: false,
-        ..model::kernels::qwen3_0_6b()
-    };
-    let w = model::embedded::weights(&cfg);
-    let opts = MegakernelOptions {
-        output: Output::Logits,
-        fused_mlp: true,
-        ..Default::default()
-    };
-    let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
-    assert!(m.tiles().fused_mlp);
-    assert_eq!((m.tiles().mlp.bm, m.tiles().mlp_tiles), (8, 3));
-    let mut r = Reference::new(cfg, Arc::new(w));
-    for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
-        let want = r.forward(t, pos).unwrap();
-        let got = logits(m.step(t, pos).unwrap());
-        let e = rel_err(&got, &want);
-        eprintln!("0.6B-shaped fused MLP pos {pos}: relative logit error {e:.2e}");
-        assert!(e < ENGINE_LOGIT_TOL, "pos {pos}: relative error {e}");
     }
 }

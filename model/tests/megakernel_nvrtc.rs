@@ -124,8 +124,8 @@ fn decode_megakernel_compiles_with_nvrtc() {
 #[test]
 fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
     use model::kernels::prefill::{
-        embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
-        qk_norm_rope_rows,
+        embed_rows, gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual,
+        prefill_attention, qk_norm_rope_rows,
     };
     need_nvrtc();
     let p = model::kernels::prefill::PrefillTiles::gpu();
@@ -146,6 +146,7 @@ fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
     for k in [
         &gemm_nt::KERNEL,
         &gemm_nt_residual::KERNEL,
+        &gemm_nn_residual::KERNEL,
         &gemm_nt_gate_up_silu::KERNEL,
     ] {
         let src = k

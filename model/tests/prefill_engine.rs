@@ -209,7 +209,9 @@ fn chunked_prefill_equals_one_chunk_bit_for_bit() {
     assert_eq!(logits(k.prefill(&prompt, 0).unwrap()), want, "rewound");
 }
 
-/// Same kernels, same bytes: the megakernel engine's prefill equals the kernels engine's.
+/// Same kernels, same bytes: the megakernel engine's prefill equals the kernels engine's, bit
+/// for bit, though it multiplies by down stored transposed (`gemm_nn_residual`, for its
+/// fused MLP): both sum k in the same order.
 #[test]
 fn megakernel_prefill_equals_kernels_prefill() {
     for name in CHECKPOINTS {

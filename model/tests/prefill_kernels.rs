@@ -9,8 +9,8 @@
 use dsl_runtime::{bf16, Buffer, Device, Element, Launch};
 use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{
-    embed_rows, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
-    qk_norm_rope_rows,
+    embed_rows, gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual,
+    prefill_attention, qk_norm_rope_rows,
 };
 use model::reference::{rms_norm, rope as rope_ref};
 use model::sampling::SplitMix64;
@@ -176,6 +176,44 @@ fn gemm_nt_residual_adds_in_place() {
             .unwrap();
             check(
                 &format!("gemm_nt_residual {m}x{n}x{k} {t:?}"),
+                &down(&r),
+                &want,
+            );
+        }
+    }
+}
+
+/// The same product with the weight stored `[k, n]` (`gemm_nn_residual`: down in the
+/// megakernel engine), against the same f64 reference.
+#[test]
+fn gemm_nn_residual_adds_in_place() {
+    let mut rng = SplitMix64::new(13);
+    for (m, n, k) in [(37, 24, 48), (5, 64, 100)] {
+        let x = rand_bf16(&mut rng, m * k, 1.0);
+        let w = rand_bf16(&mut rng, n * k, 1.0); // [n, k]
+        let w_kn: Vec<bf16> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
+        let res = rand_bf16(&mut rng, m * n, 4.0);
+        let prod = matmul_nt(&x, &w, m, n, k);
+        let want: Vec<f64> = prod.iter().zip(&res).map(|(p, r)| p + r.to_f64()).collect();
+        for t in gemm_tiles() {
+            let r = up(&res);
+            gemm_nn_residual::launch(
+                &dev(),
+                &gemm_launch(m, n, t),
+                &up(&x),
+                &up(&w_kn),
+                &r,
+                m as i32,
+                n as i32,
+                k as i32,
+                t.0,
+                t.1,
+                t.2,
+                t.3,
+            )
+            .unwrap();
+            check(
+                &format!("gemm_nn_residual {m}x{n}x{k} {t:?}"),
                 &down(&r),
                 &want,
             );

@@ -34,8 +34,8 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "N", default_value_t = model::megakernel_engine::GEMV_TILES)]
     pub gemv_tiles: usize,
     /// `qwen3::decode_step` with the MLP as one stage split over the intermediate dimension
-    /// (`TESSERA_FUSED_MLP=1`, a candidate, off by default).
-    #[arg(long)]
+    /// (true, the engine's default) or as gate/up then down (false; `TESSERA_FUSED_MLP=0`).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub fused_mlp: bool,
 }
 

@@ -519,6 +519,12 @@ pub fn prefill_shipped() -> Vec<Shipped> {
             "prefill: res += X · Wᵀ (o_proj, down), the residual add as epilogue",
         ),
         pk(
+            &prefill::gemm_nn_residual::KERNEL,
+            gemm.clone(),
+            p.gemm_warps,
+            "prefill: res += X · W, W stored [in, out] (down in the megakernel engine), the residual add as epilogue",
+        ),
+        pk(
             &prefill::gemm_nt_gate_up_silu::KERNEL,
             gemm,
             p.gemm_warps,

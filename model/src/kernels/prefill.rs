@@ -17,6 +17,8 @@
 //!            rmsnorm                                 xn     = rmsnorm(x) · g
 //!            gemm_nt_gate_up_silu                    act    = silu(xn·W_gᵀ) · (xn·W_uᵀ)
 //!            gemm_nt_residual                        x     += act · W_downᵀ
+//!              (gemm_nn_residual                     x     += act · W_downT, down stored
+//!                                                                transposed: the megakernel's)
 //! last row only: widen (into decode's f32 residual stream), then lm_head_argmax +
 //!                argmax_merge (the decode kernels, lm_head.rs)
 //! ```
@@ -181,6 +183,58 @@ pub fn gemm_nt_residual(
     }
     let offs = res + rows.expand_dims(1) * n + cols.expand_dims(0);
     let mask = row_ok & (cols.expand_dims(0) < n);
+    let r = load(offs, mask, 0.0).to(f32);
+    store(offs, (r + acc).to(bf16), mask);
+}
+
+/// res[m, n] += x[m, k] · w[k, n]: `gemm_nt_residual` for a weight stored `[in, out]`
+/// (down in the megakernel engine, which keeps it transposed for the decode step's fused
+/// MLP: `DeviceWeights::down_transposed`). The weight tile `[BK, BN]` is read along its
+/// rows (contiguous in n) and fed to the dot as it is; on tensor cores it is the MN-major
+/// B operand. Grid and order as [`gemm_nt`].
+#[kernel]
+pub fn gemm_nn_residual(
+    x: Ptr<bf16>,
+    w: Ptr<bf16>,
+    res: Ptr<bf16>,
+    m: i32,
+    n: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] GROUP_M: usize,
+) {
+    let pid = program_id(0);
+    let num_pid_m = cdiv(m, BM);
+    let num_pid_n = cdiv(n, BN);
+    let in_group = GROUP_M * num_pid_n;
+    let first_m = (pid / in_group) * GROUP_M;
+    let group_rows = minimum(num_pid_m - first_m, GROUP_M);
+    let pid_m = first_m + (pid % in_group) % group_rows;
+    let pid_n = (pid % in_group) / group_rows;
+
+    let rows = pid_m * BM + arange(0, BM);
+    let cols = pid_n * BN + arange(0, BN);
+    let row_ok = rows.expand_dims(1) < m;
+    let col_ok = cols.expand_dims(0) < n;
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let ks = k0 + arange(0, BK);
+        let xt = load(
+            x + rows.expand_dims(1) * k + ks.expand_dims(0),
+            row_ok & (ks.expand_dims(0) < k),
+            0.0,
+        );
+        let wt = load(
+            w + ks.expand_dims(1) * n + cols.expand_dims(0),
+            (ks.expand_dims(1) < k) & col_ok,
+            0.0,
+        );
+        acc = dot(xt, wt, acc);
+    }
+    let offs = res + rows.expand_dims(1) * n + cols.expand_dims(0);
+    let mask = row_ok & col_ok;
     let r = load(offs, mask, 0.0).to(f32);
     store(offs, (r + acc).to(bf16), mask);
 }
