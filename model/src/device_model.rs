@@ -53,8 +53,9 @@ pub struct Activations {
     /// Gumbel-max sampling in the lm_head: the seed, and 1 / temperature (0: greedy).
     pub seed: Buffer<i32>,
     pub inv_temp: Buffer<f32>,
-    /// The residual stream, updated in place by the two residual GEMVs; f32
-    /// (`kernels/embedding.rs` says why).
+    /// The residual stream, updated in place by the two residual GEMVs (in the
+    /// megakernel's fused MLP, by its programs' atomic adds); f32 (`kernels/embedding.rs`
+    /// says why).
     pub x: Buffer<f32>,
     /// The megakernel's fused MLP: o_proj's copy of `x`, which the MLP's norm reads while
     /// its programs add into `x`.

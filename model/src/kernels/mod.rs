@@ -16,6 +16,13 @@
 //! | final RMSNorm + lm_head + block argmax (Gumbel-max sampling) | `lm_head_argmax` | vocab / BM |
 //! | argmax over blocks | `argmax_merge` | 1 |
 //!
+//! The megakernel engine (`megakernel_engine.rs`) runs the same ops as one launch, with
+//! three changes: QKV finishes each head's q/k norm + RoPE in its last program
+//! (`rmsnorm_qkv_rope`), attention each head's merge in its last split (`attn_split_merge`),
+//! and the MLP is one stage: o_proj as `gemv_residual_copy`, then `rmsnorm_mlp_tiles` (gate,
+//! up, SiLU·mul and down together, split over the intermediate dimension, down's partial
+//! sums added into the residual with f32 atomics).
+//!
 //! Every kernel takes its dimensions as i32 scalars or constexprs, so one source serves
 //! Qwen3-0.6B to 32B and the tiny test checkpoints.
 pub mod attention;
@@ -155,14 +162,15 @@ pub struct Tiles {
     /// down row tiles per program in the megakernel, as `o_proj_tiles`.
     pub down_tiles: usize,
     /// The MLP as one stage of the megakernel (`rmsnorm_mlp_tiles`, with
-    /// `MegakernelOptions::fused_mlp`): three weight tiles per row tile (gate, up and down's
+    /// `fused_mlp`): three weight tiles per row tile (gate, up and down's
     /// transposed rows), so BM is chosen for three where gate/up's is chosen for two.
     pub mlp: Gemv,
     /// Its row tiles per program, spread over the CTAs (1 unless one k step covers the
     /// hidden size, which the fused stage needs).
     pub mlp_tiles: usize,
-    /// Whether the megakernel runs the MLP as that one stage (off by default: a candidate
-    /// until measured faster; see [`Tiles::with_fused_mlp`]).
+    /// Whether the megakernel runs the MLP as that one stage (the rule says no; the
+    /// megakernel engine sets it from `MegakernelOptions::fused_mlp`, on by default: see
+    /// [`Tiles::with_fused_mlp`]).
     pub fused_mlp: bool,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
