@@ -379,9 +379,10 @@ fn scalar_atomics_compile_as_acq_rel() {
 }
 
 /// `EmitOptions::vector_atomics` (on by default, `TESSERA_VECTOR_ATOMICS=0` off): the shipped kernels whose f32
-/// tile `atomic_add` is contiguous (the decode GEMVs' residual adds) get `tsr_red_add_v4`,
-/// every kernel still compiles for sm_80, and for sm_90 through ptxas (which checks the
-/// `red.global.add.v4.f32` that PTX text alone does not).
+/// tile `atomic_add` is contiguous (the decode GEMVs' residual adds, the fused MLP's partial
+/// sums) get `tsr_red_add_v4`, every kernel still compiles for sm_80, and for sm_90 through
+/// ptxas (which checks the `red.global.add.v4.f32` that PTX text alone does not) without
+/// spilling.
 #[test]
 fn f32_tile_atomics_compile_as_vector_reductions() {
     let mut vectorised = vec![];
@@ -404,5 +405,8 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
         assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
     }
     vectorised.sort();
-    assert_eq!(vectorised, ["gemv_residual", "gemv_residual_tiles"]);
+    assert_eq!(
+        vectorised,
+        ["gemv_residual", "gemv_residual_tiles", "rmsnorm_mlp_tiles"]
+    );
 }
