@@ -472,10 +472,23 @@ impl Default for MegakernelOptions {
 /// with one tile per program): docs/PERF.md, session 15.
 pub const GEMV_TILES: usize = 1;
 
-/// QKV row tiles per program by default (`Tiles::with_qkv_tiles`): 1, `rmsnorm_qkv_rope`
-/// one tile per program, until a GPU A/B of 0 (spread over the CTAs,
-/// `rmsnorm_qkv_rope_tiles`; `tessera tune --qkv-tiles 1,0`).
-pub const QKV_TILES: usize = 1;
+/// QKV row tiles per program by default (`Tiles::with_qkv_tiles`): spread over the CTAs
+/// (0, `rmsnorm_qkv_rope_tiles`: one program per CTA, the norm once, the next tile's weights
+/// in flight while one reduces) where one tile per program would put 4 or more QKV
+/// programs on a CTA (4B and 8B: 6), else 1 (`rmsnorm_qkv_rope`; 0.6B: 1, 1.7B: 2). With the
+/// fused MLP, spreading was 1-2% faster at 4B and 8B in 8 of 8 pairs and 3.5% slower at
+/// 1.7B (docs/PERF.md, session 17). The same bits either way.
+pub fn qkv_tiles_rule(cfg: &Config, t: &Tiles) -> usize {
+    let per_cta = t
+        .qkv
+        .programs(cfg.q_dim() + 2 * cfg.kv_dim())
+        .div_ceil(t.ctas.max(1));
+    if per_cta >= 4 {
+        0
+    } else {
+        1
+    }
+}
 
 /// Steps between two reads of the watchdog's error word (each read waits for the stream).
 pub const CHECK_EVERY: u64 = 16;
@@ -501,9 +514,10 @@ impl MegakernelEngine {
         let name = "megakernel";
         let err = |m: String| crate::device_model::engine_err(name, m);
         let tiles = opts.tiles.unwrap_or_else(|| {
-            Tiles::with_rule(&cfg, &crate::kernels::TileRule::for_device(&dev))
-                .with_gemv_tiles(&cfg, GEMV_TILES)
-                .with_qkv_tiles(&cfg, QKV_TILES)
+            let t = Tiles::with_rule(&cfg, &crate::kernels::TileRule::for_device(&dev))
+                .with_gemv_tiles(&cfg, GEMV_TILES);
+            let qkv = qkv_tiles_rule(&cfg, &t);
+            t.with_qkv_tiles(&cfg, qkv)
         });
         // The options decide (given tiles or not).
         let fused = opts.fused_mlp;

@@ -650,3 +650,38 @@ fn fused_mlp_computes_the_two_stage_logits() {
         }
     }
 }
+
+/// The megakernel's QKV tiles (`qkv_tiles_rule`): spread over the CTAs only where one tile
+/// per program would put 4 or more QKV programs on a CTA (measured faster at 4B and 8B,
+/// slower at 1.7B's 2), at each Qwen3 shape on 132 CTAs; and the engine applies it.
+#[test]
+fn qkv_tiles_rule_spreads_where_a_cta_would_run_four_programs() {
+    use model::megakernel_engine::qkv_tiles_rule;
+    let shape = |hidden, inter, heads, layers| model::Config {
+        hidden_size: hidden,
+        intermediate_size: inter,
+        num_attention_heads: heads,
+        num_hidden_layers: layers,
+        ..model::kernels::qwen3_0_6b()
+    };
+    for (name, cfg, per_cta, want) in [
+        ("0.6B", model::kernels::qwen3_0_6b(), 1, 1),
+        ("1.7B", shape(2048, 6144, 16, 28), 2, 1),
+        ("4B", shape(2560, 9728, 32, 36), 6, 0),
+        ("8B", shape(4096, 12288, 32, 36), 6, 0),
+    ] {
+        let t = model::kernels::Tiles::for_config(&cfg);
+        let programs = t.qkv.programs(cfg.q_dim() + 2 * cfg.kv_dim());
+        assert_eq!(programs.div_ceil(t.ctas), per_cta, "{name}");
+        assert_eq!(qkv_tiles_rule(&cfg, &t), want, "{name}");
+        let spread = t.clone().with_qkv_tiles(&cfg, qkv_tiles_rule(&cfg, &t));
+        assert_eq!(
+            spread.qkv_tiles,
+            if want == 0 { per_cta } else { 1 },
+            "{name}"
+        );
+    }
+    // The engine (the interpreter counts as 132 SMs): tiny checkpoints keep one per program.
+    let m = mega("tied_gqa2_v4", Output::Token, &MegakernelOptions::default());
+    assert_eq!(m.tiles().qkv_tiles, 1);
+}

@@ -34,8 +34,8 @@ pub struct Knobs {
     /// the CTAs, 1: one per program (the default).
     pub gemv_tiles: usize,
     /// QKV row tiles per program (`Tiles::with_qkv_tiles`); 0: spread over the CTAs, 1:
-    /// one per program (the default).
-    pub qkv_tiles: usize,
+    /// one per program; None: the engine's rule (`megakernel_engine::qkv_tiles_rule`).
+    pub qkv_tiles: Option<usize>,
 }
 
 impl Default for Knobs {
@@ -52,7 +52,7 @@ impl Default for Knobs {
             gate_up_tiles: 0,
             lm_head_tiles: 0,
             gemv_tiles: model::megakernel_engine::GEMV_TILES,
-            qkv_tiles: model::megakernel_engine::QKV_TILES,
+            qkv_tiles: None,
         }
     }
 }
@@ -62,7 +62,8 @@ pub struct TuneRow {
     pub knobs: Knobs,
     pub ms_per_token: Option<f64>,
     /// The timed greedy tokens equal the first configuration's (the sync options change no
-    /// arithmetic, so they must; other tiles may sum in another order).
+    /// arithmetic; other tiles may sum in another order, and the fused MLP's atomics land
+    /// in any order, so where two logits nearly tie a run may pick the other).
     pub same_tokens: Option<bool>,
     pub error: Option<String>,
     /// Per-stage profile (one step), when asked for.
@@ -125,8 +126,11 @@ pub fn run(
         let mut tiles = Tiles::with_rule(cfg, &rule)
             .with_gate_up_tiles(cfg, k.gate_up_tiles)
             .with_lm_head_tiles(cfg, k.lm_head_tiles)
-            .with_gemv_tiles(cfg, k.gemv_tiles)
-            .with_qkv_tiles(cfg, k.qkv_tiles);
+            .with_gemv_tiles(cfg, k.gemv_tiles);
+        let qkv = k
+            .qkv_tiles
+            .unwrap_or_else(|| model::megakernel_engine::qkv_tiles_rule(cfg, &tiles));
+        tiles = tiles.with_qkv_tiles(cfg, qkv);
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
@@ -228,7 +232,7 @@ pub fn table(rows: &[TuneRow]) -> String {
             per_program(k.gate_up_tiles),
             per_program(k.lm_head_tiles),
             per_program(k.gemv_tiles),
-            per_program(k.qkv_tiles),
+            k.qkv_tiles.map_or("rule".into(), per_program),
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

@@ -166,10 +166,9 @@ pub fn decode_step_text(
 ) -> Result<String, String> {
     use model::kernels::Tiles;
     use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
-    let t = Tiles::for_config(cfg)
-        .with_gemv_tiles(cfg, gemv_tiles)
-        .with_qkv_tiles(cfg, model::megakernel_engine::QKV_TILES)
-        .with_fused_mlp(fused_mlp);
+    let t = Tiles::for_config(cfg).with_gemv_tiles(cfg, gemv_tiles);
+    let qkv = model::megakernel_engine::qkv_tiles_rule(cfg, &t);
+    let t = t.with_qkv_tiles(cfg, qkv).with_fused_mlp(fused_mlp);
     let opts = MegakernelOptions::default()
         .mega
         .warps(warps.unwrap_or(t.warps));

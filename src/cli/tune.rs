@@ -51,7 +51,8 @@ pub struct TuneArgs {
     pub gemv_tiles: Option<String>,
     /// QKV row tiles per program (`rmsnorm_qkv_rope_tiles`: the norm once, the next tile's
     /// weights loaded while one reduces): 0 spreads them over the CTAs, 1 is one per
-    /// program (`rmsnorm_qkv_rope`).
+    /// program (`rmsnorm_qkv_rope`). Default: the engine's rule (spread where one per program
+    /// would put 4 or more on a CTA).
     #[arg(long, value_name = "LIST")]
     pub qkv_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
@@ -147,11 +148,12 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         list("gemv-tiles", &a.gemv_tiles, d.gemv_tiles)?,
         |k, v| k.gemv_tiles = v,
     );
-    grid = times(
-        grid,
-        list("qkv-tiles", &a.qkv_tiles, d.qkv_tiles)?,
-        |k, v| k.qkv_tiles = v,
-    );
+    // Without the flag, the engine's rule (`megakernel_engine::qkv_tiles_rule`).
+    if a.qkv_tiles.is_some() {
+        grid = times(grid, list("qkv-tiles", &a.qkv_tiles, 1)?, |k, v| {
+            k.qkv_tiles = Some(v)
+        });
+    }
     if grid.iter().any(|k| {
         !(1..=32).contains(&k.warps)
             || k.elems_per_thread == 0

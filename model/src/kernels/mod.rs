@@ -141,7 +141,7 @@ pub struct Tiles {
     /// per program, the next tile's weights loaded while one reduces), when one k step
     /// covers the hidden size; 1: `rmsnorm_qkv_rope`, one tile per program (the kernels
     /// engine's, and the rule's here; the megakernel engine applies
-    /// `megakernel_engine::QKV_TILES`). See [`Tiles::with_qkv_tiles`].
+    /// `megakernel_engine::qkv_tiles_rule`). See [`Tiles::with_qkv_tiles`].
     pub qkv_tiles: usize,
     pub o_proj: Gemv,
     /// o_proj row tiles per program in the megakernel (`gemv_residual_tiles`: x once per
