@@ -213,7 +213,8 @@ pub fn decode_step(
             ATTN_SPLITS,
         );
         if FUSED_MLP {
-            // The residual add, and a copy of the new x for the fused MLP's norm.
+            // The residual add, and a copy of the new x for the fused MLP's norm; one tile
+            // per program (O_TILES applies to the two-stage MLP's o_proj only).
             gemv_residual_copy(
                 grid(cdiv(HIDDEN, O_BM)),
                 o_proj.layer(layer, HIDDEN * q_dim),
