@@ -272,7 +272,12 @@ impl DeviceModel {
                 k: h as i32,
                 eps,
             },
-            &lm_head_argmax::Consts { BM: g.bm, BK: g.bk },
+            // One copy of the residual: what `widen` (prefill) or the kernels engine wrote.
+            &lm_head_argmax::Consts {
+                BM: g.bm,
+                BK: g.bk,
+                COPIES: 1,
+            },
         )?;
         argmax_merge::launch_with(
             dev,
@@ -517,7 +522,14 @@ impl DeviceModel {
 
     /// The residual stream after the last step's last layer (for checks).
     pub fn hidden(&self) -> Result<Vec<f32>, ModelError> {
-        self.a.x.to_vec().map_err(|e| self.err(e))
+        // The sum of the residual's copies (`Tiles::resid_copies`), as its readers take it.
+        let all = self.a.x.to_vec().map_err(|e| self.err(e))?;
+        let h = self.cfg.hidden_size;
+        let mut x = all[..h].to_vec();
+        for copy in all[h..].chunks(h) {
+            x.iter_mut().zip(copy).for_each(|(a, b)| *a += b);
+        }
+        Ok(x)
     }
 }
 
@@ -541,7 +553,8 @@ fn activations(
         pos: zi(1)?,
         seed: zi(1)?,
         inv_temp: z32(1)?,
-        x: z32(h)?,
+        // [copies, hidden]: the fused MLP's copies of the residual (`Tiles::resid_copies`).
+        x: z32(tiles.resid_copies.max(1) * h)?,
         x_mlp: z32(h)?,
         qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
         q: z16(cfg.q_dim())?,

@@ -171,6 +171,7 @@ impl KernelsEngine {
             },
             &embedding::embedding::Consts {
                 BLOCK: t.embed_block,
+                COPIES: 1,
             },
         )?;
 

@@ -117,6 +117,9 @@ pub fn decode_step(
     #[constexpr] MLP_BM: usize,
     #[constexpr] MLP_BK: usize,
     #[constexpr] MLP_TILES: usize,
+    // Copies of the residual stream the fused MLP adds into (`Tiles::resid_copies`; 1
+    // unless fused): every reader sums them, o_proj folds them, the embedding zeroes them.
+    #[constexpr] RESID_COPIES: usize,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -136,6 +139,7 @@ pub fn decode_step(
         x,
         HIDDEN,
         EMBED_BLOCK,
+        RESID_COPIES,
     );
     for layer in 0..LAYERS {
         // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
@@ -167,6 +171,7 @@ pub fn decode_step(
                 QKV_BK,
                 HEAD_DIM,
                 QKV_TILES,
+                RESID_COPIES,
             );
         } else {
             rmsnorm_qkv_rope(
@@ -192,6 +197,7 @@ pub fn decode_step(
                 QKV_BM,
                 QKV_BK,
                 HEAD_DIM,
+                RESID_COPIES,
             );
         }
         attn_split_merge(
@@ -225,6 +231,7 @@ pub fn decode_step(
                 q_dim,
                 O_BM,
                 O_BK,
+                RESID_COPIES,
             );
         } else if O_TILED {
             // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
@@ -267,6 +274,7 @@ pub fn decode_step(
                 MLP_BM,
                 MLP_BK,
                 MLP_TILES,
+                RESID_COPIES,
             );
         } else {
             if GU_NORM_ONCE {
@@ -346,6 +354,7 @@ pub fn decode_step(
             LM_BM,
             LM_BK,
             LM_TILES,
+            RESID_COPIES,
         );
     } else {
         lm_head_argmax(
@@ -364,6 +373,7 @@ pub fn decode_step(
             eps,
             LM_BM,
             LM_BK,
+            RESID_COPIES,
         );
     }
     argmax_merge(
@@ -420,6 +430,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         MLP_BM: t.mlp.bm,
         MLP_BK: t.mlp.bk,
         MLP_TILES: t.mlp_tiles,
+        RESID_COPIES: if t.fused_mlp { t.resid_copies } else { 1 },
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
         LM_NORM_ONCE: t.lm_head.bk >= cfg.hidden_size,
@@ -450,6 +461,9 @@ pub struct MegakernelOptions {
     /// down is stored transposed on the device, and prefill reads it so). On by default: 1-4% faster from
     /// 0.6B to 8B on an H100 (docs/PERF.md, session 17); `TESSERA_FUSED_MLP=0` turns it off.
     pub fused_mlp: bool,
+    /// Copies of the residual stream the fused MLP adds into (`Tiles::resid_copies`): 1
+    /// by default (a candidate); `TESSERA_RESID_COPIES=N`.
+    pub resid_copies: usize,
 }
 
 impl Default for MegakernelOptions {
@@ -461,6 +475,10 @@ impl Default for MegakernelOptions {
             // The warps come from the tiles (`MegakernelEngine::new`).
             mega: MegaOptions::default(),
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),
+            resid_copies: std::env::var("TESSERA_RESID_COPIES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1),
         }
     }
 }
@@ -528,7 +546,10 @@ impl MegakernelEngine {
                 cfg.hidden_size, tiles.mlp.bk
             )));
         }
-        let tiles = tiles.with_fused_mlp(fused);
+        let mut tiles = tiles.with_fused_mlp(fused);
+        if fused {
+            tiles.resid_copies = opts.resid_copies.max(1);
+        }
         // The KV cache gets the memory the weights leave.
         let (max_seq, note) = crate::device_model::kv_capacity(
             &cfg,
@@ -602,8 +623,10 @@ impl MegakernelEngine {
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
     /// uploaded only then).
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
-        let fused = self.m.tiles.fused_mlp;
-        self.m.set_tiles(tiles.with_fused_mlp(fused))?;
+        let (fused, copies) = (self.m.tiles.fused_mlp, self.m.tiles.resid_copies);
+        let mut tiles = tiles.with_fused_mlp(fused);
+        tiles.resid_copies = copies;
+        self.m.set_tiles(tiles)?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
         opts.num_warps = self.m.tiles.warps;
         self.opts = opts;

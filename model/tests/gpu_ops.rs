@@ -92,6 +92,7 @@ fn run_ops(
         &x,
         h as i32,
         t.embed_block,
+        1,
     )
     .unwrap();
     out.push(("embedding", read(&x)));
@@ -211,6 +212,7 @@ fn run_ops(
         eps,
         t.lm_head.bm,
         t.lm_head.bk,
+        1,
     )
     .unwrap();
     lm_head::argmax_merge::launch(

@@ -285,6 +285,7 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
             eps,
             g.bm,
             g.bk,
+            1,
         )
         .unwrap();
         lm_head::argmax_merge::launch(

@@ -71,6 +71,7 @@ fn embedding_gathers_the_row_of_the_device_token() {
                 &x,
                 h as i32,
                 block,
+                1,
             )
             .unwrap();
             assert_eq!(
@@ -185,18 +186,23 @@ fn gemv_residual_adds_the_projection_in_place() {
 }
 
 /// o_proj's form beside the fused MLP (`gemv_residual_copy`) adds the same bits into the
-/// residual as `gemv_residual`, and leaves the same rows in its copy.
+/// residual as `gemv_residual`, and leaves the same rows in its copy; with the residual in
+/// 3 copies it adds into their sum (in copy order) and zeroes copies 1 and 2.
 #[test]
 fn gemv_residual_copy_adds_as_gemv_residual_and_copies() {
     let mut rng = SplitMix64::new(40);
-    for (m, k, t) in GEMV_SHAPES {
+    for ((m, k, t), copies) in GEMV_SHAPES.into_iter().flat_map(|s| [(s, 1), (s, 3)]) {
         let g = tiles(m, k, t);
-        let (x, res, w) = (
+        let (x, all, w) = (
             up(&rand_bf16(&mut rng, k, 1.0)),
-            f32s(&rand_bf16(&mut rng, m, 1.0)),
+            f32s(&rand_bf16(&mut rng, copies * m, 1.0)),
             up(&rand_bf16(&mut rng, m * k, 0.1)),
         );
-        let (plain, with_copy) = (up(&res), up(&res));
+        // What `gemv::resid_load` reads: the copies summed in order.
+        let res: Vec<f32> = (0..m)
+            .map(|r| (1..copies).fold(all[r], |a, c| a + all[c * m + r]))
+            .collect();
+        let (plain, with_copy) = (up(&res), up(&all));
         let copy = up(&vec![f32::NAN; m]);
         gemv::gemv_residual::launch(
             &dev(),
@@ -221,12 +227,22 @@ fn gemv_residual_copy_adds_as_gemv_residual_and_copies() {
             k as i32,
             g.bm,
             g.bk,
+            copies,
         )
         .unwrap();
-        let bits = |b: &Buffer<f32>| down(b).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert_ne!(down(&plain), res, "{m}x{k}: nothing added");
-        assert_eq!(bits(&with_copy), bits(&plain), "{m}x{k} {g:?}");
-        assert_eq!(bits(&copy), bits(&plain), "{m}x{k} {g:?}: the copy");
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let (plain, with_copy) = (down(&plain), down(&with_copy));
+        assert_ne!(plain, res, "{m}x{k}: nothing added");
+        assert_eq!(
+            bits(&with_copy[..m]),
+            bits(&plain),
+            "{m}x{k} {g:?} {copies}"
+        );
+        assert!(
+            with_copy[m..].iter().all(|&v| v == 0.0),
+            "{m}x{k}: copies not zeroed"
+        );
+        assert_eq!(bits(&down(&copy)), bits(&plain), "{m}x{k} {g:?}: the copy");
     }
 }
 
@@ -234,16 +250,19 @@ fn gemv_residual_copy_adds_as_gemv_residual_and_copies() {
 /// hn = rmsnorm(h) (h: o_proj's copy, not x), act rounded to bf16 as the two-stage path
 /// stores it; down given transposed. Against the reference's plain Rust, with rows past
 /// `inter` in the last program's tiles, hidden < BK (masked columns), and more tiles per
-/// program than rows left.
+/// program than rows left; into one copy of the residual, and into 3 (program p into copy
+/// p % 3), whose sum is then the same.
 #[test]
 fn fused_mlp_adds_the_reference_mlp_to_x() {
     let mut rng = SplitMix64::new(41);
-    // (inter, hidden, BM, BK, TILES)
-    for (inter, h, bm, bk, tiles) in [
-        (37, 100, 4, 128, 3),
-        (160, 64, 8, 64, 5),
-        (3072, 1024, 8, 1024, 3),
-        (24, 48, 8, 64, 7),
+    // (inter, hidden, BM, BK, TILES, copies)
+    for (inter, h, bm, bk, tiles, copies) in [
+        (37, 100, 4, 128, 3, 1),
+        (160, 64, 8, 64, 5, 1),
+        (160, 64, 8, 64, 1, 3),
+        (3072, 1024, 8, 1024, 3, 1),
+        (3072, 1024, 8, 1024, 3, 3),
+        (24, 48, 8, 64, 7, 1),
     ] {
         let (hv, nw, x0) = (
             f32s(&rand_bf16(&mut rng, h, 2.0)),
@@ -255,7 +274,10 @@ fn fused_mlp_adds_the_reference_mlp_to_x() {
         let down_t: Vec<bf16> = (0..inter * h)
             .map(|i| down_w[(i % h) * inter + i / h])
             .collect();
-        let x = up(&x0);
+        // Copies 1.. start as zeros (o_proj's fold leaves them so).
+        let mut all = x0.clone();
+        all.resize(copies * h, 0.0);
+        let x = up(&all);
         mlp::rmsnorm_mlp_tiles::launch(
             &dev(),
             &grid(inter.div_ceil(bm * tiles)),
@@ -270,8 +292,16 @@ fn fused_mlp_adds_the_reference_mlp_to_x() {
             bm,
             bk,
             tiles,
+            copies,
         )
         .unwrap();
+        let got = down(&x);
+        let sum: Vec<f32> = (0..h)
+            .map(|j| (0..copies).map(|c| got[c * h + j]).sum())
+            .collect();
+        if copies > 1 {
+            assert!(got[h..].iter().any(|&v| v != 0.0), "nothing in copies 1..");
+        }
         let hn = rms_norm(&hv, &tensor(nw, &[h]), 1e-6);
         let gu = matvec(&tensor(gate_up, &[2 * inter, h]), &hn);
         let act: Vec<f32> = (0..inter)
@@ -283,8 +313,8 @@ fn fused_mlp_adds_the_reference_mlp_to_x() {
             .map(|(d, x)| d + x)
             .collect();
         check(
-            &format!("fused MLP {inter}x{h} BM {bm} BK {bk} TILES {tiles}"),
-            &down(&x),
+            &format!("fused MLP {inter}x{h} BM {bm} BK {bk} TILES {tiles}, {copies} copies"),
+            &sum,
             &want,
         );
     }
@@ -633,6 +663,7 @@ impl Qkv {
                 bm,
                 bk,
                 self.hd,
+                1,
             ),
             Some(t) => rope::rmsnorm_qkv_rope_tiles::launch(
                 &dev(),
@@ -659,6 +690,7 @@ impl Qkv {
                 bk,
                 self.hd,
                 t,
+                1,
             ),
         }
         .unwrap();
@@ -955,6 +987,7 @@ fn lm_head_tiles_equal_one_program_per_block() {
             1e-6,
             bm,
             bk,
+            1,
         )
         .unwrap();
         lm_head::lm_head_argmax_tiles::launch(
@@ -975,6 +1008,7 @@ fn lm_head_tiles_equal_one_program_per_block() {
             bm,
             bk,
             tiles,
+            1,
         )
         .unwrap();
         let what = format!("vocab {vocab} h {h} BM {bm} BK {bk} TILES {tiles} 1/T {it}");
@@ -1026,6 +1060,7 @@ fn lm_head_argmax_finds_the_greedy_token_in_two_phases() {
                 1e-6,
                 g.bm,
                 g.bk,
+                1,
             )
             .unwrap();
             lm_head::argmax_merge::launch(

@@ -315,7 +315,12 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
     let m = (heads + 2 * kv) * d;
     let int = |v: usize| ConstVal::Int(v as i64);
     let kern = rmsnorm_qkv_rope::KERNEL
-        .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("D", int(d))])
+        .specialize(&[
+            ("BM", int(bm)),
+            ("BK", int(bk)),
+            ("D", int(d)),
+            ("COPIES", int(1)),
+        ])
         .unwrap();
     let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
     let grid = [(m / bm) as u32, 1, 1];
@@ -353,7 +358,12 @@ fn qkv_tiles_emulated_equal_one_program_per_tile() {
     let m = (heads + 2 * kv) * d;
     let int = |v: usize| ConstVal::Int(v as i64);
     let one = rmsnorm_qkv_rope::KERNEL
-        .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("D", int(d))])
+        .specialize(&[
+            ("BM", int(bm)),
+            ("BK", int(bk)),
+            ("D", int(d)),
+            ("COPIES", int(1)),
+        ])
         .unwrap();
     let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
     let want = emulate(&one, NUM_WARPS, 1, [(m / bm) as u32, 1, 1], &bufs, &sc);
@@ -364,6 +374,7 @@ fn qkv_tiles_emulated_equal_one_program_per_tile() {
                 ("BK", int(bk)),
                 ("D", int(d)),
                 ("TILES", int(tiles)),
+                ("COPIES", int(1)),
             ])
             .unwrap();
         let grid = [(m / bm).div_ceil(tiles) as u32, 1, 1];
@@ -454,7 +465,12 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
         (24, 48, 8, 64, 7),
     ] {
         let k = model::kernels::mlp::rmsnorm_mlp_tiles::KERNEL
-            .specialize(&[("BM", int(bm)), ("BK", int(bk)), ("TILES", int(tiles))])
+            .specialize(&[
+                ("BM", int(bm)),
+                ("BK", int(bk)),
+                ("TILES", int(tiles)),
+                ("COPIES", int(1)),
+            ])
             .unwrap();
         let (hv, nw, x0) = (
             rand(&mut rng, h, 2.0),
@@ -521,7 +537,7 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
         .specialize(&cx)
         .unwrap();
     let copy = model::kernels::gemv::gemv_residual_copy::KERNEL
-        .specialize(&cx)
+        .specialize(&[cx[0].clone(), cx[1].clone(), ("COPIES", int(1))])
         .unwrap();
     let mut bufs = vec![
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * kk, 0.5)),

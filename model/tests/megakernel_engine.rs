@@ -412,9 +412,12 @@ fn every_sync_is_needed_with(fused_mlp: bool) {
         attn_block_n: 1,
         ..model::kernels::Tiles::for_config(&cfg)
     };
+    // Fused, the MLP adds into 3 copies of the residual (`Tiles::resid_copies`): the
+    // embedding zeroes them, QKV and the lm_head sum them, o_proj folds them.
     let base = MegakernelOptions {
         tiles: Some(tiles),
         fused_mlp,
+        resid_copies: if fused_mlp { 3 } else { 1 },
         ..Default::default()
     };
     let want = run(&base).unwrap();
@@ -612,15 +615,18 @@ fn gemv_tiles_same_logits_at(name: &str) {
 fn fused_mlp_computes_the_two_stage_logits() {
     for name in CHECKPOINTS {
         let prompt = ids(&expected(name)["prompt_ids"]);
-        for (mode, opts) in modes() {
+        // The fused MLP adding into 1 or 3 copies of the residual (`Tiles::resid_copies`).
+        for ((mode, opts), copies) in modes().into_iter().flat_map(|m| [(m.clone(), 1), (m, 3)]) {
             let with = |fused_mlp| MegakernelOptions {
                 fused_mlp,
+                resid_copies: copies,
                 ..opts.clone()
             };
             let (mut a, mut b) = (
                 mega(name, Output::Logits, &with(false)),
                 mega(name, Output::Logits, &with(true)),
             );
+            assert_eq!(b.tiles().resid_copies, copies);
             let mut r = reference(name);
             let (ea, eb) = (a.explain().unwrap(), b.explain().unwrap());
             assert!(!ea.contains("rmsnorm_mlp_tiles"), "{ea}");
@@ -643,7 +649,7 @@ fn fused_mlp_computes_the_two_stage_logits() {
                 );
                 let want = r.forward(t, pos).unwrap();
                 let (e2, er) = (rel_err(&lb, &la), rel_err(&lb, &want));
-                eprintln!("{name} ({mode}) pos {pos}: fused against two stages {e2:.2e}, against the reference {er:.2e}");
+                eprintln!("{name} ({mode}, {copies} copies) pos {pos}: fused against two stages {e2:.2e}, against the reference {er:.2e}");
                 assert!(e2 < 1e-2, "{name} ({mode}) pos {pos}: {e2}");
                 assert!(er < ENGINE_LOGIT_TOL, "{name} ({mode}) pos {pos}: {er}");
             }

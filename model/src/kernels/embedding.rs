@@ -16,6 +16,7 @@ pub fn embedding(
     x: Ptr<f32>,
     hidden: i32,
     #[constexpr] BLOCK: usize,
+    #[constexpr] COPIES: usize,
 ) {
     let tok = load(token); // a scalar load: the same id for every lane
     let cols = program_id(0) * BLOCK + arange(0, BLOCK);
@@ -25,4 +26,8 @@ pub fn embedding(
         load(table + tok * hidden + cols, mask, 0.0).to(f32),
         mask,
     );
+    // The residual's other copies (`gemv::resid_load`), which the last step's MLP left.
+    for c in 1..COPIES {
+        store(x + c * hidden + cols, zeros([BLOCK], f32), mask);
+    }
 }

@@ -18,6 +18,25 @@
 //!   its own rows of the residual stream (f32), so it updates it in place.
 use dsl_runtime::prelude::*;
 
+/// The residual stream at `cols`: the sum of its `COPIES` copies (`x` is `[COPIES, n]`).
+/// The megakernel's fused MLP adds its programs' partial sums into several copies, so fewer
+/// atomics queue on each address (`Tiles::resid_copies`); everywhere else COPIES is 1 and
+/// this is one load.
+#[tile_fn]
+pub fn resid_load(
+    x: Ptr<f32>,
+    cols: Tile<i32, N>,
+    mask: Tile<bool, N>,
+    n: i32,
+    #[constexpr] COPIES: usize,
+) -> Tile<f32, N> {
+    let mut v = load(x + cols, mask, 0.0);
+    for c in 1..COPIES {
+        v += load(x + c * n + cols, mask, 0.0);
+    }
+    v
+}
+
 /// `W[rows, :] · (x / rms(x) * g)` for a bf16 W of row length `k`: the RMSNorm's squares
 /// summed in the loop that streams the weight rows, its scalar applied once at the end
 /// (W · (x * g * inv) = inv · (W · (x * g))).
@@ -31,6 +50,7 @@ pub fn normed_gemv_rows(
     k: i32,
     eps: f32,
     #[constexpr] BK: usize,
+    #[constexpr] COPIES: usize,
 ) -> Tile<f32, BM> {
     let mut acc = zeros([BM, BK], f32);
     let mut sumsq = zeros([BK], f32);
@@ -45,7 +65,7 @@ pub fn normed_gemv_rows(
             0.0,
         )
         .to(f32);
-        let xv = load(x + cols, col_mask, 0.0);
+        let xv = resid_load(x, cols, col_mask, k, COPIES);
         sumsq += xv * xv;
         acc += wv * (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     }
@@ -54,7 +74,7 @@ pub fn normed_gemv_rows(
 }
 
 /// y = W · (x / rms(x) * g): input RMSNorm fused into the (QKV) projection.
-#[kernel(helpers(normed_gemv_rows))]
+#[kernel(helpers(normed_gemv_rows, resid_load))]
 pub fn rmsnorm_gemv(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -68,7 +88,7 @@ pub fn rmsnorm_gemv(
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
+    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK, 1);
     store(y + rows, out.to(bf16), row_mask);
 }
 
@@ -96,7 +116,10 @@ pub fn gemv_residual(
 /// copy while its programs add into `res`. The rows of `res` are loaded before the weights
 /// stream, so the add costs no round trip at the end; `res[r] + y` rounds once, as
 /// `gemv_residual`'s atomic add does: the same bits.
-#[kernel]
+///
+/// With `COPIES` > 1 the residual is `[COPIES, m]` (the fused MLP adds into all of them):
+/// this stage folds them, `res[0] = Σ res[c] + y`, and zeroes the others for the MLP.
+#[kernel(helpers(resid_load))]
 pub fn gemv_residual_copy(
     w: Ptr<bf16>,
     x: Ptr<bf16>,
@@ -106,13 +129,17 @@ pub fn gemv_residual_copy(
     k: i32,
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
+    #[constexpr] COPIES: usize,
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let before = load(res + rows, row_mask, 0.0);
+    let before = resid_load(res, rows, row_mask, m, COPIES);
     let after = before + gemv_rows(w, x, rows, row_mask, k, BK);
     store(res + rows, after, row_mask);
     store(copy + rows, after, row_mask);
+    for c in 1..COPIES {
+        store(res + c * m + rows, zeros([BM], f32), row_mask);
+    }
 }
 
 /// `gemv_residual` for a program that owns `TILES` consecutive `BM`-row tiles in one k step

@@ -59,7 +59,11 @@ pub fn gumbel_scores(
     zs
 }
 
-#[kernel(helpers(crate::kernels::gemv::normed_gemv_rows, gumbel_scores))]
+#[kernel(helpers(
+    crate::kernels::gemv::normed_gemv_rows,
+    crate::kernels::gemv::resid_load,
+    gumbel_scores
+))]
 pub fn lm_head_argmax(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -75,12 +79,13 @@ pub fn lm_head_argmax(
     eps: f32,
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
+    #[constexpr] COPIES: usize,
 ) {
     let pid = program_id(0);
     let rows = pid * BM + arange(0, BM);
     let row_mask = rows < vocab;
     // The final norm fused into the GEMV, as in `gemv.rs`.
-    let z = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
+    let z = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK, COPIES);
     store(logits + rows, z, row_mask);
 
     let zs = gumbel_scores(z, rows, pos, seed, inv_temp);
@@ -95,7 +100,7 @@ pub fn lm_head_argmax(
 /// block's weights loaded while the previous one reduces. Every block still stores its own
 /// (max, argmax), so `argmax_merge` is unchanged; blocks past the vocab store nothing. The
 /// same arithmetic, block by block, as `lm_head_argmax` with one k step: the same bits.
-#[kernel(helpers(gumbel_scores))]
+#[kernel(helpers(crate::kernels::gemv::resid_load, gumbel_scores))]
 pub fn lm_head_argmax_tiles(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -112,6 +117,7 @@ pub fn lm_head_argmax_tiles(
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
     #[constexpr] TILES: usize,
+    #[constexpr] COPIES: usize,
 ) {
     let cols = arange(0, BK);
     let col_mask = cols < k;
@@ -125,7 +131,7 @@ pub fn lm_head_argmax_tiles(
         mask0,
         0.0,
     );
-    let xv = load(x + cols, col_mask, 0.0);
+    let xv = resid_load(x, cols, col_mask, k, COPIES);
     let inv = rms_inv(xv * xv, k, eps);
     let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {

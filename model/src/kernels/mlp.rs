@@ -125,6 +125,7 @@ pub fn rmsnorm_mlp_tiles(
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
     #[constexpr] TILES: usize,
+    #[constexpr] COPIES: usize,
 ) {
     let cols = arange(0, BK);
     let col_mask = cols < k;
@@ -163,5 +164,11 @@ pub fn rmsnorm_mlp_tiles(
         let a = (silu(gate) * up).to(bf16).to(f32);
         acc_down += wd_now.to(f32) * a.expand_dims(1);
     }
-    atomic_add(x + cols, sum(acc_down, 0), col_mask);
+    // Into one of the residual's COPIES (`[COPIES, k]`, folded by the next o_proj and
+    // summed by every reader), so that fewer programs' atomics queue on each address.
+    atomic_add(
+        x + (program_id(0) % COPIES) * k + cols,
+        sum(acc_down, 0),
+        col_mask,
+    );
 }

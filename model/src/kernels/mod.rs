@@ -172,6 +172,11 @@ pub struct Tiles {
     /// megakernel engine sets it from `MegakernelOptions::fused_mlp`, on by default: see
     /// [`Tiles::with_fused_mlp`]).
     pub fused_mlp: bool,
+    /// Copies of the residual stream the fused MLP's programs add into (program p into
+    /// copy p % copies): fewer atomics queue on each address, and every reader sums the
+    /// copies (`gemv::resid_load`). 1 (a candidate, `TESSERA_RESID_COPIES`); only with
+    /// `fused_mlp`.
+    pub resid_copies: usize,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
     /// `gate_up_tiles` (spread over the CTAs by default; `lm_head_argmax` with a k loop).
@@ -219,6 +224,7 @@ impl Tiles {
             mlp: gemv(cfg.intermediate_size, h, 3),
             mlp_tiles: 1,
             fused_mlp: false,
+            resid_copies: 1,
             lm_head,
             lm_head_tiles: 1,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
@@ -369,7 +375,7 @@ pub fn shipped() -> Vec<Shipped> {
     vec![
         k(
             &embedding::embedding::KERNEL,
-            vec![("BLOCK", int(t.embed_block))],
+            vec![("BLOCK", int(t.embed_block)), ("COPIES", int(1))],
             "x = embed_tokens[token] (f32 residual stream), token read from a device buffer",
         ),
 
@@ -444,7 +450,11 @@ pub fn shipped() -> Vec<Shipped> {
         ),
         k(
             &gemv::gemv_residual_copy::KERNEL,
-            gemv(t.o_proj),
+            {
+                let mut c = gemv(t.o_proj);
+                c.push(("COPIES", int(1)));
+                c
+            },
             "the megakernel's candidate o_proj with the MLP fused: res += W · x, and a copy of the new rows",
         ),
         k(
@@ -452,6 +462,7 @@ pub fn shipped() -> Vec<Shipped> {
             {
                 let mut c = gemv(t.mlp);
                 c.push(("TILES", int(t.mlp_tiles)));
+                c.push(("COPIES", int(1)));
                 c
             },
             "the megakernel's candidate MLP in one stage: gate/up as the tiles kernel, times down's transposed rows, f32 atomics into x",
@@ -461,13 +472,18 @@ pub fn shipped() -> Vec<Shipped> {
             {
                 let mut c = gemv(t.lm_head);
                 c.push(("TILES", int(t.lm_head_tiles)));
+                c.push(("COPIES", int(1)));
                 c
             },
             "the megakernel's lm_head_argmax: TILES blocks per program, the norm once, the next block's weights loaded while one reduces",
         ),
         k(
             &lm_head::lm_head_argmax::KERNEL,
-            gemv(t.lm_head),
+            {
+                let mut c = gemv(t.lm_head);
+                c.push(("COPIES", int(1)));
+                c
+            },
             "final norm + lm_head GEMV + per-block (max, argmax), Gumbel-max when sampling: phase 1",
         ),
         k(

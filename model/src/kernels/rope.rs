@@ -22,7 +22,7 @@
 //! A head's keys are then one contiguous `[len, head_dim]` block, so attention streams it
 //! with full-width, coalesced tile loads; the whole cache is `[layer][kv_head][pos][dim]`
 //! and a layer's part is a `Buffer::slice`.
-use super::gemv::normed_gemv_rows;
+use super::gemv::{normed_gemv_rows, resid_load};
 use dsl_runtime::prelude::*;
 
 /// The head at `src` (D elements of the QKV output) RMS-normed with weight `w` and rotated
@@ -144,7 +144,7 @@ fn finish_head(
 /// `tickets[unit]` counts a head's finished programs (the scalar atomic orders each
 /// program's rows before its count and the last one's loads after every count); the last
 /// one puts it back to 0. Needs D % BM == 0 (`Tiles` makes it so).
-#[kernel(helpers(normed_gemv_rows, finish_head, norm_rope))]
+#[kernel(helpers(normed_gemv_rows, resid_load, finish_head, norm_rope))]
 pub fn rmsnorm_qkv_rope(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -167,10 +167,11 @@ pub fn rmsnorm_qkv_rope(
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
     #[constexpr] D: usize,
+    #[constexpr] COPIES: usize,
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK);
+    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK, COPIES);
     store(qkv + rows, out.to(bf16), row_mask);
     let unit = program_id(0) * BM / D;
     let done = atomic_add(tickets + unit, 1);
@@ -190,7 +191,7 @@ pub fn rmsnorm_qkv_rope(
 /// into its head's ticket and the head's last tile finishes it, as one program per tile
 /// does. The same arithmetic, tile by tile, as `rmsnorm_qkv_rope` with one k step: the
 /// same bits. Needs D % BM == 0.
-#[kernel(helpers(finish_head, norm_rope))]
+#[kernel(helpers(resid_load, finish_head, norm_rope))]
 pub fn rmsnorm_qkv_rope_tiles(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -214,6 +215,7 @@ pub fn rmsnorm_qkv_rope_tiles(
     #[constexpr] BK: usize,
     #[constexpr] D: usize,
     #[constexpr] TILES: usize,
+    #[constexpr] COPIES: usize,
 ) {
     let cols = arange(0, BK);
     let col_mask = cols < k;
@@ -227,7 +229,7 @@ pub fn rmsnorm_qkv_rope_tiles(
         mask0,
         0.0,
     );
-    let xv = load(x + cols, col_mask, 0.0);
+    let xv = resid_load(x, cols, col_mask, k, COPIES);
     let inv = rms_inv(xv * xv, k, eps);
     let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {
