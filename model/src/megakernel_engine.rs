@@ -461,9 +461,9 @@ pub struct MegakernelOptions {
     /// down is stored transposed on the device, and prefill reads it so). On by default: 1-4% faster from
     /// 0.6B to 8B on an H100 (docs/PERF.md, session 17); `TESSERA_FUSED_MLP=0` turns it off.
     pub fused_mlp: bool,
-    /// Copies of the residual stream the fused MLP adds into (`Tiles::resid_copies`): 1
-    /// by default (a candidate); `TESSERA_RESID_COPIES=N`.
-    pub resid_copies: usize,
+    /// Copies of the residual stream the fused MLP adds into (`Tiles::resid_copies`); None:
+    /// [`resid_copies_rule`]. `TESSERA_RESID_COPIES=N` sets it.
+    pub resid_copies: Option<usize>,
 }
 
 impl Default for MegakernelOptions {
@@ -477,8 +477,7 @@ impl Default for MegakernelOptions {
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),
             resid_copies: std::env::var("TESSERA_RESID_COPIES")
                 .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1),
+                .and_then(|v| v.parse().ok()),
         }
     }
 }
@@ -504,6 +503,21 @@ pub fn qkv_tiles_rule(cfg: &Config, t: &Tiles) -> usize {
         .div_ceil(t.ctas.max(1));
     if per_cta >= 4 {
         0
+    } else {
+        1
+    }
+}
+
+/// Copies of the residual stream the fused MLP adds into by default (`Tiles::resid_copies`:
+/// program p adds into copy p % N, so N times fewer atomics queue on each address, and
+/// every reader sums the copies): 2 up to hidden 2048, else 1. On an H100 two copies cut
+/// the stage's publish from 1.6 to 0.7 µs per layer at 0.6B and were 4-5% faster there
+/// and 1.4-2% at 1.7B; at 4B (hidden 2560) 1-3% slower and at 8B 0-1% slower, where reading
+/// and folding the wider copies costs more than the shorter queues save; 4 and 8 copies
+/// were no better at 0.6B (docs/PERF.md, session 17).
+pub fn resid_copies_rule(cfg: &Config) -> usize {
+    if cfg.hidden_size <= 2048 {
+        2
     } else {
         1
     }
@@ -548,7 +562,10 @@ impl MegakernelEngine {
         }
         let mut tiles = tiles.with_fused_mlp(fused);
         if fused {
-            tiles.resid_copies = opts.resid_copies.max(1);
+            tiles.resid_copies = opts
+                .resid_copies
+                .unwrap_or_else(|| resid_copies_rule(&cfg))
+                .max(1);
         }
         // The KV cache gets the memory the weights leave.
         let (max_seq, note) = crate::device_model::kv_capacity(

@@ -417,7 +417,7 @@ fn every_sync_is_needed_with(fused_mlp: bool) {
     let base = MegakernelOptions {
         tiles: Some(tiles),
         fused_mlp,
-        resid_copies: if fused_mlp { 3 } else { 1 },
+        resid_copies: Some(if fused_mlp { 3 } else { 1 }),
         ..Default::default()
     };
     let want = run(&base).unwrap();
@@ -619,7 +619,7 @@ fn fused_mlp_computes_the_two_stage_logits() {
         for ((mode, opts), copies) in modes().into_iter().flat_map(|m| [(m.clone(), 1), (m, 3)]) {
             let with = |fused_mlp| MegakernelOptions {
                 fused_mlp,
-                resid_copies: copies,
+                resid_copies: Some(copies),
                 ..opts.clone()
             };
             let (mut a, mut b) = (
@@ -690,4 +690,40 @@ fn qkv_tiles_rule_spreads_where_a_cta_would_run_four_programs() {
     // The engine (the interpreter counts as 132 SMs): tiny checkpoints keep one per program.
     let m = mega("tied_gqa2_v4", Output::Token, &MegakernelOptions::default());
     assert_eq!(m.tiles().qkv_tiles, 1);
+}
+
+/// The fused MLP's copies of the residual (`resid_copies_rule`): 2 up to hidden 2048
+/// (measured faster at 0.6B and 1.7B, slower at 4B and 8B), and the engine applies it
+/// unless told otherwise, fused only.
+#[test]
+fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
+    use model::megakernel_engine::resid_copies_rule;
+    for (hidden, want) in [(1024, 2), (2048, 2), (2560, 1), (4096, 1)] {
+        let cfg = model::Config {
+            hidden_size: hidden,
+            ..model::kernels::qwen3_0_6b()
+        };
+        assert_eq!(resid_copies_rule(&cfg), want, "hidden {hidden}");
+    }
+    let copies = |opts: MegakernelOptions| {
+        let m = mega("tied_gqa2_v4", Output::Token, &opts);
+        let c = m.tiles().resid_copies;
+        (c, m.hidden().unwrap().len())
+    };
+    // Tiny checkpoints are narrow: two copies, and `hidden` still gives one vector.
+    let h = Checkpoint::load(&data_dir("tied_gqa2_v4"), false)
+        .unwrap()
+        .config
+        .hidden_size;
+    assert_eq!(copies(MegakernelOptions::default()), (2, h));
+    let set = MegakernelOptions {
+        resid_copies: Some(5),
+        ..Default::default()
+    };
+    assert_eq!(copies(set).0, 5);
+    let unfused = MegakernelOptions {
+        fused_mlp: false,
+        ..Default::default()
+    };
+    assert_eq!(copies(unfused).0, 1);
 }

@@ -168,7 +168,10 @@ pub fn decode_step_text(
     use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
     let t = Tiles::for_config(cfg).with_gemv_tiles(cfg, gemv_tiles);
     let qkv = model::megakernel_engine::qkv_tiles_rule(cfg, &t);
-    let t = t.with_qkv_tiles(cfg, qkv).with_fused_mlp(fused_mlp);
+    let mut t = t.with_qkv_tiles(cfg, qkv).with_fused_mlp(fused_mlp);
+    if fused_mlp {
+        t.resid_copies = model::megakernel_engine::resid_copies_rule(cfg);
+    }
     let opts = MegakernelOptions::default()
         .mega
         .warps(warps.unwrap_or(t.warps));

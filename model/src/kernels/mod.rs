@@ -174,8 +174,8 @@ pub struct Tiles {
     pub fused_mlp: bool,
     /// Copies of the residual stream the fused MLP's programs add into (program p into
     /// copy p % copies): fewer atomics queue on each address, and every reader sums the
-    /// copies (`gemv::resid_load`). 1 (a candidate, `TESSERA_RESID_COPIES`); only with
-    /// `fused_mlp`.
+    /// copies (`gemv::resid_load`). 1 in the rule; the megakernel engine sets it with
+    /// `fused_mlp` (`megakernel_engine::resid_copies_rule`: 2 up to hidden 2048).
     pub resid_copies: usize,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
