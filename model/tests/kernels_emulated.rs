@@ -537,7 +537,7 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
         .specialize(&cx)
         .unwrap();
     let copy = model::kernels::gemv::gemv_residual_copy::KERNEL
-        .specialize(&[cx[0].clone(), cx[1].clone(), ("COPIES", int(1))])
+        .specialize(&[cx[0], cx[1], ("COPIES", int(1))])
         .unwrap();
     let mut bufs = vec![
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * kk, 0.5)),
