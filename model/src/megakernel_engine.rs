@@ -31,7 +31,7 @@ use crate::kernels::gemv::{gemv_residual, gemv_residual_copy, gemv_residual_tile
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
 use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
-use crate::kernels::Tiles;
+use crate::kernels::{TileRule, Tiles};
 use crate::kernels_engine::Output;
 use crate::sampling::SamplingParams;
 use crate::weights::Weights;
@@ -430,7 +430,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         MLP_BM: t.mlp.bm,
         MLP_BK: t.mlp.bk,
         MLP_TILES: t.mlp_tiles,
-        RESID_COPIES: if t.fused_mlp { t.resid_copies } else { 1 },
+        RESID_COPIES: t.resid_copies,
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
         LM_NORM_ONCE: t.lm_head.bk >= cfg.hidden_size,
@@ -523,6 +523,26 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
     }
 }
 
+/// The tiles the engine picks when it is given none: `rule`'s, o_proj and down at
+/// `gemv_tiles` row tiles per program (the engine: [`GEMV_TILES`]), QKV by
+/// [`qkv_tiles_rule`]. The MLP as two stages until [`with_mlp`].
+pub fn default_tiles(cfg: &Config, rule: &TileRule, gemv_tiles: usize) -> Tiles {
+    let t = Tiles::with_rule(cfg, rule).with_gemv_tiles(cfg, gemv_tiles);
+    let qkv = qkv_tiles_rule(cfg, &t);
+    t.with_qkv_tiles(cfg, qkv)
+}
+
+/// `t` with the MLP fused into one stage or not ([`Tiles::with_fused_mlp`]); fused, the
+/// residual in `copies` copies (None: [`resid_copies_rule`]), else in one.
+pub fn with_mlp(t: Tiles, cfg: &Config, fused: bool, copies: Option<usize>) -> Tiles {
+    let mut t = t.with_fused_mlp(fused);
+    t.resid_copies = match fused {
+        true => copies.unwrap_or_else(|| resid_copies_rule(cfg)).max(1),
+        false => 1,
+    };
+    t
+}
+
 /// Steps between two reads of the watchdog's error word (each read waits for the stream).
 pub const CHECK_EVERY: u64 = 16;
 
@@ -546,12 +566,9 @@ impl MegakernelEngine {
     ) -> Result<MegakernelEngine, ModelError> {
         let name = "megakernel";
         let err = |m: String| crate::device_model::engine_err(name, m);
-        let tiles = opts.tiles.unwrap_or_else(|| {
-            let t = Tiles::with_rule(&cfg, &crate::kernels::TileRule::for_device(&dev))
-                .with_gemv_tiles(&cfg, GEMV_TILES);
-            let qkv = qkv_tiles_rule(&cfg, &t);
-            t.with_qkv_tiles(&cfg, qkv)
-        });
+        let tiles = opts
+            .tiles
+            .unwrap_or_else(|| default_tiles(&cfg, &TileRule::for_device(&dev), GEMV_TILES));
         // The options decide (given tiles or not).
         let fused = opts.fused_mlp;
         if fused && tiles.mlp.bk < cfg.hidden_size {
@@ -560,13 +577,7 @@ impl MegakernelEngine {
                 cfg.hidden_size, tiles.mlp.bk
             )));
         }
-        let mut tiles = tiles.with_fused_mlp(fused);
-        if fused {
-            tiles.resid_copies = opts
-                .resid_copies
-                .unwrap_or_else(|| resid_copies_rule(&cfg))
-                .max(1);
-        }
+        let tiles = with_mlp(tiles, &cfg, fused, opts.resid_copies);
         // The KV cache gets the memory the weights leave.
         let (max_seq, note) = crate::device_model::kv_capacity(
             &cfg,
@@ -641,9 +652,8 @@ impl MegakernelEngine {
     /// uploaded only then).
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let (fused, copies) = (self.m.tiles.fused_mlp, self.m.tiles.resid_copies);
-        let mut tiles = tiles.with_fused_mlp(fused);
-        tiles.resid_copies = copies;
-        self.m.set_tiles(tiles)?;
+        self.m
+            .set_tiles(with_mlp(tiles, &self.m.cfg, fused, Some(copies)))?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
         opts.num_warps = self.m.tiles.warps;
         self.opts = opts;

@@ -55,16 +55,13 @@ fn decode_megakernel_compiles_with_nvrtc() {
         (qwen3_8b, false, 0, 1, true),
         (tiny, false, 1, 1, false),
     ] {
-        let mut t = Tiles::for_config(&cfg)
+        // Fused, the residual in the engine's copies (2 up to hidden 2048).
+        let t = Tiles::for_config(&cfg)
             .with_gate_up_tiles(&cfg, gate_up_tiles)
             .with_lm_head_tiles(&cfg, gate_up_tiles)
             .with_gemv_tiles(&cfg, gemv_tiles)
-            .with_qkv_tiles(&cfg, gemv_tiles)
-            .with_fused_mlp(fused);
-        // Fused, the residual in the engine's copies (2 up to hidden 2048).
-        if fused {
-            t.resid_copies = model::megakernel_engine::resid_copies_rule(&cfg);
-        }
+            .with_qkv_tiles(&cfg, gemv_tiles);
+        let t = model::megakernel_engine::with_mlp(t, &cfg, fused, None);
         assert_eq!(t.gate_up_tiles == 1, gate_up_tiles == 1);
         assert_eq!(t.o_proj_tiles > 1 && t.down_tiles > 1, gemv_tiles != 1);
         assert_eq!(t.qkv_tiles > 1, gemv_tiles != 1);

@@ -164,14 +164,12 @@ pub fn decode_step_text(
     gemv_tiles: usize,
     fused_mlp: bool,
 ) -> Result<String, String> {
-    use model::kernels::Tiles;
-    use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
-    let t = Tiles::for_config(cfg).with_gemv_tiles(cfg, gemv_tiles);
-    let qkv = model::megakernel_engine::qkv_tiles_rule(cfg, &t);
-    let mut t = t.with_qkv_tiles(cfg, qkv).with_fused_mlp(fused_mlp);
-    if fused_mlp {
-        t.resid_copies = model::megakernel_engine::resid_copies_rule(cfg);
-    }
+    use model::kernels::TileRule;
+    use model::megakernel_engine::{
+        constexprs, decode_step, default_tiles, with_mlp, MegakernelOptions,
+    };
+    let t = default_tiles(cfg, &TileRule::default(), gemv_tiles);
+    let t = with_mlp(t, cfg, fused_mlp, None);
     let opts = MegakernelOptions::default()
         .mega
         .warps(warps.unwrap_or(t.warps));
