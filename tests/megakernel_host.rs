@@ -139,3 +139,41 @@ fn toy_megakernel_on_emulated_ctas() {
     let wide = run_emulated(&opts, 40, &input, layers, d, f);
     assert_eq!(wide, narrow, "40 CTAs against 3");
 }
+
+/// `MegaOptions::wait_in_body`: each stage's counter wait runs inside the first program's
+/// body (inlined), before its first access another stage may write, and a CTA arrives only
+/// after it waited. On emulated CTAs (one CTA, and grids smaller and larger than a stage):
+/// the same bits as the waits before the programs, and the interpreter's outputs.
+#[test]
+fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
+    let (layers, d, f) = (3, 64, 128);
+    let dev = Device::interpreter();
+    let reference = ToyBuffers::random(&dev, &mut Rng::new(12), layers, d, f).unwrap();
+    let input = reference.copy_to(&dev).unwrap();
+    toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
+    let want = reference.outputs().unwrap();
+    let before = MegaOptions {
+        wait_in_body: false,
+        ..MegaOptions::default().warps(2)
+    };
+    let inside = MegaOptions {
+        wait_in_body: true,
+        ..before.clone()
+    };
+    let cx = toy_mlp::constexprs(d, f);
+    let code = toy_mlp::MEGAKERNEL.cuda_source(&cx, &inside).unwrap().code;
+    assert!(
+        code.contains("if (!tsr_dep()) return;"),
+        "no wait in a body"
+    );
+    assert!(
+        code.contains("tsr_wait_inline(tsr_sync"),
+        "the wait is not inlined"
+    );
+    let plain = run_emulated(&before, 3, &input, layers, d, f);
+    assert_close(&plain, &want, "waits before the programs");
+    for ctas in [1, 3, 40] {
+        let got = run_emulated(&inside, ctas, &input, layers, d, f);
+        assert_eq!(got, plain, "waits inside the bodies, {ctas} CTAs");
+    }
+}

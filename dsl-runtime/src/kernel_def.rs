@@ -332,6 +332,7 @@ impl KernelDef {
                 wgmma_in_flight: wgmma_for(arch) == 2,
                 acq_rel_atomics: acq_rel_atomics(),
                 vector_atomics: vector_atomics(),
+                dep_hook: None,
             },
         )
         .map_err(Error::Lower)
@@ -527,6 +528,7 @@ impl KernelDef {
                 wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,
                 acq_rel_atomics: acq_rel_atomics(),
                 vector_atomics: vector_atomics(),
+                dep_hook: None,
             },
         )
         .map_err(Error::Lower)?;

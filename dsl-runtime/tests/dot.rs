@@ -287,6 +287,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             wgmma_in_flight: false,
             acq_rel_atomics: false,
             vector_atomics: false,
+            dep_hook: None,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -472,6 +473,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             wgmma_in_flight: false,
             acq_rel_atomics: false,
             vector_atomics: false,
+            dep_hook: None,
         },
     )
     .unwrap()
@@ -1149,6 +1151,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         wgmma_in_flight: v.in_flight,
         acq_rel_atomics: false,
         vector_atomics: false,
+        dep_hook: None,
     }
 }
 

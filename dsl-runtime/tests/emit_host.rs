@@ -56,6 +56,7 @@ fn run_host_with(
             wgmma_in_flight: false,
             acq_rel_atomics: false,
             vector_atomics,
+            dep_hook: None,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));

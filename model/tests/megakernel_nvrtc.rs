@@ -191,3 +191,50 @@ fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
         .unwrap();
     compile("embed_rows", &src.code);
 }
+
+/// `MegaOptions::wait_in_body` (a candidate, off): the decode step compiles with each
+/// stage's wait inside its bodies at 0.6B and 8B, and the QKV and MLP bodies load their
+/// first weight tile before they wait (what the option is for).
+#[test]
+fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
+    need_nvrtc();
+    let qwen3_8b = model::Config {
+        hidden_size: 4096,
+        intermediate_size: 12288,
+        num_hidden_layers: 36,
+        num_attention_heads: 32,
+        tie_word_embeddings: false,
+        ..qwen3_0_6b()
+    };
+    for cfg in [qwen3_0_6b(), qwen3_8b] {
+        let rule = model::kernels::TileRule::default();
+        let t = model::megakernel_engine::default_tiles(&cfg, &rule, 1);
+        let t = model::megakernel_engine::with_mlp(t, &cfg, true, None);
+        let mut opts = MegakernelOptions::default().mega.warps(t.warps);
+        opts.wait_in_body = true;
+        let src = decode_step::MEGAKERNEL
+            .cuda_source(&constexprs(&cfg, &t), &opts)
+            .unwrap();
+        // (8B's QKV is the tiles kernel: the same prefix.)
+        for (body, weight) in [
+            (
+                "void rmsnorm_qkv_rope",
+                "expand_dims(1) * k + cols.expand_dims(0)",
+            ),
+            (
+                "void rmsnorm_mlp_tiles_body(",
+                "let mut wg = load(w + offs0",
+            ),
+        ] {
+            let at = src.code.find(body).unwrap_or_else(|| panic!("no {body}"));
+            let b = &src.code[at..];
+            let b = &b[..b.find("\n}\n").unwrap()];
+            let wait = b.find("if (!tsr_dep()) return;").expect("the wait");
+            let load = b.find(weight).expect("the weight load");
+            assert!(load < wait, "{body}: the weight load after the wait");
+        }
+        if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
+            panic!("hidden {}: {e}", cfg.hidden_size);
+        }
+    }
+}

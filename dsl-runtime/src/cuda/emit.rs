@@ -123,6 +123,12 @@ pub(crate) struct Emitter<'a> {
     pub(super) acq_rel_atomics: bool,
     /// `EmitOptions::vector_atomics`.
     pub(super) vector_atomics: bool,
+    /// `EmitOptions::dep_hook`: per parameter, read-only.
+    dep_hook: Option<Vec<bool>>,
+    /// A `tsr_dep()` call dominates the statements emitted from here on in this block.
+    dep_covered: bool,
+    /// Nesting of `body` calls (0: the kernel's top level).
+    block_depth: usize,
 }
 
 /// Names the generated code itself uses (beside `c_syntax::C_KEYWORDS`).
@@ -182,6 +188,9 @@ impl<'a> Emitter<'a> {
             pipe: pipeline::Pipes::default(),
             acq_rel_atomics: opts.acq_rel_atomics,
             vector_atomics: opts.vector_atomics,
+            dep_hook: opts.dep_hook.clone(),
+            dep_covered: false,
+            block_depth: 0,
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.ring_unroll);
@@ -600,10 +609,58 @@ impl<'a> Emitter<'a> {
     // ---- statements ----------------------------------------------------------------------
 
     pub fn body(&mut self, body: &[Stmt]) -> R<()> {
+        let covered = self.dep_covered;
+        self.block_depth += 1;
         for s in body {
+            self.dep_guard(s);
             self.stmt(s)?;
         }
+        self.block_depth -= 1;
+        // A call in a loop or a branch does not dominate what follows it; at the top level
+        // it does.
+        if self.block_depth > 0 {
+            self.dep_covered = covered;
+        }
         Ok(())
+    }
+
+    /// `EmitOptions::dep_hook`: the stage's wait before `s` when `s` is the first statement
+    /// of its block to touch memory another stage may write (any store or atomic, any load
+    /// not of a read-only parameter) and no earlier call dominates it. A top-level loop is
+    /// entered instead (the wait goes before its first such statement, in its first
+    /// iteration: `tsr_dep` waits once), so its weight loads stay ahead of the wait; a loop
+    /// with a `dot` (its loads may be pipelined ahead of their statements) is not.
+    fn dep_guard(&mut self, s: &Stmt) {
+        let Some(ro) = &self.dep_hook else { return };
+        if self.dep_covered || !self.touches_dependent(ro, s) {
+            return;
+        }
+        let enter = matches!(s, Stmt::For { body, .. }
+            if self.block_depth == 1 && !body.iter().any(has_dot));
+        if !enter {
+            self.line("if (!tsr_dep()) return;  // the stage's wait, before the first access another stage may write");
+            self.dep_covered = true;
+        }
+    }
+
+    /// Whether `s` (or a statement in it) stores, runs an atomic, or loads through a
+    /// pointer not rooted in a read-only parameter (`read_only`, per parameter).
+    fn touches_dependent(&self, read_only: &[bool], s: &Stmt) -> bool {
+        match s {
+            Stmt::Let {
+                op: Op::Load { ptr, .. },
+                ..
+            } => !self
+                .ptr_root(*ptr)
+                .is_some_and(|p| read_only.get(p).copied().unwrap_or(false)),
+            Stmt::Store { .. } | Stmt::Atomic { .. } => true,
+            Stmt::For { body, .. } => body.iter().any(|b| self.touches_dependent(read_only, b)),
+            Stmt::If { then, els, .. } => then
+                .iter()
+                .chain(els)
+                .any(|b| self.touches_dependent(read_only, b)),
+            _ => false,
+        }
     }
 
     fn note_src(&mut self, src: &Src) {
@@ -1121,5 +1178,17 @@ impl<'a> Emitter<'a> {
                 Some((ty, self.param_names[i].clone()))
             })
             .collect()
+    }
+}
+
+/// Whether `s` (or a statement in it) is a `dot`.
+fn has_dot(s: &Stmt) -> bool {
+    match s {
+        Stmt::Let {
+            op: Op::Dot { .. }, ..
+        } => true,
+        Stmt::For { body, .. } => body.iter().any(has_dot),
+        Stmt::If { then, els, .. } => then.iter().chain(els).any(has_dot),
+        _ => false,
     }
 }

@@ -92,6 +92,12 @@ pub struct EmitOptions {
     /// stores are vectorised. 128 CTAs adding 1024 floats each into one vector: 1.70 against
     /// 2.08 µs on an H100 (`scripts/probe/atomics.cu`, docs/PERF.md session 16).
     pub vector_atomics: bool,
+    /// A megakernel body whose stage waits inside it (`MegaOptions::wait_in_body`): per
+    /// kernel parameter, whether it is read-only in the megakernel (a weight). The body
+    /// takes the stage's wait as a callable `tsr_dep` and calls it (`if (!tsr_dep())
+    /// return;`) right before its first access that is not a load of a read-only
+    /// parameter, so the weight loads before it are in flight while the CTA waits.
+    pub dep_hook: Option<Vec<bool>>,
 }
 
 /// The default pipelining depth (Triton's default on Ampere and Hopper).
@@ -109,6 +115,7 @@ impl EmitOptions {
             wgmma_in_flight: false,
             acq_rel_atomics: false,
             vector_atomics: false,
+            dep_hook: None,
         }
     }
 }
@@ -190,6 +197,10 @@ pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String
     let mut sig = vec!["int pid0, int pid1, int pid2, int npid0, int npid1, int npid2".to_string()];
     sig.extend(params.iter().map(|(t, n)| format!("{t} {n}")));
     sig.push("unsigned char* smem".into());
+    if opts.dep_hook.is_some() {
+        sig.push("W& tsr_dep".into());
+        w.line("template <typename W>  // W: the stage's wait, called once before the first dependent access");
+    }
     w.open(format!(
         "__device__ __forceinline__ void {entry}_body({}) {{",
         sig.join(", ")

@@ -68,27 +68,42 @@ pub fn stage_facts(r: &Resolved, s: usize, facts: &MegaFacts) -> Vec<bool> {
     out
 }
 
+/// Per kernel parameter of stage `s`, whether the megakernel passes it a read-only pointer
+/// (a weight): what a body may load before its stage's wait (`EmitOptions::dep_hook`).
+fn stage_read_only(r: &Resolved, s: usize) -> Vec<bool> {
+    let st = &r.stages[s];
+    let mut out = vec![false; st.kernel.params.len()];
+    for ((i, _), a) in st.kernel.runtime_params().zip(&st.args) {
+        out[i] = matches!(a, ArgExpr::Ptr { param, .. } if r.read_only(*param));
+    }
+    out
+}
+
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
-/// one kernel binding with different facts get two bodies (`name_v2`).
+/// one kernel binding with different facts get two bodies (`name_v2`). With
+/// `wait_in_body`, which parameters are read-only is part of a body too.
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
+    wait_in_body: bool,
 ) -> Result<(String, Vec<BodyCode>), String> {
-    let mut groups: Vec<(String, Vec<bool>, Vec<usize>)> = vec![];
+    type Group = (String, Vec<bool>, Option<Vec<bool>>, Vec<usize>);
+    let mut groups: Vec<Group> = vec![];
     for s in &r.stages {
         let f = stage_facts(r, s.index, facts);
+        let ro = wait_in_body.then(|| stage_read_only(r, s.index));
         match groups
             .iter_mut()
-            .find(|(n, ff, _)| *n == s.name && *ff == f)
+            .find(|(n, ff, rr, _)| *n == s.name && *ff == f && *rr == ro)
         {
-            Some(g) => g.2.push(s.index),
-            None => groups.push((s.name.clone(), f, vec![s.index])),
+            Some(g) => g.3.push(s.index),
+            None => groups.push((s.name.clone(), f, ro, vec![s.index])),
         }
     }
     let mut bodies = vec![];
-    for (k, (name, f, stages)) in groups.iter().enumerate() {
-        let variant = groups[..k].iter().filter(|(n, _, _)| n == name).count();
+    for (k, (name, f, ro, stages)) in groups.iter().enumerate() {
+        let variant = groups[..k].iter().filter(|(n, ..)| n == name).count();
         let mut kernel = r.stages[stages[0]].kernel.clone();
         if variant > 0 {
             kernel.name = format!("{name}_v{}", variant + 1);
@@ -104,6 +119,7 @@ pub fn stage_bodies(
                 wgmma_in_flight: false,
                 acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
                 vector_atomics: crate::kernel_def::vector_atomics(),
+                dep_hook: ro.clone(),
             },
         )
         .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;

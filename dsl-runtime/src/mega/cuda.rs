@@ -69,6 +69,9 @@ pub struct GenOptions {
     /// each weight window the stage reads (0: off): the weights stream in while the
     /// producers finish, instead of after.
     pub wait_prefetch_bytes: u64,
+    /// `MegaOptions::wait_in_body`: every body takes its stage's counter waits as the
+    /// callable `tsr_dep` (`EmitOptions::dep_hook`), called once, inlined.
+    pub wait_in_body: bool,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
 }
@@ -129,9 +132,12 @@ __device__ __forceinline__ void tsr_arrive(unsigned* sync, int w, unsigned count
 // most `timeout_ns`. Returns false if the CTA must leave: this wait timed out, or another
 // CTA's did. Either way the CTA records where it gave up in its record `rec` (the host
 // reports the earliest step: the wait every other stuck one depends on).
-__device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
-                                      unsigned long long timeout_ns, int where, unsigned* rec,
-                                      volatile int* abort_flag) {
+// `tsr_wait` is a call (small code between stages); a body that waits inside itself
+// (`MegaOptions::wait_in_body`) inlines `tsr_wait_inline`, so the weight tiles it holds in
+// registers are not saved across a call.
+__device__ __forceinline__ bool tsr_wait_inline(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
+                                                unsigned long long timeout_ns, int where, unsigned* rec,
+                                                volatile int* abort_flag) {
   if (threadIdx.x == 0) {
     const unsigned long long t0 = tsr_now();
     unsigned v;
@@ -154,6 +160,11 @@ __device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, un
   }
   __syncthreads();
   return *abort_flag == 0;
+}
+__device__ __noinline__ bool tsr_wait(unsigned* sync, int w, unsigned target, unsigned code, unsigned step,
+                                      unsigned long long timeout_ns, int where, unsigned* rec,
+                                      volatile int* abort_flag) {
+  return tsr_wait_inline(sync, w, target, code, step, timeout_ns, where, rec, abort_flag);
 }
 
 // Threads `part * blockDim.x + threadIdx.x`, stepping by `parts * blockDim.x`, each
@@ -414,21 +425,61 @@ impl Gen<'_> {
             }
         }
         self.w.open("if (blockIdx.x < tsr_n) {");
-        if let Some(sy) = sync.filter(|sy| sy.kind == SyncKind::Counter) {
+        let counter = sync.filter(|sy| sy.kind == SyncKind::Counter);
+        let hooked = self.opts.wait_in_body;
+        if let Some(sy) = counter {
             self.w
                 .line("// Only CTAs with programs here wait; the others run ahead.");
             self.wait_prefetch(s, "blockIdx.x", "tsr_min(tsr_n, gridDim.x)");
-            for &w in &sy.waits {
-                self.w.line(format!(
-                    "if (!tsr_wait(tsr_sync, {}, tsr_done_{w}{}, {}u, tsr_step, tsr_timeout_ns, {}, tsr_rec, &tsr_abort)) return;",
-                    SyncWords::COUNTERS + w,
-                    self.broken(sy.id),
-                    sy.id + 1,
-                    self.where_()
-                ));
+            let wait = if hooked {
+                "tsr_wait_inline"
+            } else {
+                "tsr_wait"
+            };
+            let waits: Vec<String> = sy
+                .waits
+                .iter()
+                .map(|&w| {
+                    format!(
+                        "{wait}(tsr_sync, {}, tsr_done_{w}{}, {}u, tsr_step, tsr_timeout_ns, {}, tsr_rec, &tsr_abort)",
+                        SyncWords::COUNTERS + w,
+                        self.broken(sy.id),
+                        sy.id + 1,
+                        self.where_()
+                    )
+                })
+                .collect();
+            if hooked {
+                // The waits, once, from inside the first program (`MegaOptions::wait_in_body`):
+                // its weight loads before its first dependent access are in flight meanwhile.
+                self.w.line("bool tsr_pending = true, tsr_left = false;");
+                self.w.open("auto tsr_dep = [&]() -> bool {");
+                self.w.line("if (!tsr_pending) return !tsr_left;");
+                self.w.line("tsr_pending = false;");
+                for wt in &waits {
+                    self.w
+                        .line(format!("if (!{wt}) {{ tsr_left = true; return false; }}"));
+                }
+                if self.opts.profile {
+                    self.w.line("tsr_t1 = tsr_now();");
+                }
+                self.w.line("return true;");
+                self.w.close("};");
+            } else {
+                for wt in &waits {
+                    self.w.line(format!("if (!{wt}) return;"));
+                }
             }
+        } else if hooked {
+            self.w
+                .line("auto tsr_dep = []() { return true; };  // nothing to wait for");
         }
-        self.programs(s);
+        let dep = hooked && counter.is_some();
+        self.programs(s, dep);
+        if dep {
+            // A CTA arrives only after it waited (what its counter tells the stages after it).
+            self.w.line("if (!tsr_dep()) return;");
+        }
         if sched.counted[s] {
             self.w.line(format!(
                 "tsr_arrive(tsr_sync, {}, tsr_mine);",
@@ -449,12 +500,14 @@ impl Gen<'_> {
         self.w.close("}");
     }
 
-    /// Stage `s`'s programs in this CTA, grid-stride, counted in `tsr_mine`.
-    fn programs(&mut self, s: usize) {
+    /// Stage `s`'s programs in this CTA, grid-stride, counted in `tsr_mine`; `dep`: their
+    /// bodies run the stage's wait (`tsr_dep`).
+    fn programs(&mut self, s: usize, dep: bool) {
         let r = self.r;
         let args: Vec<String> = r.stages[s].args.iter().map(|a| c_arg(r, a)).collect();
+        let hooked = self.opts.wait_in_body;
         let w = &mut self.w;
-        if self.opts.profile {
+        if self.opts.profile && !dep {
             w.line("tsr_t1 = tsr_now();");
         }
         w.line("unsigned tsr_mine = 0;");
@@ -462,12 +515,16 @@ impl Gen<'_> {
             "for (unsigned tsr_p = blockIdx.x; tsr_p < tsr_n; tsr_p += gridDim.x, ++tsr_mine) {",
         );
         w.line(format!(
-            "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
+            "{}(tsr_p % tsr_g0, (tsr_p / tsr_g0) % tsr_g1, tsr_p / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{}{});",
             self.fns[s],
             args.join(", "),
             if args.is_empty() { "" } else { ", " },
-            self.smem
+            self.smem,
+            if hooked { ", tsr_dep" } else { "" }
         ));
+        if dep {
+            w.line("if (tsr_left) return;  // its wait gave up");
+        }
         w.line("__syncthreads();  // the next program reuses shared memory");
         w.close("}");
         if self.opts.profile {

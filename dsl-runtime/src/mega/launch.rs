@@ -39,6 +39,13 @@ pub struct MegaOptions {
     /// GPU: before a CTA waits, it prefetches its share of the first this-many bytes of
     /// each weight window of the stage into L2 (0: off).
     pub wait_prefetch_bytes: u64,
+    /// GPU: a stage's counter wait runs inside its programs' bodies, right before each
+    /// body's first access to memory another stage may write (`EmitOptions::dep_hook`), so
+    /// the first program's weight loads are in flight while the CTA waits; the wait is
+    /// inlined there. A candidate, off unless `TESSERA_WAIT_IN_BODY=1`, until an A/B on
+    /// the GPU shows it faster (its first form, with the wait a call, was 3-28% slower:
+    /// docs/PERF.md, sessions 13 and 16).
+    pub wait_in_body: bool,
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
@@ -55,6 +62,7 @@ impl Default for MegaOptions {
             break_sync: None,
             check: true,
             wait_prefetch_bytes: 4 << 20,
+            wait_in_body: std::env::var("TESSERA_WAIT_IN_BODY").is_ok_and(|v| v == "1"),
             profile: false,
         }
     }
@@ -114,6 +122,7 @@ struct GenKey {
     drop_syncs: Vec<usize>,
     break_sync: Option<usize>,
     wait_prefetch_bytes: u64,
+    wait_in_body: bool,
     profile: bool,
 }
 
@@ -131,6 +140,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         break_sync,
         check: _,
         wait_prefetch_bytes,
+        wait_in_body,
         profile,
     } = opts;
     GenKey {
@@ -138,6 +148,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         drop_syncs: drop_syncs.clone(),
         break_sync: *break_sync,
         wait_prefetch_bytes: *wait_prefetch_bytes,
+        wait_in_body: *wait_in_body,
         profile: *profile,
     }
 }
@@ -526,7 +537,8 @@ fn generate(
     opts: &MegaOptions,
     facts: &MegaFacts,
 ) -> Result<MegaSource> {
-    let (prelude, bodies) = stage_bodies(r, opts.num_warps, facts).map_err(Error::Lower)?;
+    let (prelude, bodies) =
+        stage_bodies(r, opts.num_warps, facts, opts.wait_in_body).map_err(Error::Lower)?;
     cuda::generate(r, s, &prelude, &bodies, &gen_options(opts)).map_err(Error::Lower)
 }
 
@@ -535,6 +547,7 @@ fn gen_options(opts: &MegaOptions) -> GenOptions {
         num_warps: opts.num_warps,
         break_sync: opts.break_sync,
         wait_prefetch_bytes: opts.wait_prefetch_bytes,
+        wait_in_body: opts.wait_in_body,
         profile: opts.profile,
     }
 }
@@ -631,6 +644,13 @@ mod tests {
                 "wait_prefetch_bytes",
                 MegaOptions {
                     wait_prefetch_bytes: 0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "wait_in_body",
+                MegaOptions {
+                    wait_in_body: !base.wait_in_body,
                     ..base.clone()
                 },
             ),

@@ -105,6 +105,7 @@ pub fn emulate_variant(
             wgmma_in_flight: in_flight,
             acq_rel_atomics: false,
             vector_atomics: false,
+            dep_hook: None,
         },
     )
     .unwrap_or_else(|e| panic!("{e}"));
