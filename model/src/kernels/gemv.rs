@@ -113,8 +113,9 @@ pub fn gemv_residual(
 
 /// `gemv_residual` that also leaves the updated rows in `copy`: o_proj's form when the
 /// megakernel fuses the MLP into one stage (`mlp::rmsnorm_mlp_tiles`), whose norm reads the
-/// copy while its programs add into `res`. The rows of `res` are loaded before the weights
-/// stream, so the add costs no round trip at the end; `res[r] + y` rounds once, as
+/// copy while its programs add into `res`. The weight tile is loaded first, before anything
+/// another stage writes (with `MegaOptions::wait_in_body` it is in flight while the stage
+/// waits for attention), then x and the rows of `res`; `res[r] + y` rounds once, as
 /// `gemv_residual`'s atomic add does: the same bits.
 ///
 /// With `COPIES` > 1 the residual is `[COPIES, m]` (the fused MLP adds into all of them):
@@ -133,8 +134,8 @@ pub fn gemv_residual_copy(
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let before = resid_load(res, rows, row_mask, m, COPIES);
-    let after = before + gemv_rows(w, x, rows, row_mask, k, BK);
+    let y = gemv_rows(w, x, rows, row_mask, k, BK);
+    let after = resid_load(res, rows, row_mask, m, COPIES) + y;
     store(res + rows, after, row_mask);
     store(copy + rows, after, row_mask);
     for c in 1..COPIES {
