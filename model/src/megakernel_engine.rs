@@ -464,6 +464,10 @@ pub struct MegakernelOptions {
     /// Copies of the residual stream the fused MLP adds into (`Tiles::resid_copies`); None:
     /// [`resid_copies_rule`]. `TESSERA_RESID_COPIES=N` sets it.
     pub resid_copies: Option<usize>,
+    /// Each stage's wait inside its bodies, after their first weight loads
+    /// (`MegaOptions::wait_in_body`); None: [`wait_in_body_rule`].
+    /// `TESSERA_WAIT_IN_BODY=1` (or `0`) sets it.
+    pub wait_in_body: Option<bool>,
 }
 
 impl Default for MegakernelOptions {
@@ -478,6 +482,7 @@ impl Default for MegakernelOptions {
             resid_copies: std::env::var("TESSERA_RESID_COPIES")
                 .ok()
                 .and_then(|v| v.parse().ok()),
+            wait_in_body: std::env::var("TESSERA_WAIT_IN_BODY").ok().map(|v| v == "1"),
         }
     }
 }
@@ -520,6 +525,24 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
         2
     } else {
         1
+    }
+}
+
+/// Whether each stage waits inside its bodies by default (`MegaOptions::wait_in_body`: the
+/// first weight tiles of a CTA's program in flight while it waits for the stage's
+/// producers): above hidden 2048. On an H100 it was 1.4-3% faster at 8B and 4-6% at 4B
+/// (8 of 8 pairs), neutral at 1.7B and 1.5-3% slower at 0.6B, where the MLP's early loads
+/// slow o_proj's stage, which they now overlap (docs/PERF.md, session 18).
+pub fn wait_in_body_rule(cfg: &Config) -> bool {
+    cfg.hidden_size > 2048
+}
+
+/// The megakernel options the engine runs `decode_step` with for `cfg`: `o.mega` with the
+/// wait in the bodies or not (`o.wait_in_body`, else [`wait_in_body_rule`]).
+pub fn mega_options(cfg: &Config, o: &MegakernelOptions) -> MegaOptions {
+    MegaOptions {
+        wait_in_body: o.wait_in_body.unwrap_or_else(|| wait_in_body_rule(cfg)),
+        ..o.mega.clone()
     }
 }
 
@@ -568,6 +591,7 @@ impl MegakernelEngine {
         let err = |m: String| crate::device_model::engine_err(name, m);
         let tiles = opts
             .tiles
+            .clone()
             .unwrap_or_else(|| default_tiles(&cfg, &TileRule::for_device(&dev), GEMV_TILES));
         // The options decide (given tiles or not).
         let fused = opts.fused_mlp;
@@ -590,7 +614,7 @@ impl MegakernelEngine {
         let constexprs = constexprs(&m.cfg, &m.tiles);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
         // is the CTAs the tiles spread their rows over, unless asked otherwise.
-        let mut mega = opts.mega;
+        let mut mega = mega_options(&m.cfg, &opts);
         mega.num_warps = m.tiles.warps;
         mega.check = false;
         if mega.ctas.is_none() && m.dev.is_cuda() {
@@ -649,13 +673,14 @@ impl MegakernelEngine {
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then).
+    /// uploaded only then), and the stages wait inside their bodies or not.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let (fused, copies) = (self.m.tiles.fused_mlp, self.m.tiles.resid_copies);
         self.m
             .set_tiles(with_mlp(tiles, &self.m.cfg, fused, Some(copies)))?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
         opts.num_warps = self.m.tiles.warps;
+        opts.wait_in_body = self.opts.wait_in_body;
         self.opts = opts;
         Ok(())
     }

@@ -356,6 +356,8 @@ fn qwen3_0_6b_shaped_tracks_the_reference(fused_mlp: bool) {
     let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
     assert_eq!(m.tiles().fused_mlp, fused_mlp);
     assert_eq!((m.tiles().mlp.bm, m.tiles().mlp_tiles), (8, 3));
+    // Hidden 1024: the waits stay before the programs (`wait_in_body_rule`).
+    assert!(!m.mega_options().wait_in_body);
     let mut r = Reference::new(cfg, Arc::new(w));
     for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
         let want = r.forward(t, pos).unwrap();
@@ -366,6 +368,48 @@ fn qwen3_0_6b_shaped_tracks_the_reference(fused_mlp: bool) {
         assert_eq!(m.next_token().unwrap(), argmax(&got));
     }
     assert_eq!(m.launches(), 3);
+}
+
+/// The wait inside the bodies (`MegaOptions::wait_in_body`) by the engine's rule: above
+/// hidden 2048 (Qwen3-4B and 8B), not at 0.6B or 1.7B; `MegakernelOptions::wait_in_body`
+/// overrides it, and a retune keeps it.
+#[test]
+fn the_wait_goes_inside_the_bodies_above_hidden_2048() {
+    use model::megakernel_engine::{mega_options, wait_in_body_rule};
+    let base = model::kernels::qwen3_0_6b();
+    for (hidden, want) in [(1024, false), (2048, false), (2560, true), (4096, true)] {
+        let cfg = model::Config {
+            hidden_size: hidden,
+            ..base.clone()
+        };
+        assert_eq!(wait_in_body_rule(&cfg), want, "hidden {hidden}");
+        let o = MegakernelOptions {
+            wait_in_body: None,
+            ..Default::default()
+        };
+        assert_eq!(mega_options(&cfg, &o).wait_in_body, want, "hidden {hidden}");
+        let forced = MegakernelOptions {
+            wait_in_body: Some(!want),
+            ..o
+        };
+        assert_eq!(mega_options(&cfg, &forced).wait_in_body, !want);
+    }
+    let mut m = mega(
+        "tied_gqa2_v4",
+        Output::Logits,
+        &MegakernelOptions {
+            wait_in_body: Some(true),
+            ..Default::default()
+        },
+    );
+    assert!(m.mega_options().wait_in_body);
+    let tiles = m.tiles().clone();
+    m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
+        .unwrap();
+    assert!(
+        m.mega_options().wait_in_body,
+        "a retune keeps the wait in the bodies"
+    );
 }
 
 /// Every sync of the schedule is needed: with any one left out, one of a few adversarial

@@ -42,9 +42,8 @@ pub struct MegaOptions {
     /// GPU: a stage's counter wait runs inside its programs' bodies, right before each
     /// body's first access to memory another stage may write (`EmitOptions::dep_hook`), so
     /// the first program's weight loads are in flight while the CTA waits; the wait is
-    /// inlined there. A candidate, off unless `TESSERA_WAIT_IN_BODY=1`, until an A/B on
-    /// the GPU shows it faster (its first form, with the wait a call, was 3-28% slower:
-    /// docs/PERF.md, sessions 13 and 16).
+    /// inlined there. Off by default; the Qwen3 engine turns it on where it measured faster
+    /// (`megakernel_engine::wait_in_body_rule`, docs/PERF.md session 18).
     pub wait_in_body: bool,
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
@@ -62,7 +61,7 @@ impl Default for MegaOptions {
             break_sync: None,
             check: true,
             wait_prefetch_bytes: 4 << 20,
-            wait_in_body: std::env::var("TESSERA_WAIT_IN_BODY").is_ok_and(|v| v == "1"),
+            wait_in_body: false,
             profile: false,
         }
     }
