@@ -103,6 +103,8 @@ pub fn decode_step(
     #[constexpr] O_BK: usize,
     #[constexpr] O_TILED: bool,
     #[constexpr] O_TILES: usize,
+    // The fused MLP's o_proj loads its weights first (`Tiles::o_weights_first`).
+    #[constexpr] O_WEIGHTS_FIRST: bool,
     #[constexpr] GU_BM: usize,
     #[constexpr] GU_BK: usize,
     #[constexpr] GU_NORM_ONCE: bool,
@@ -232,6 +234,7 @@ pub fn decode_step(
                 O_BM,
                 O_BK,
                 RESID_COPIES,
+                O_WEIGHTS_FIRST,
             );
         } else if O_TILED {
             // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
@@ -418,6 +421,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         O_BK: t.o_proj.bk,
         O_TILED: t.o_proj_tiles > 1,
         O_TILES: t.o_proj_tiles,
+        O_WEIGHTS_FIRST: t.o_weights_first,
         GU_BM: t.gate_up.bm,
         GU_BK: t.gate_up.bk,
         GU_NORM_ONCE: t.gate_up.bk >= cfg.hidden_size,
@@ -537,13 +541,22 @@ pub fn wait_in_body_rule(cfg: &Config) -> bool {
     cfg.hidden_size > 2048
 }
 
-/// The megakernel options the engine runs `decode_step` with for `cfg`: `o.mega` with the
-/// wait in the bodies or not (`o.wait_in_body`, else [`wait_in_body_rule`]).
-pub fn mega_options(cfg: &Config, o: &MegakernelOptions) -> MegaOptions {
-    MegaOptions {
-        wait_in_body: o.wait_in_body.unwrap_or_else(|| wait_in_body_rule(cfg)),
+/// The tiles and megakernel options the engine runs `decode_step` with for `cfg`, from
+/// `t` and `o.mega`: each stage's wait in its bodies or not (`o.wait_in_body`, else
+/// [`wait_in_body_rule`]), and o_proj's weights first with it (`Tiles::o_weights_first`).
+pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
+    let on = o.wait_in_body.unwrap_or_else(|| wait_in_body_rule(cfg));
+    let mega = MegaOptions {
+        wait_in_body: on,
         ..o.mega.clone()
-    }
+    };
+    (
+        Tiles {
+            o_weights_first: on,
+            ..t
+        },
+        mega,
+    )
 }
 
 /// The tiles the engine picks when it is given none: `rule`'s, o_proj and down at
@@ -601,7 +614,8 @@ impl MegakernelEngine {
                 cfg.hidden_size, tiles.mlp.bk
             )));
         }
-        let tiles = with_mlp(tiles, &cfg, fused, opts.resid_copies);
+        let (tiles, mut mega) =
+            with_wait_in_body(&cfg, with_mlp(tiles, &cfg, fused, opts.resid_copies), &opts);
         // The KV cache gets the memory the weights leave.
         let (max_seq, note) = crate::device_model::kv_capacity(
             &cfg,
@@ -614,7 +628,6 @@ impl MegakernelEngine {
         let constexprs = constexprs(&m.cfg, &m.tiles);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
         // is the CTAs the tiles spread their rows over, unless asked otherwise.
-        let mut mega = mega_options(&m.cfg, &opts);
         mega.num_warps = m.tiles.warps;
         mega.check = false;
         if mega.ctas.is_none() && m.dev.is_cuda() {
@@ -675,9 +688,12 @@ impl MegakernelEngine {
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
     /// uploaded only then), and the stages wait inside their bodies or not.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
-        let (fused, copies) = (self.m.tiles.fused_mlp, self.m.tiles.resid_copies);
-        self.m
-            .set_tiles(with_mlp(tiles, &self.m.cfg, fused, Some(copies)))?;
+        let t = &self.m.tiles;
+        let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
+        self.m.set_tiles(Tiles {
+            o_weights_first: weights_first,
+            ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
+        })?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
         opts.num_warps = self.m.tiles.warps;
         opts.wait_in_body = self.opts.wait_in_body;

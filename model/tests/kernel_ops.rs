@@ -187,11 +187,15 @@ fn gemv_residual_adds_the_projection_in_place() {
 
 /// o_proj's form beside the fused MLP (`gemv_residual_copy`) adds the same bits into the
 /// residual as `gemv_residual`, and leaves the same rows in its copy; with the residual in
-/// 3 copies it adds into their sum (in copy order) and zeroes copies 1 and 2.
+/// 3 copies it adds into their sum (in copy order) and zeroes copies 1 and 2; with the
+/// residual rows loaded first or the weights (`WEIGHTS_FIRST`).
 #[test]
 fn gemv_residual_copy_adds_as_gemv_residual_and_copies() {
     let mut rng = SplitMix64::new(40);
-    for ((m, k, t), copies) in GEMV_SHAPES.into_iter().flat_map(|s| [(s, 1), (s, 3)]) {
+    let cases = GEMV_SHAPES
+        .into_iter()
+        .flat_map(|s| [(s, 1, false), (s, 3, false), (s, 1, true), (s, 3, true)]);
+    for ((m, k, t), copies, weights_first) in cases {
         let g = tiles(m, k, t);
         let (x, all, w) = (
             up(&rand_bf16(&mut rng, k, 1.0)),
@@ -228,6 +232,7 @@ fn gemv_residual_copy_adds_as_gemv_residual_and_copies() {
             g.bm,
             g.bk,
             copies,
+            weights_first,
         )
         .unwrap();
         let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
@@ -236,7 +241,7 @@ fn gemv_residual_copy_adds_as_gemv_residual_and_copies() {
         assert_eq!(
             bits(&with_copy[..m]),
             bits(&plain),
-            "{m}x{k} {g:?} {copies}"
+            "{m}x{k} {g:?} {copies} weights first {weights_first}"
         );
         assert!(
             with_copy[m..].iter().all(|&v| v == 0.0),

@@ -536,9 +536,6 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
     let plain = model::kernels::gemv::gemv_residual::KERNEL
         .specialize(&cx)
         .unwrap();
-    let copy = model::kernels::gemv::gemv_residual_copy::KERNEL
-        .specialize(&[cx[0], cx[1], ("COPIES", int(1))])
-        .unwrap();
     let mut bufs = vec![
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * kk, 0.5)),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, kk, 1.0)),
@@ -548,8 +545,27 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
     let grid = [m.div_ceil(bm) as u32, 1, 1];
     let want = emulate(&plain, NUM_WARPS, 1, grid, &bufs, &sc)[2].to_f32s();
     bufs.push(HostMem::from_f32s(DType::F32, &vec![f32::NAN; m]));
-    let out = emulate(&copy, NUM_WARPS, 1, grid, &bufs, &sc);
     let bits = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(out[2].to_f32s()), bits(want.clone()), "res");
-    assert_eq!(bits(out[3].to_f32s()), bits(want), "copy");
+    // The residual rows first, or the weights (`WEIGHTS_FIRST`): the same bits.
+    for weights_first in [false, true] {
+        let copy = model::kernels::gemv::gemv_residual_copy::KERNEL
+            .specialize(&[
+                cx[0],
+                cx[1],
+                ("COPIES", int(1)),
+                ("WEIGHTS_FIRST", ConstVal::Bool(weights_first)),
+            ])
+            .unwrap();
+        let out = emulate(&copy, NUM_WARPS, 1, grid, &bufs, &sc);
+        assert_eq!(
+            bits(out[2].to_f32s()),
+            bits(want.clone()),
+            "res, {weights_first}"
+        );
+        assert_eq!(
+            bits(out[3].to_f32s()),
+            bits(want.clone()),
+            "copy, {weights_first}"
+        );
+    }
 }

@@ -375,7 +375,7 @@ fn qwen3_0_6b_shaped_tracks_the_reference(fused_mlp: bool) {
 /// overrides it, and a retune keeps it.
 #[test]
 fn the_wait_goes_inside_the_bodies_above_hidden_2048() {
-    use model::megakernel_engine::{mega_options, wait_in_body_rule};
+    use model::megakernel_engine::{wait_in_body_rule, with_wait_in_body};
     let base = model::kernels::qwen3_0_6b();
     for (hidden, want) in [(1024, false), (2048, false), (2560, true), (4096, true)] {
         let cfg = model::Config {
@@ -387,12 +387,19 @@ fn the_wait_goes_inside_the_bodies_above_hidden_2048() {
             wait_in_body: None,
             ..Default::default()
         };
-        assert_eq!(mega_options(&cfg, &o).wait_in_body, want, "hidden {hidden}");
+        let t = model::kernels::Tiles::for_config(&cfg);
+        let (t1, m1) = with_wait_in_body(&cfg, t.clone(), &o);
+        assert_eq!(
+            (t1.o_weights_first, m1.wait_in_body),
+            (want, want),
+            "hidden {hidden}"
+        );
         let forced = MegakernelOptions {
             wait_in_body: Some(!want),
             ..o
         };
-        assert_eq!(mega_options(&cfg, &forced).wait_in_body, !want);
+        let (t2, m2) = with_wait_in_body(&cfg, t, &forced);
+        assert_eq!((t2.o_weights_first, m2.wait_in_body), (!want, !want));
     }
     let mut m = mega(
         "tied_gqa2_v4",
@@ -402,12 +409,12 @@ fn the_wait_goes_inside_the_bodies_above_hidden_2048() {
             ..Default::default()
         },
     );
-    assert!(m.mega_options().wait_in_body);
-    let tiles = m.tiles().clone();
+    assert!(m.mega_options().wait_in_body && m.tiles().o_weights_first);
+    let tiles = model::kernels::Tiles::for_config(m.config());
     m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
         .unwrap();
     assert!(
-        m.mega_options().wait_in_body,
+        m.mega_options().wait_in_body && m.tiles().o_weights_first,
         "a retune keeps the wait in the bodies"
     );
 }

@@ -192,9 +192,10 @@ fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
     compile("embed_rows", &src.code);
 }
 
-/// `MegaOptions::wait_in_body` (a candidate, off): the decode step compiles with each
-/// stage's wait inside its bodies at 0.6B and 8B, and the QKV and MLP bodies load their
-/// first weight tile before they wait (what the option is for).
+/// `MegaOptions::wait_in_body` (the engine's default above hidden 2048,
+/// `megakernel_engine::wait_in_body_rule`): the decode step compiles with each stage's wait
+/// inside its bodies at 0.6B and 8B, and the QKV, o_proj and MLP bodies load their first
+/// weight tile before they wait (what the option is for).
 #[test]
 fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
     need_nvrtc();
@@ -210,8 +211,13 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
         let rule = model::kernels::TileRule::default();
         let t = model::megakernel_engine::default_tiles(&cfg, &rule, 1);
         let t = model::megakernel_engine::with_mlp(t, &cfg, true, None);
-        let mut opts = MegakernelOptions::default().mega.warps(t.warps);
-        opts.wait_in_body = true;
+        let forced = MegakernelOptions {
+            wait_in_body: Some(true),
+            ..Default::default()
+        };
+        let (t, opts) = model::megakernel_engine::with_wait_in_body(&cfg, t, &forced);
+        assert!(t.o_weights_first);
+        let opts = opts.warps(t.warps);
         let src = decode_step::MEGAKERNEL
             .cuda_source(&constexprs(&cfg, &t), &opts)
             .unwrap();
@@ -224,6 +230,10 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
             (
                 "void rmsnorm_mlp_tiles_body(",
                 "let mut wg = load(w + offs0",
+            ),
+            (
+                "void gemv_residual_copy_body(",
+                "(gemv_rows): load(w + rows",
             ),
         ] {
             let at = src.code.find(body).unwrap_or_else(|| panic!("no {body}"));

@@ -166,11 +166,12 @@ pub fn decode_step_text(
 ) -> Result<String, String> {
     use model::kernels::TileRule;
     use model::megakernel_engine::{
-        constexprs, decode_step, default_tiles, mega_options, with_mlp, MegakernelOptions,
+        constexprs, decode_step, default_tiles, with_mlp, with_wait_in_body, MegakernelOptions,
     };
     let t = default_tiles(cfg, &TileRule::default(), gemv_tiles);
     let t = with_mlp(t, cfg, fused_mlp, None);
-    let opts = mega_options(cfg, &MegakernelOptions::default()).warps(warps.unwrap_or(t.warps));
+    let (t, opts) = with_wait_in_body(cfg, t, &MegakernelOptions::default());
+    let opts = opts.warps(warps.unwrap_or(t.warps));
     let cx = constexprs(cfg, &t);
     let m = &decode_step::MEGAKERNEL;
     if cuda {

@@ -626,17 +626,22 @@ impl<'a> Emitter<'a> {
 
     /// `EmitOptions::dep_hook`: the stage's wait before `s` when `s` is the first statement
     /// of its block to touch memory another stage may write (any store or atomic, any load
-    /// not of a read-only parameter) and no earlier call dominates it. A top-level loop is
-    /// entered instead (the wait goes before its first such statement, in its first
-    /// iteration: `tsr_dep` waits once), so its weight loads stay ahead of the wait; a loop
-    /// with a `dot` (its loads may be pipelined ahead of their statements) is not.
+    /// not of a read-only parameter) and no earlier call dominates it. A loop is entered
+    /// instead (the wait goes before its first such statement, in its first iteration:
+    /// `tsr_dep` waits once), and so is an `if` (each branch waits before its own first such
+    /// statement; the condition is uniform over the program), so the weight loads in them
+    /// stay ahead of the wait; a loop with a `dot` (its loads may be pipelined ahead of
+    /// their statements) is not.
     fn dep_guard(&mut self, s: &Stmt) {
         let Some(ro) = &self.dep_hook else { return };
         if self.dep_covered || !self.touches_dependent(ro, s) {
             return;
         }
-        let enter = matches!(s, Stmt::For { body, .. }
-            if self.block_depth == 1 && !body.iter().any(has_dot));
+        let enter = match s {
+            Stmt::For { body, .. } => !body.iter().any(has_dot),
+            Stmt::If { .. } => true,
+            _ => false,
+        };
         if !enter {
             self.line("if (!tsr_dep()) return;  // the stage's wait, before the first access another stage may write");
             self.dep_covered = true;
@@ -820,6 +825,14 @@ impl<'a> Emitter<'a> {
             Stmt::If {
                 cond, then, els, ..
             } => {
+                // On a constexpr (a literal once specialised): only the branch taken, so the
+                // other costs no code and no shared memory.
+                if let Some(Op::Lit(Lit::Bool(b))) = self.f.defs[cond.0 as usize] {
+                    self.open(format!("{{  // if {b} (a constexpr): only this branch"));
+                    self.body(if b { then } else { els })?;
+                    self.close("}");
+                    return Ok(());
+                }
                 let c = self.access(*cond, &At::Idx(vec![]))?;
                 self.open(format!("if ({}) {{", strip(&c)));
                 let before = self.pending.clone();

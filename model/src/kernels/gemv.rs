@@ -111,16 +111,36 @@ pub fn gemv_residual(
     atomic_add(res + rows, gemv_rows(w, x, rows, row_mask, k, BK), row_mask);
 }
 
+/// `gemv_residual_copy`'s rows of the new residual into copy 0 and `copy`, and copies
+/// 1.. zeroed for the MLP's adds.
+#[tile_fn]
+fn store_residual(
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    rows: Tile<i32, BM>,
+    row_mask: Tile<bool, BM>,
+    after: Tile<f32, BM>,
+    m: i32,
+    #[constexpr] COPIES: usize,
+) {
+    store(res + rows, after, row_mask);
+    store(copy + rows, after, row_mask);
+    for c in 1..COPIES {
+        store(res + c * m + rows, zeros([BM], f32), row_mask);
+    }
+}
+
 /// `gemv_residual` that also leaves the updated rows in `copy`: o_proj's form when the
 /// megakernel fuses the MLP into one stage (`mlp::rmsnorm_mlp_tiles`), whose norm reads the
-/// copy while its programs add into `res`. The weight tile is loaded first, before anything
-/// another stage writes (with `MegaOptions::wait_in_body` it is in flight while the stage
-/// waits for attention), then x and the rows of `res`; `res[r] + y` rounds once, as
-/// `gemv_residual`'s atomic add does: the same bits.
+/// copy while its programs add into `res`. The rows of `res` are loaded before the weights
+/// stream, so the add costs no round trip at the end; with `WEIGHTS_FIRST` the weight tile
+/// comes first, before anything another stage writes (with `MegaOptions::wait_in_body` it
+/// is in flight while the stage waits for attention: `Tiles::o_weights_first`). `res[r] +
+/// y` rounds once either way, as `gemv_residual`'s atomic add does: the same bits.
 ///
 /// With `COPIES` > 1 the residual is `[COPIES, m]` (the fused MLP adds into all of them):
 /// this stage folds them, `res[0] = Σ res[c] + y`, and zeroes the others for the MLP.
-#[kernel(helpers(resid_load))]
+#[kernel(helpers(resid_load, store_residual))]
 pub fn gemv_residual_copy(
     w: Ptr<bf16>,
     x: Ptr<bf16>,
@@ -131,15 +151,18 @@ pub fn gemv_residual_copy(
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
     #[constexpr] COPIES: usize,
+    #[constexpr] WEIGHTS_FIRST: bool,
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let y = gemv_rows(w, x, rows, row_mask, k, BK);
-    let after = resid_load(res, rows, row_mask, m, COPIES) + y;
-    store(res + rows, after, row_mask);
-    store(copy + rows, after, row_mask);
-    for c in 1..COPIES {
-        store(res + c * m + rows, zeros([BM], f32), row_mask);
+    if WEIGHTS_FIRST {
+        let y = gemv_rows(w, x, rows, row_mask, k, BK);
+        let after = resid_load(res, rows, row_mask, m, COPIES) + y;
+        store_residual(res, copy, rows, row_mask, after, m, COPIES);
+    } else {
+        let before = resid_load(res, rows, row_mask, m, COPIES);
+        let after = before + gemv_rows(w, x, rows, row_mask, k, BK);
+        store_residual(res, copy, rows, row_mask, after, m, COPIES);
     }
 }
 

@@ -150,6 +150,11 @@ pub struct Tiles {
     /// here; the megakernel engine applies `megakernel_engine::GEMV_TILES`). See
     /// [`Tiles::with_gemv_tiles`].
     pub o_proj_tiles: usize,
+    /// The fused MLP's o_proj (`gemv_residual_copy`) loads its weight tile before the
+    /// residual rows, so that with the stage's wait in the body (`MegaOptions::wait_in_body`)
+    /// the weights are in flight while it waits. The rule says no; the megakernel engine
+    /// sets it with the wait (`megakernel_engine::with_wait_in_body`).
+    pub o_weights_first: bool,
     pub gate_up: Gemv,
     /// gate/up row tiles per program in the megakernel (`rmsnorm_gate_up_silu_tiles`: the
     /// norm once per program, the next tile's weights loaded while one reduces), when one k
@@ -216,6 +221,7 @@ impl Tiles {
             qkv_tiles: 1,
             o_proj: gemv(h, cfg.q_dim(), 1),
             o_proj_tiles: 1,
+            o_weights_first: false,
             // m = intermediate: a program owns BM gate rows and the BM matching up rows.
             gate_up: gemv(cfg.intermediate_size, h, 2),
             gate_up_tiles: 1,
@@ -453,6 +459,7 @@ pub fn shipped() -> Vec<Shipped> {
             {
                 let mut c = gemv(t.o_proj);
                 c.push(("COPIES", int(1)));
+                c.push(("WEIGHTS_FIRST", ConstVal::Bool(false)));
                 c
             },
             "the megakernel's candidate o_proj with the MLP fused: res += W · x, and a copy of the new rows",
