@@ -122,17 +122,23 @@ fn assert_close(got: &[bf16], want: &[bf16], what: &str) {
     );
 }
 
+/// Random toy inputs from `seed`, and what the kernels launched one by one through the
+/// interpreter make of them.
+fn toy_case(seed: u64, layers: usize, d: usize, f: usize) -> (ToyBuffers, Vec<bf16>) {
+    let dev = Device::interpreter();
+    let reference = ToyBuffers::random(&dev, &mut Rng::new(seed), layers, d, f).unwrap();
+    let input = reference.copy_to(&dev).unwrap();
+    toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
+    (input, reference.outputs().unwrap())
+}
+
 /// The plain persistent kernel on emulated CTAs, on grids smaller and larger than a stage:
 /// the interpreter's outputs (the kernels launched one by one), and the same bits on both
 /// grids.
 #[test]
 fn toy_megakernel_on_emulated_ctas() {
     let (layers, d, f) = (3, 64, 128);
-    let dev = Device::interpreter();
-    let reference = ToyBuffers::random(&dev, &mut Rng::new(11), layers, d, f).unwrap();
-    let input = reference.copy_to(&dev).unwrap();
-    toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
-    let want = reference.outputs().unwrap();
+    let (input, want) = toy_case(11, layers, d, f);
     let opts = MegaOptions::default().warps(2);
     let narrow = run_emulated(&opts, 3, &input, layers, d, f);
     assert_close(&narrow, &want, "3 CTAs");
@@ -147,11 +153,7 @@ fn toy_megakernel_on_emulated_ctas() {
 #[test]
 fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
     let (layers, d, f) = (3, 64, 128);
-    let dev = Device::interpreter();
-    let reference = ToyBuffers::random(&dev, &mut Rng::new(12), layers, d, f).unwrap();
-    let input = reference.copy_to(&dev).unwrap();
-    toy_sequential(&dev, &reference, layers, d, f, EPS).unwrap();
-    let want = reference.outputs().unwrap();
+    let (input, want) = toy_case(12, layers, d, f);
     let before = MegaOptions {
         wait_in_body: false,
         ..MegaOptions::default().warps(2)

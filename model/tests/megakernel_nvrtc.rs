@@ -11,6 +11,18 @@ fn need_nvrtc() {
     }
 }
 
+/// Qwen3-8B's shape.
+fn qwen3_8b() -> model::Config {
+    model::Config {
+        hidden_size: 4096,
+        intermediate_size: 12288,
+        num_hidden_layers: 36,
+        num_attention_heads: 32,
+        tie_word_embeddings: false,
+        ..qwen3_0_6b()
+    }
+}
+
 #[test]
 fn decode_megakernel_compiles_with_nvrtc() {
     need_nvrtc();
@@ -20,14 +32,7 @@ fn decode_megakernel_compiles_with_nvrtc() {
         ..qwen3_0_6b()
     };
     // 8B: 4096-wide rows, 36 layers, 32 query heads (8-row QKV tiles, 4-row gate/up tiles).
-    let qwen3_8b = model::Config {
-        hidden_size: 4096,
-        intermediate_size: 12288,
-        num_hidden_layers: 36,
-        num_attention_heads: 32,
-        tie_word_embeddings: false,
-        ..qwen3_0_6b()
-    };
+    let qwen3_8b = qwen3_8b();
     let tiny = model::Checkpoint::load(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mha_tok_v5"),
         false,
@@ -199,15 +204,7 @@ fn prefill_kernels_compile_with_nvrtc_on_tensor_cores() {
 #[test]
 fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
     need_nvrtc();
-    let qwen3_8b = model::Config {
-        hidden_size: 4096,
-        intermediate_size: 12288,
-        num_hidden_layers: 36,
-        num_attention_heads: 32,
-        tie_word_embeddings: false,
-        ..qwen3_0_6b()
-    };
-    for cfg in [qwen3_0_6b(), qwen3_8b] {
+    for cfg in [qwen3_0_6b(), qwen3_8b()] {
         let rule = model::kernels::TileRule::default();
         let t = model::megakernel_engine::default_tiles(&cfg, &rule, 1);
         let t = model::megakernel_engine::with_mlp(t, &cfg, true, None);
