@@ -149,7 +149,8 @@ fn toy_megakernel_on_emulated_ctas() {
 /// `MegaOptions::wait_in_body`: each stage's counter wait runs inside the first program's
 /// body (inlined), before its first access another stage may write, and a CTA arrives only
 /// after it waited. On emulated CTAs (one CTA, and grids smaller and larger than a stage):
-/// the same bits as the waits before the programs, and the interpreter's outputs.
+/// the same bits as the waits before the programs, and the interpreter's outputs; also
+/// with only some stages' waits in their bodies (`wait_in_body_only`).
 #[test]
 fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
     let (layers, d, f) = (3, 64, 128);
@@ -177,5 +178,24 @@ fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
     for ctas in [1, 3, 40] {
         let got = run_emulated(&inside, ctas, &input, layers, d, f);
         assert_eq!(got, plain, "waits inside the bodies, {ctas} CTAs");
+    }
+    // Only the GEMVs' stages (`wait_in_body_only`): the others wait before their programs.
+    let gemvs = MegaOptions {
+        wait_in_body_only: vec!["gemv".into()],
+        ..inside.clone()
+    };
+    let code = toy_mlp::MEGAKERNEL.cuda_source(&cx, &gemvs).unwrap().code;
+    assert!(code.contains("void gemv_BM8_BK64_body(int pid0"));
+    for body in ["add_rmsnorm", "silu_mul"] {
+        let at = code.find(&format!("void {body}")).expect(body);
+        let sig = &code[at..at + code[at..].find('{').unwrap()];
+        assert!(!sig.contains("tsr_dep"), "{body} waits in its body: {sig}");
+    }
+    for ctas in [3, 40] {
+        let got = run_emulated(&gemvs, ctas, &input, layers, d, f);
+        assert_eq!(
+            got, plain,
+            "the GEMVs wait inside their bodies, {ctas} CTAs"
+        );
     }
 }

@@ -469,24 +469,33 @@ pub struct MegakernelOptions {
     /// [`resid_copies_rule`]. `TESSERA_RESID_COPIES=N` sets it.
     pub resid_copies: Option<usize>,
     /// Each stage's wait inside its bodies, after their first weight loads
-    /// (`MegaOptions::wait_in_body`); None: [`wait_in_body_rule`].
-    /// `TESSERA_WAIT_IN_BODY=1` (or `0`) sets it.
+    /// (`MegaOptions::wait_in_body`; `mega.wait_in_body_only` may name the stages' kernels);
+    /// None: [`wait_in_body_rule`]. `TESSERA_WAIT_IN_BODY=1` (or `0`) sets it, and
+    /// `TESSERA_WAIT_IN_BODY=kernel,kernel` puts it in those stages only (a candidate).
     pub wait_in_body: Option<bool>,
 }
 
 impl Default for MegakernelOptions {
     fn default() -> Self {
+        let wib = std::env::var("TESSERA_WAIT_IN_BODY").ok();
+        let only: Vec<String> = match wib.as_deref() {
+            None | Some("0" | "1") => vec![],
+            Some(list) => list.split(',').map(|k| k.trim().to_string()).collect(),
+        };
         MegakernelOptions {
             max_seq: None,
             output: Output::Token,
             tiles: None,
             // The warps come from the tiles (`MegakernelEngine::new`).
-            mega: MegaOptions::default(),
+            mega: MegaOptions {
+                wait_in_body_only: only,
+                ..MegaOptions::default()
+            },
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),
             resid_copies: std::env::var("TESSERA_RESID_COPIES")
                 .ok()
                 .and_then(|v| v.parse().ok()),
-            wait_in_body: std::env::var("TESSERA_WAIT_IN_BODY").ok().map(|v| v == "1"),
+            wait_in_body: wib.map(|v| v != "0"),
         }
     }
 }
@@ -543,20 +552,18 @@ pub fn wait_in_body_rule(cfg: &Config) -> bool {
 
 /// The tiles and megakernel options the engine runs `decode_step` with for `cfg`, from
 /// `t` and `o.mega`: each stage's wait in its bodies or not (`o.wait_in_body`, else
-/// [`wait_in_body_rule`]), and o_proj's weights first with it (`Tiles::o_weights_first`).
+/// [`wait_in_body_rule`]), and o_proj's weights first where o_proj waits in its body
+/// (`Tiles::o_weights_first`).
 pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
-    let on = o.wait_in_body.unwrap_or_else(|| wait_in_body_rule(cfg));
     let mega = MegaOptions {
-        wait_in_body: on,
+        wait_in_body: o.wait_in_body.unwrap_or_else(|| wait_in_body_rule(cfg)),
         ..o.mega.clone()
     };
-    (
-        Tiles {
-            o_weights_first: on,
-            ..t
-        },
-        mega,
-    )
+    let t = Tiles {
+        o_weights_first: mega.waits_in_body("gemv_residual_copy"),
+        ..t
+    };
+    (t, mega)
 }
 
 /// The tiles the engine picks when it is given none: `rule`'s, o_proj and down at
@@ -697,6 +704,7 @@ impl MegakernelEngine {
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
         opts.num_warps = self.m.tiles.warps;
         opts.wait_in_body = self.opts.wait_in_body;
+        opts.wait_in_body_only = self.opts.wait_in_body_only.clone();
         self.opts = opts;
         Ok(())
     }

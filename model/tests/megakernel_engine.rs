@@ -401,6 +401,19 @@ fn the_wait_goes_inside_the_bodies_above_hidden_2048() {
         let (t2, m2) = with_wait_in_body(&cfg, t, &forced);
         assert_eq!((t2.o_weights_first, m2.wait_in_body), (!want, !want));
     }
+    // Only some stages (`MegaOptions::wait_in_body_only`): o_proj's weights come first
+    // where o_proj waits in its body.
+    let cfg = model::kernels::qwen3_0_6b();
+    for (only, first) in [("rmsnorm_qkv_rope", false), ("gemv_residual_copy", true)] {
+        let mut o = MegakernelOptions {
+            wait_in_body: Some(true),
+            ..Default::default()
+        };
+        o.mega.wait_in_body_only = vec![only.to_string()];
+        let (t, m) = with_wait_in_body(&cfg, model::kernels::Tiles::for_config(&cfg), &o);
+        assert_eq!(t.o_weights_first, first, "{only}");
+        assert!(m.waits_in_body(only) && !m.waits_in_body("rmsnorm_mlp_tiles"));
+    }
     let mut m = mega(
         "tied_gqa2_v4",
         Output::Logits,

@@ -80,19 +80,20 @@ fn stage_read_only(r: &Resolved, s: usize) -> Vec<bool> {
 }
 
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
-/// one kernel binding with different facts get two bodies (`name_v2`). With
-/// `wait_in_body`, which parameters are read-only is part of a body too.
+/// one kernel binding with different facts get two bodies (`name_v2`). For a stage that
+/// waits in its bodies (`wait_in_body`, per stage), which parameters are read-only is part
+/// of a body too.
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
-    wait_in_body: bool,
+    wait_in_body: &[bool],
 ) -> Result<(String, Vec<BodyCode>), String> {
     type Group = (String, Vec<bool>, Option<Vec<bool>>, Vec<usize>);
     let mut groups: Vec<Group> = vec![];
     for s in &r.stages {
         let f = stage_facts(r, s.index, facts);
-        let ro = wait_in_body.then(|| stage_read_only(r, s.index));
+        let ro = wait_in_body[s.index].then(|| stage_read_only(r, s.index));
         match groups
             .iter_mut()
             .find(|(n, ff, rr, _)| *n == s.name && *ff == f && *rr == ro)

@@ -69,9 +69,9 @@ pub struct GenOptions {
     /// each weight window the stage reads (0: off): the weights stream in while the
     /// producers finish, instead of after.
     pub wait_prefetch_bytes: u64,
-    /// `MegaOptions::wait_in_body`: every body takes its stage's counter waits as the
+    /// Per stage, `MegaOptions::waits_in_body`: its bodies take its counter waits as the
     /// callable `tsr_dep` (`EmitOptions::dep_hook`), called once, inlined.
-    pub wait_in_body: bool,
+    pub wait_in_body: Vec<bool>,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
 }
@@ -426,7 +426,7 @@ impl Gen<'_> {
         }
         self.w.open("if (blockIdx.x < tsr_n) {");
         let counter = sync.filter(|sy| sy.kind == SyncKind::Counter);
-        let hooked = self.opts.wait_in_body;
+        let hooked = self.opts.wait_in_body[s];
         if let Some(sy) = counter {
             self.w
                 .line("// Only CTAs with programs here wait; the others run ahead.");
@@ -505,7 +505,7 @@ impl Gen<'_> {
     fn programs(&mut self, s: usize, dep: bool) {
         let r = self.r;
         let args: Vec<String> = r.stages[s].args.iter().map(|a| c_arg(r, a)).collect();
-        let hooked = self.opts.wait_in_body;
+        let hooked = self.opts.wait_in_body[s];
         let w = &mut self.w;
         if self.opts.profile && !dep {
             w.line("tsr_t1 = tsr_now();");

@@ -45,6 +45,9 @@ pub struct MegaOptions {
     /// inlined there. Off by default; the Qwen3 engine turns it on where it measured faster
     /// (`megakernel_engine::wait_in_body_rule`, docs/PERF.md session 18).
     pub wait_in_body: bool,
+    /// With `wait_in_body`: only the stages of these kernels wait in their bodies (empty:
+    /// every stage). A candidate's knob (`TESSERA_WAIT_IN_BODY=kernel,kernel`).
+    pub wait_in_body_only: Vec<String>,
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
@@ -62,12 +65,19 @@ impl Default for MegaOptions {
             check: true,
             wait_prefetch_bytes: 4 << 20,
             wait_in_body: false,
+            wait_in_body_only: vec![],
             profile: false,
         }
     }
 }
 
 impl MegaOptions {
+    /// Whether a stage of kernel `kernel` waits inside its bodies (`wait_in_body`).
+    pub fn waits_in_body(&self, kernel: &str) -> bool {
+        self.wait_in_body
+            && (self.wait_in_body_only.is_empty()
+                || self.wait_in_body_only.iter().any(|k| k == kernel))
+    }
     pub fn warps(mut self, n: u32) -> Self {
         self.num_warps = n;
         self
@@ -122,6 +132,7 @@ struct GenKey {
     break_sync: Option<usize>,
     wait_prefetch_bytes: u64,
     wait_in_body: bool,
+    wait_in_body_only: Vec<String>,
     profile: bool,
 }
 
@@ -140,6 +151,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         check: _,
         wait_prefetch_bytes,
         wait_in_body,
+        wait_in_body_only,
         profile,
     } = opts;
     GenKey {
@@ -148,6 +160,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         break_sync: *break_sync,
         wait_prefetch_bytes: *wait_prefetch_bytes,
         wait_in_body: *wait_in_body,
+        wait_in_body_only: wait_in_body_only.clone(),
         profile: *profile,
     }
 }
@@ -536,17 +549,22 @@ fn generate(
     opts: &MegaOptions,
     facts: &MegaFacts,
 ) -> Result<MegaSource> {
+    let gen = gen_options(r, opts);
     let (prelude, bodies) =
-        stage_bodies(r, opts.num_warps, facts, opts.wait_in_body).map_err(Error::Lower)?;
-    cuda::generate(r, s, &prelude, &bodies, &gen_options(opts)).map_err(Error::Lower)
+        stage_bodies(r, opts.num_warps, facts, &gen.wait_in_body).map_err(Error::Lower)?;
+    cuda::generate(r, s, &prelude, &bodies, &gen).map_err(Error::Lower)
 }
 
-fn gen_options(opts: &MegaOptions) -> GenOptions {
+fn gen_options(r: &Resolved, opts: &MegaOptions) -> GenOptions {
     GenOptions {
         num_warps: opts.num_warps,
         break_sync: opts.break_sync,
         wait_prefetch_bytes: opts.wait_prefetch_bytes,
-        wait_in_body: opts.wait_in_body,
+        wait_in_body: r
+            .stages
+            .iter()
+            .map(|s| opts.waits_in_body(&s.name))
+            .collect(),
         profile: opts.profile,
     }
 }
@@ -650,6 +668,13 @@ mod tests {
                 "wait_in_body",
                 MegaOptions {
                     wait_in_body: !base.wait_in_body,
+                    ..base.clone()
+                },
+            ),
+            (
+                "wait_in_body_only",
+                MegaOptions {
+                    wait_in_body_only: vec!["gemv".into()],
                     ..base.clone()
                 },
             ),
