@@ -75,7 +75,8 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// type-checked against its signature at each call, and inlined when the kernel is lowered,
 /// so the IR, the interpreter and the CUDA emitter never see a call. A kernel lists the
 /// ones it calls, directly or through another: `#[kernel(helpers(rms, path::to::other))]`.
-/// The tile standard library's (`rms_inv`, `split_chunk`, `gemv_rows`) need no listing.
+/// The tile standard library's (`rms_inv`, `split_chunk`, `gemv_rows`, `grouped_rows`, ...)
+/// need no listing.
 ///
 /// ```ignore
 /// #[tile_fn]

@@ -42,6 +42,50 @@ fn gemv_rows(
     }
     sum(acc, 1)
 }
+
+/// Grouped program order over a 1-D grid of cdiv(m, BM) · cdiv(n, BN) programs (Triton's
+/// matmul tutorial): GROUP_M row blocks share each column block before moving right, so
+/// the tiles they read along the column block are still in L2. The rows of this program's
+/// [BM, BN] block of the `m` x `n` output.
+fn grouped_rows(
+    m: i32,
+    n: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] GROUP_M: usize,
+) -> Tile<i32, BM> {
+    let num_pid_m = cdiv(m, BM);
+    let in_group = GROUP_M * cdiv(n, BN);
+    let first_m = (program_id(0) / in_group) * GROUP_M;
+    let group_rows = minimum(num_pid_m - first_m, GROUP_M);
+    let pid_m = first_m + (program_id(0) % in_group) % group_rows;
+    pid_m * BM + arange(0, BM)
+}
+
+/// The columns of this program's block, in `grouped_rows`'s order.
+fn grouped_cols(
+    m: i32,
+    n: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] GROUP_M: usize,
+) -> Tile<i32, BN> {
+    let in_group = GROUP_M * cdiv(n, BN);
+    let pid_n = (program_id(0) % in_group) / group_height(m, n, BM, BN, GROUP_M);
+    pid_n * BN + arange(0, BN)
+}
+
+/// The row blocks in this program's group (GROUP_M, fewer in the last group).
+fn group_height(
+    m: i32,
+    n: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] BN: usize,
+    #[constexpr] GROUP_M: usize,
+) -> i32 {
+    let in_group = GROUP_M * cdiv(n, BN);
+    minimum(cdiv(m, BM) - (program_id(0) / in_group) * GROUP_M, GROUP_M)
+}
 "#;
 
 /// The library's helpers, parsed and checked.
@@ -64,4 +108,4 @@ pub fn helpers() -> syn::Result<Vec<Helper>> {
 }
 
 /// The names, for documentation and the "unknown primitive" message.
-pub const NAMES: &str = "rms_inv, split_chunk, gemv_rows";
+pub const NAMES: &str = "rms_inv, split_chunk, gemv_rows, grouped_rows, grouped_cols, group_height";

@@ -148,46 +148,12 @@ fn gemm_nt_matches_f64_at_masked_sizes() {
     }
 }
 
+/// res += x · wᵀ in place, with the weight stored `[n, k]` (`gemm_nt_residual`: o_proj,
+/// down) and `[k, n]` (`gemm_nn_residual`: down in the megakernel engine), against the same
+/// f64 reference.
 #[test]
-fn gemm_nt_residual_adds_in_place() {
+fn gemm_residuals_add_in_place() {
     let mut rng = SplitMix64::new(3);
-    for (m, n, k) in [(37, 24, 48), (5, 64, 100)] {
-        let x = rand_bf16(&mut rng, m * k, 1.0);
-        let w = rand_bf16(&mut rng, n * k, 1.0);
-        let res = rand_bf16(&mut rng, m * n, 4.0);
-        let prod = matmul_nt(&x, &w, m, n, k);
-        let want: Vec<f64> = prod.iter().zip(&res).map(|(p, r)| p + r.to_f64()).collect();
-        for t in gemm_tiles() {
-            let r = up(&res);
-            gemm_nt_residual::launch(
-                &dev(),
-                &gemm_launch(m, n, t),
-                &up(&x),
-                &up(&w),
-                &r,
-                m as i32,
-                n as i32,
-                k as i32,
-                t.0,
-                t.1,
-                t.2,
-                t.3,
-            )
-            .unwrap();
-            check(
-                &format!("gemm_nt_residual {m}x{n}x{k} {t:?}"),
-                &down(&r),
-                &want,
-            );
-        }
-    }
-}
-
-/// The same product with the weight stored `[k, n]` (`gemm_nn_residual`: down in the
-/// megakernel engine), against the same f64 reference.
-#[test]
-fn gemm_nn_residual_adds_in_place() {
-    let mut rng = SplitMix64::new(13);
     for (m, n, k) in [(37, 24, 48), (5, 64, 100)] {
         let x = rand_bf16(&mut rng, m * k, 1.0);
         let w = rand_bf16(&mut rng, n * k, 1.0); // [n, k]
@@ -196,27 +162,43 @@ fn gemm_nn_residual_adds_in_place() {
         let prod = matmul_nt(&x, &w, m, n, k);
         let want: Vec<f64> = prod.iter().zip(&res).map(|(p, r)| p + r.to_f64()).collect();
         for t in gemm_tiles() {
-            let r = up(&res);
-            gemm_nn_residual::launch(
-                &dev(),
-                &gemm_launch(m, n, t),
-                &up(&x),
-                &up(&w_kn),
-                &r,
-                m as i32,
-                n as i32,
-                k as i32,
-                t.0,
-                t.1,
-                t.2,
-                t.3,
-            )
-            .unwrap();
-            check(
-                &format!("gemm_nn_residual {m}x{n}x{k} {t:?}"),
-                &down(&r),
-                &want,
-            );
+            for name in ["gemm_nt_residual", "gemm_nn_residual"] {
+                let r = up(&res);
+                let (l, (mi, ni, ki)) = (gemm_launch(m, n, t), (m as i32, n as i32, k as i32));
+                if name == "gemm_nt_residual" {
+                    gemm_nt_residual::launch(
+                        &dev(),
+                        &l,
+                        &up(&x),
+                        &up(&w),
+                        &r,
+                        mi,
+                        ni,
+                        ki,
+                        t.0,
+                        t.1,
+                        t.2,
+                        t.3,
+                    )
+                } else {
+                    gemm_nn_residual::launch(
+                        &dev(),
+                        &l,
+                        &up(&x),
+                        &up(&w_kn),
+                        &r,
+                        mi,
+                        ni,
+                        ki,
+                        t.0,
+                        t.1,
+                        t.2,
+                        t.3,
+                    )
+                }
+                .unwrap();
+                check(&format!("{name} {m}x{n}x{k} {t:?}"), &down(&r), &want);
+            }
         }
     }
 }

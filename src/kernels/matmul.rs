@@ -23,18 +23,9 @@ pub fn matmul(
     #[constexpr] BK: usize,
     #[constexpr] GROUP_M: usize,
 ) {
-    // Grouped program order over a 1-D grid.
-    let pid = program_id(0);
-    let num_pid_m = cdiv(m, BM);
-    let num_pid_n = cdiv(n, BN);
-    let in_group = GROUP_M * num_pid_n;
-    let first_m = (pid / in_group) * GROUP_M;
-    let group_rows = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = first_m + (pid % in_group) % group_rows;
-    let pid_n = (pid % in_group) / group_rows;
-
-    let rows = pid_m * BM + arange(0, BM);
-    let cols = pid_n * BN + arange(0, BN);
+    // Grouped program order over a 1-D grid (the tile library's `grouped_rows`).
+    let rows = grouped_rows(m, n, BM, BN, GROUP_M);
+    let cols = grouped_cols(m, n, BM, BN, GROUP_M);
     let row_ok = rows.expand_dims(1) < m;
     let col_ok = cols.expand_dims(0) < n;
     let mut acc = zeros([BM, BN], f32);

@@ -101,17 +101,8 @@ pub fn gemm_nt(
     #[constexpr] BK: usize,
     #[constexpr] GROUP_M: usize,
 ) {
-    let pid = program_id(0);
-    let num_pid_m = cdiv(m, BM);
-    let num_pid_n = cdiv(n, BN);
-    let in_group = GROUP_M * num_pid_n;
-    let first_m = (pid / in_group) * GROUP_M;
-    let group_rows = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = first_m + (pid % in_group) % group_rows;
-    let pid_n = (pid % in_group) / group_rows;
-
-    let rows = pid_m * BM + arange(0, BM);
-    let cols = pid_n * BN + arange(0, BN);
+    let rows = grouped_rows(m, n, BM, BN, GROUP_M);
+    let cols = grouped_cols(m, n, BM, BN, GROUP_M);
     let row_ok = rows.expand_dims(1) < m;
     let wrow_ok = cols.expand_dims(1) < n;
     let mut acc = zeros([BM, BN], f32);
@@ -152,17 +143,8 @@ pub fn gemm_nt_residual(
     #[constexpr] BK: usize,
     #[constexpr] GROUP_M: usize,
 ) {
-    let pid = program_id(0);
-    let num_pid_m = cdiv(m, BM);
-    let num_pid_n = cdiv(n, BN);
-    let in_group = GROUP_M * num_pid_n;
-    let first_m = (pid / in_group) * GROUP_M;
-    let group_rows = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = first_m + (pid % in_group) % group_rows;
-    let pid_n = (pid % in_group) / group_rows;
-
-    let rows = pid_m * BM + arange(0, BM);
-    let cols = pid_n * BN + arange(0, BN);
+    let rows = grouped_rows(m, n, BM, BN, GROUP_M);
+    let cols = grouped_cols(m, n, BM, BN, GROUP_M);
     let row_ok = rows.expand_dims(1) < m;
     let wrow_ok = cols.expand_dims(1) < n;
     let mut acc = zeros([BM, BN], f32);
@@ -205,17 +187,8 @@ pub fn gemm_nn_residual(
     #[constexpr] BK: usize,
     #[constexpr] GROUP_M: usize,
 ) {
-    let pid = program_id(0);
-    let num_pid_m = cdiv(m, BM);
-    let num_pid_n = cdiv(n, BN);
-    let in_group = GROUP_M * num_pid_n;
-    let first_m = (pid / in_group) * GROUP_M;
-    let group_rows = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = first_m + (pid % in_group) % group_rows;
-    let pid_n = (pid % in_group) / group_rows;
-
-    let rows = pid_m * BM + arange(0, BM);
-    let cols = pid_n * BN + arange(0, BN);
+    let rows = grouped_rows(m, n, BM, BN, GROUP_M);
+    let cols = grouped_cols(m, n, BM, BN, GROUP_M);
     let row_ok = rows.expand_dims(1) < m;
     let col_ok = cols.expand_dims(0) < n;
     let mut acc = zeros([BM, BN], f32);
@@ -255,17 +228,8 @@ pub fn gemm_nt_gate_up_silu(
     #[constexpr] BK: usize,
     #[constexpr] GROUP_M: usize,
 ) {
-    let pid = program_id(0);
-    let num_pid_m = cdiv(m, BM);
-    let num_pid_n = cdiv(inter, BN);
-    let in_group = GROUP_M * num_pid_n;
-    let first_m = (pid / in_group) * GROUP_M;
-    let group_rows = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = first_m + (pid % in_group) % group_rows;
-    let pid_n = (pid % in_group) / group_rows;
-
-    let rows = pid_m * BM + arange(0, BM);
-    let cols = pid_n * BN + arange(0, BN);
+    let rows = grouped_rows(m, inter, BM, BN, GROUP_M);
+    let cols = grouped_cols(m, inter, BM, BN, GROUP_M);
     let row_ok = rows.expand_dims(1) < m;
     let wrow_ok = cols.expand_dims(1) < inter;
     let mut acc_gate = zeros([BM, BN], f32);
