@@ -470,8 +470,9 @@ pub struct MegakernelOptions {
     pub resid_copies: Option<usize>,
     /// Each stage's wait inside its bodies, after their first weight loads
     /// (`MegaOptions::wait_in_body`; `mega.wait_in_body_only` may name the stages' kernels);
-    /// None: [`wait_in_body_rule`]. `TESSERA_WAIT_IN_BODY=1` (or `0`) sets it, and
-    /// `TESSERA_WAIT_IN_BODY=kernel,kernel` puts it in those stages only (a candidate).
+    /// None: [`wait_in_body_rule`] (and its stages, [`wait_in_body_only_rule`]).
+    /// `TESSERA_WAIT_IN_BODY=1` (or `0`) sets it, in every stage, and
+    /// `TESSERA_WAIT_IN_BODY=kernel,kernel` puts it in those stages only.
     pub wait_in_body: Option<bool>,
 }
 
@@ -541,22 +542,43 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
     }
 }
 
-/// Whether each stage waits inside its bodies by default (`MegaOptions::wait_in_body`: the
+/// Whether stages wait inside their bodies by default (`MegaOptions::wait_in_body`: the
 /// first weight tiles of a CTA's program in flight while it waits for the stage's
-/// producers): above hidden 2048. On an H100 it was 1.4-3% faster at 8B and 4-6% at 4B
-/// (8 of 8 pairs), neutral at 1.7B and 1.5-3% slower at 0.6B, where the MLP's early loads
-/// slow o_proj's stage, which they now overlap (docs/PERF.md, session 18).
+/// producers): above hidden 1024, in every stage above hidden 2048 and in QKV's and
+/// o_proj's only up to it ([`wait_in_body_only_rule`]). On an H100, every stage's was
+/// 1.4-3% faster at 8B and 4-6% at 4B (8 of 8 pairs), neutral at 1.7B and 1.5-3% slower at
+/// 0.6B, where the MLP's early loads slow o_proj's stage, which they now overlap
+/// (docs/PERF.md, session 18); QKV's and o_proj's only were 1-6% faster at 1.7B (11 of 12
+/// pairs) and no faster at 0.6B (session 19).
 pub fn wait_in_body_rule(cfg: &Config) -> bool {
-    cfg.hidden_size > 2048
+    cfg.hidden_size > 1024
+}
+
+/// The stages' kernels that wait inside their bodies by the rule (empty: all of them):
+/// QKV's and o_proj's up to hidden 2048 ([`wait_in_body_rule`]).
+pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
+    if cfg.hidden_size > 2048 {
+        return vec![];
+    }
+    ["rmsnorm_qkv_rope", "rmsnorm_qkv_rope_tiles", "gemv_residual_copy"]
+        .map(String::from)
+        .to_vec()
 }
 
 /// The tiles and megakernel options the engine runs `decode_step` with for `cfg`, from
-/// `t` and `o.mega`: each stage's wait in its bodies or not (`o.wait_in_body`, else
-/// [`wait_in_body_rule`]), and o_proj's weights first where o_proj waits in its body
+/// `t` and `o.mega`: each stage's wait in its bodies or not (`o.wait_in_body` and
+/// `o.mega.wait_in_body_only`, else [`wait_in_body_rule`] and [`wait_in_body_only_rule`]),
+/// and o_proj's weights first where o_proj waits in its body
 /// (`Tiles::o_weights_first`).
 pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
+    // The rule picks the stages too, unless they are named.
+    let by_rule = o.wait_in_body.is_none() && o.mega.wait_in_body_only.is_empty();
     let mega = MegaOptions {
         wait_in_body: o.wait_in_body.unwrap_or_else(|| wait_in_body_rule(cfg)),
+        wait_in_body_only: match by_rule {
+            true => wait_in_body_only_rule(cfg),
+            false => o.mega.wait_in_body_only.clone(),
+        },
         ..o.mega.clone()
     };
     let t = Tiles {

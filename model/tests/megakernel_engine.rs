@@ -370,14 +370,21 @@ fn qwen3_0_6b_shaped_tracks_the_reference(fused_mlp: bool) {
     assert_eq!(m.launches(), 3);
 }
 
-/// The wait inside the bodies (`MegaOptions::wait_in_body`) by the engine's rule: above
-/// hidden 2048 (Qwen3-4B and 8B), not at 0.6B or 1.7B; `MegakernelOptions::wait_in_body`
-/// overrides it, and a retune keeps it.
+/// The wait inside the bodies (`MegaOptions::wait_in_body`) by the engine's rule: in every
+/// stage above hidden 2048 (Qwen3-4B and 8B), in QKV's and o_proj's at 1.7B, nowhere at
+/// 0.6B; `MegakernelOptions::wait_in_body` overrides it (in every stage), and a retune
+/// keeps it.
 #[test]
-fn the_wait_goes_inside_the_bodies_above_hidden_2048() {
+fn the_wait_goes_inside_the_bodies_above_hidden_1024() {
     use model::megakernel_engine::{wait_in_body_rule, with_wait_in_body};
     let base = model::kernels::qwen3_0_6b();
-    for (hidden, want) in [(1024, false), (2048, false), (2560, true), (4096, true)] {
+    // (hidden, waits in bodies, in the MLP's too)
+    for (hidden, want, mlp) in [
+        (1024, false, false),
+        (2048, true, false),
+        (2560, true, true),
+        (4096, true, true),
+    ] {
         let cfg = model::Config {
             hidden_size: hidden,
             ..base.clone()
@@ -394,12 +401,15 @@ fn the_wait_goes_inside_the_bodies_above_hidden_2048() {
             (want, want),
             "hidden {hidden}"
         );
+        assert_eq!(m1.waits_in_body("rmsnorm_qkv_rope"), want, "hidden {hidden}");
+        assert_eq!(m1.waits_in_body("rmsnorm_mlp_tiles"), mlp, "hidden {hidden}");
         let forced = MegakernelOptions {
             wait_in_body: Some(!want),
             ..o
         };
         let (t2, m2) = with_wait_in_body(&cfg, t, &forced);
         assert_eq!((t2.o_weights_first, m2.wait_in_body), (!want, !want));
+        assert_eq!(m2.waits_in_body("rmsnorm_mlp_tiles"), !want, "forced, hidden {hidden}");
     }
     // Only some stages (`MegaOptions::wait_in_body_only`): o_proj's weights come first
     // where o_proj waits in its body.
