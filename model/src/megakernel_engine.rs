@@ -560,9 +560,13 @@ pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
     if cfg.hidden_size > 2048 {
         return vec![];
     }
-    ["rmsnorm_qkv_rope", "rmsnorm_qkv_rope_tiles", "gemv_residual_copy"]
-        .map(String::from)
-        .to_vec()
+    [
+        "rmsnorm_qkv_rope",
+        "rmsnorm_qkv_rope_tiles",
+        "gemv_residual_copy",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// The tiles and megakernel options the engine runs `decode_step` with for `cfg`, from

@@ -401,15 +401,27 @@ fn the_wait_goes_inside_the_bodies_above_hidden_1024() {
             (want, want),
             "hidden {hidden}"
         );
-        assert_eq!(m1.waits_in_body("rmsnorm_qkv_rope"), want, "hidden {hidden}");
-        assert_eq!(m1.waits_in_body("rmsnorm_mlp_tiles"), mlp, "hidden {hidden}");
+        assert_eq!(
+            m1.waits_in_body("rmsnorm_qkv_rope"),
+            want,
+            "hidden {hidden}"
+        );
+        assert_eq!(
+            m1.waits_in_body("rmsnorm_mlp_tiles"),
+            mlp,
+            "hidden {hidden}"
+        );
         let forced = MegakernelOptions {
             wait_in_body: Some(!want),
             ..o
         };
         let (t2, m2) = with_wait_in_body(&cfg, t, &forced);
         assert_eq!((t2.o_weights_first, m2.wait_in_body), (!want, !want));
-        assert_eq!(m2.waits_in_body("rmsnorm_mlp_tiles"), !want, "forced, hidden {hidden}");
+        assert_eq!(
+            m2.waits_in_body("rmsnorm_mlp_tiles"),
+            !want,
+            "forced, hidden {hidden}"
+        );
     }
     // Only some stages (`MegaOptions::wait_in_body_only`): o_proj's weights come first
     // where o_proj waits in its body.
