@@ -68,14 +68,40 @@ fn same_as_interpreter(
     eprintln!("{what}: emulated C = interpreter, bit for bit");
 }
 
-fn gemm_constexprs(p: &PrefillTiles) -> Vec<(&'static str, ConstVal)> {
+/// Prefill GEMM `gemm` (its `m x n` output over k, a grid of `BM x BN` tiles) at the GPU's
+/// tiles on `a`, `b` and `out` (bf16; an output it only writes starts as NaN, one it adds
+/// into holds the residual): the emulation equals the interpreter.
+fn gemm_same_as_interpreter(
+    what: &str,
+    gemm: &dsl_runtime::KernelDef,
+    p: &PrefillTiles,
+    (m, n, k): (usize, usize, usize),
+    a: Vec<f32>,
+    b: Vec<f32>,
+    out: Vec<f32>,
+) {
     let int = |v: usize| ConstVal::Int(v as i64);
-    vec![
-        ("BM", int(p.gemm_bm)),
-        ("BN", int(p.gemm_bn)),
-        ("BK", int(p.gemm_bk)),
-        ("GROUP_M", int(p.group_m)),
-    ]
+    let kern = gemm
+        .specialize(&[
+            ("BM", int(p.gemm_bm)),
+            ("BN", int(p.gemm_bn)),
+            ("BK", int(p.gemm_bk)),
+            ("GROUP_M", int(p.group_m)),
+        ])
+        .unwrap();
+    let bufs = [a, b, out].map(|v| HostMem::from_f32s(DType::BF16, &v));
+    let grid = [(m.div_ceil(p.gemm_bm) * n.div_ceil(p.gemm_bn)) as u32, 1, 1];
+    let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
+    same_as_interpreter(
+        &format!("{what} {m}x{n}x{k}"),
+        &kern,
+        p.gemm_warps,
+        p.gemm_stages,
+        grid,
+        bufs.to_vec(),
+        &sc,
+        2,
+    );
 }
 
 #[test]
@@ -87,75 +113,38 @@ fn gemms_emulated_equal_the_interpreter() {
     let p = PrefillTiles::gpu();
     let mut rng = SplitMix64::new(11);
     // QKV-like: 37 rows (not a multiple of 128), 40 outputs, k 64.
-    let (m, n, k) = (37usize, 40usize, 64usize);
-    let kern = gemm_nt::KERNEL.specialize(&gemm_constexprs(&p)).unwrap();
-    let bufs = vec![
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * k, 1.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, n * k, 1.0)),
-        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m * n]),
-    ];
-    let grid = [(m.div_ceil(p.gemm_bm) * n.div_ceil(p.gemm_bn)) as u32, 1, 1];
-    let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
-    same_as_interpreter(
-        "gemm_nt 37x40x64",
-        &kern,
-        p.gemm_warps,
-        p.gemm_stages,
-        grid,
-        bufs,
-        &sc,
-        2,
+    let (m, n, k) = (37, 40, 64);
+    gemm_same_as_interpreter(
+        "gemm_nt",
+        &gemm_nt::KERNEL,
+        &p,
+        (m, n, k),
+        rand(&mut rng, m * k, 1.0),
+        rand(&mut rng, n * k, 1.0),
+        vec![f32::NAN; m * n],
     );
-
     // down stored [k, n] (the megakernel engine's): the weight tile read along n, the
     // residual added in place; 37 rows, 40 outputs, k 72.
-    let (m, n, k) = (37usize, 40usize, 72usize);
-    let kern = gemm_nn_residual::KERNEL
-        .specialize(&gemm_constexprs(&p))
-        .unwrap();
-    let bufs = vec![
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * k, 1.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, k * n, 1.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * n, 2.0)),
-    ];
-    let grid = [(m.div_ceil(p.gemm_bm) * n.div_ceil(p.gemm_bn)) as u32, 1, 1];
-    let sc = [m as i32, n as i32, k as i32].map(Scalar::I32);
-    same_as_interpreter(
-        "gemm_nn_residual 37x40x72",
-        &kern,
-        p.gemm_warps,
-        p.gemm_stages,
-        grid,
-        bufs,
-        &sc,
-        2,
+    let (m, n, k) = (37, 40, 72);
+    gemm_same_as_interpreter(
+        "gemm_nn_residual",
+        &gemm_nn_residual::KERNEL,
+        &p,
+        (m, n, k),
+        rand(&mut rng, m * k, 1.0),
+        rand(&mut rng, k * n, 1.0),
+        rand(&mut rng, m * n, 2.0),
     );
-
     // gate/up: two accumulators over the fused weight, SiLU·mul epilogue; k 48.
-    let (m, inter, k) = (37usize, 24usize, 48usize);
-    let kern = gemm_nt_gate_up_silu::KERNEL
-        .specialize(&gemm_constexprs(&p))
-        .unwrap();
-    let bufs = vec![
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, m * k, 1.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, 2 * inter * k, 0.5)),
-        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m * inter]),
-    ];
-    let grid = [
-        (m.div_ceil(p.gemm_bm) * inter.div_ceil(p.gemm_bn)) as u32,
-        1,
-        1,
-    ];
-    let sc = [m as i32, inter as i32, k as i32].map(Scalar::I32);
-    same_as_interpreter(
-        "gemm_nt_gate_up_silu 37x24x48",
-        &kern,
-        p.gemm_warps,
-        p.gemm_stages,
-        grid,
-        bufs,
-        &sc,
-        2,
+    let (m, inter, k) = (37, 24, 48);
+    gemm_same_as_interpreter(
+        "gemm_nt_gate_up_silu",
+        &gemm_nt_gate_up_silu::KERNEL,
+        &p,
+        (m, inter, k),
+        rand(&mut rng, m * k, 1.0),
+        rand(&mut rng, 2 * inter * k, 0.5),
+        vec![f32::NAN; m * inter],
     );
 }
 
