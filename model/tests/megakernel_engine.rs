@@ -813,3 +813,47 @@ fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
     };
     assert_eq!(copies(unfused).0, 1);
 }
+
+/// The attention finishing the QKV stage's heads (`Tiles::rope_in_attn`: `rmsnorm_qkv`
+/// writes q, k and v raw, `attn_rope_split_merge` norms and ropes each query head and the
+/// split holding the position writes its key and value into the caches): the same logits
+/// and tokens, bit for bit, as the heads finished by the QKV stage, stage by stage and
+/// under adversarial interleavings, at every committed checkpoint. Tiles of 2 positions
+/// over 4 splits, so the position moves from split to split along the prompt.
+#[test]
+fn the_attention_finishing_the_heads_computes_the_same_logits() {
+    for name in CHECKPOINTS {
+        let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
+        let base = model::kernels::Tiles {
+            attn_block_n: 2,
+            attn_splits: 4,
+            ..model::kernels::Tiles::for_config(&cfg)
+        };
+        let prompt = ids(&expected(name)["prompt_ids"]);
+        assert!(
+            prompt.len() > 8,
+            "{name}: the prompt reaches one split only"
+        );
+        for (mode, opts) in modes() {
+            let with = |rope_in_attn: bool| MegakernelOptions {
+                tiles: Some(base.clone()),
+                rope_in_attn,
+                ..opts.clone()
+            };
+            let (mut a, mut b) = (
+                mega(name, Output::Logits, &with(false)),
+                mega(name, Output::Logits, &with(true)),
+            );
+            assert!(b.tiles().rope_in_attn && !a.tiles().rope_in_attn);
+            assert!(b.explain().unwrap().contains("attn_rope_split_merge"));
+            for (pos, &t) in prompt.iter().enumerate() {
+                assert_eq!(
+                    logits(a.step(t, pos).unwrap()),
+                    logits(b.step(t, pos).unwrap()),
+                    "{name} ({mode}) pos {pos}"
+                );
+                assert_eq!(a.next_token().unwrap(), b.next_token().unwrap());
+            }
+        }
+    }
+}

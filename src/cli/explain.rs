@@ -169,8 +169,12 @@ pub fn decode_step_text(
         constexprs, decode_step, default_tiles, with_mlp, with_wait_in_body, MegakernelOptions,
     };
     let t = default_tiles(cfg, &TileRule::default(), gemv_tiles);
-    let t = with_mlp(t, cfg, fused_mlp, None);
-    let (t, opts) = with_wait_in_body(cfg, t, &MegakernelOptions::default());
+    let o = MegakernelOptions::default();
+    let t = model::kernels::Tiles {
+        rope_in_attn: o.rope_in_attn,
+        ..with_mlp(t, cfg, fused_mlp, None)
+    };
+    let (t, opts) = with_wait_in_body(cfg, t, &o);
     let opts = opts.warps(warps.unwrap_or(t.warps));
     let cx = constexprs(cfg, &t);
     let m = &decode_step::MEGAKERNEL;
