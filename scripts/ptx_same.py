@@ -11,6 +11,7 @@ LD_LIBRARY_PATH as there). The sources: `tessera explain qwen3::decode_step --cu
 """
 import ctypes
 import difflib
+import signal
 import sys
 
 
@@ -62,4 +63,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into `head`: stop quietly
     main()
