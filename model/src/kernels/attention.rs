@@ -125,6 +125,27 @@ fn merge_head(
     );
 }
 
+/// Program `head`'s split counted into `tickets[head]`; the head's last split merges it
+/// and puts the ticket back to 0 (the scalar atomic orders each split's partial before its
+/// count and the merge after every count).
+#[tile_fn]
+fn merge_if_last(
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    tickets: Ptr<i32>,
+    out: Ptr<bf16>,
+    head: i32,
+    #[constexpr] D: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    let done = atomic_add(tickets + head, 1);
+    if done == SPLITS - 1 {
+        store(tickets + head, 0);
+        merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
+    }
+}
+
 #[kernel(helpers(attend_chunk, attend_rows))]
 pub fn attn_split(
     q: Ptr<bf16>,
@@ -178,7 +199,7 @@ pub fn attn_merge(
 /// the last one's merge after every count, and the last one puts the ticket back to 0 for
 /// the next layer and step (tickets start at 0). One hop less than `attn_split` then
 /// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
-#[kernel(helpers(attend_chunk, attend_rows, merge_head))]
+#[kernel(helpers(attend_chunk, attend_rows, merge_if_last, merge_head))]
 pub fn attn_split_merge(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -214,11 +235,7 @@ pub fn attn_split_merge(
         BLOCK_N,
         SPLITS,
     );
-    let done = atomic_add(tickets + head, 1);
-    if done == SPLITS - 1 {
-        store(tickets + head, 0);
-        merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
-    }
+    merge_if_last(part_m, part_l, part_acc, tickets, out, head, D, SPLITS);
 }
 
 /// `attn_split_merge` that also finishes the QKV stage's heads (`Tiles::rope_in_attn`): the
@@ -228,7 +245,7 @@ pub fn attn_split_merge(
 /// and value into the caches before it reads them. The query heads of a group write the
 /// same bits there. So the QKV stage takes no ticket and finishes no head: one dependent
 /// round trip less between the QKV GEMV and the attention, for the same arithmetic.
-#[kernel(helpers(attend_rows, merge_head, norm_rope))]
+#[kernel(helpers(attend_rows, merge_if_last, merge_head, norm_rope))]
 pub fn attn_rope_split_merge(
     qkv: Ptr<bf16>,
     q_norm: Ptr<bf16>,
@@ -283,9 +300,5 @@ pub fn attn_rope_split_merge(
         qv, k_cache, v_cache, lo, hi, part_m, part_l, part_acc, head, split, group, max_seq, scale,
         D, BLOCK_N, SPLITS,
     );
-    let done = atomic_add(tickets + head, 1);
-    if done == SPLITS - 1 {
-        store(tickets + head, 0);
-        merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
-    }
+    merge_if_last(part_m, part_l, part_acc, tickets, out, head, D, SPLITS);
 }
