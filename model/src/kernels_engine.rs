@@ -197,7 +197,11 @@ impl KernelsEngine {
                     k: h as i32,
                     eps,
                 },
-                &rmsnorm_gemv::Consts { BM: g.bm, BK: g.bk },
+                &rmsnorm_gemv::Consts {
+                    BM: g.bm,
+                    BK: g.bk,
+                    COPIES: 1,
+                },
             )?;
             qk_norm_rope::launch_with(
                 dev,

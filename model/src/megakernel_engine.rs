@@ -27,10 +27,10 @@ use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::kernels::attention::{attn_rope_split_merge, attn_split_merge};
 use crate::kernels::embedding::embedding;
-use crate::kernels::gemv::{gemv_residual, gemv_residual_copy, gemv_residual_tiles};
+use crate::kernels::gemv::{gemv_residual, gemv_residual_copy, gemv_residual_tiles, rmsnorm_gemv};
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
-use crate::kernels::rope::{rmsnorm_qkv, rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
+use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
 use crate::kernels::{TileRule, Tiles};
 use crate::kernels_engine::Output;
 use crate::sampling::SamplingParams;
@@ -150,7 +150,7 @@ pub fn decode_step(
         // done by its last program, then split-KV attention with each head's merge done by
         // its last split. With ROPE_IN_ATTN the attention finishes the heads instead.
         if ROPE_IN_ATTN {
-            rmsnorm_qkv(
+            rmsnorm_gemv(
                 grid(cdiv(qkv_rows, QKV_BM)),
                 x,
                 input_layernorm.layer(layer, HIDDEN),
@@ -640,6 +640,17 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
     (t, mega)
 }
 
+/// The tiles and megakernel options the engine runs `decode_step` with, from tiles `t` and
+/// the options `o`: the MLP fused or not ([`with_mlp`]), the attention finishing the QKV
+/// heads or not (`Tiles::rope_in_attn`), each stage's wait ([`with_wait_in_body`]).
+pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
+    let t = Tiles {
+        rope_in_attn: o.rope_in_attn,
+        ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
+    };
+    with_wait_in_body(cfg, t, o)
+}
+
 /// The tiles the engine picks when it is given none: `rule`'s, o_proj and down at
 /// `gemv_tiles` row tiles per program (the engine: [`GEMV_TILES`]), QKV by
 /// [`qkv_tiles_rule`]. The MLP as two stages until [`with_mlp`].
@@ -688,18 +699,13 @@ impl MegakernelEngine {
             .clone()
             .unwrap_or_else(|| default_tiles(&cfg, &TileRule::for_device(&dev), GEMV_TILES));
         // The options decide (given tiles or not).
-        let fused = opts.fused_mlp;
-        if fused && tiles.mlp.bk < cfg.hidden_size {
+        if opts.fused_mlp && tiles.mlp.bk < cfg.hidden_size {
             return Err(err(format!(
                 "the fused MLP needs one k step over the hidden size ({}), its tiles take {}",
                 cfg.hidden_size, tiles.mlp.bk
             )));
         }
-        let tiles = Tiles {
-            rope_in_attn: opts.rope_in_attn,
-            ..with_mlp(tiles, &cfg, fused, opts.resid_copies)
-        };
-        let (tiles, mut mega) = with_wait_in_body(&cfg, tiles, &opts);
+        let (tiles, mut mega) = with_options(&cfg, tiles, &opts);
         // The KV cache gets the memory the weights leave.
         let (max_seq, note) = crate::device_model::kv_capacity(
             &cfg,

@@ -108,6 +108,7 @@ fn run_ops(
         eps,
         t.qkv.bm,
         t.qkv.bk,
+        1,
     )
     .unwrap();
     out.push(("rmsnorm_gemv", read(&qkv)));

@@ -27,6 +27,18 @@ fn rand(rng: &mut SplitMix64, n: usize, scale: f32) -> Vec<f32> {
         .collect()
 }
 
+/// The host's RoPE table (`reference::rope_table`, theta 1e6) for `max_seq` positions of
+/// head_dim `d`.
+fn rope_rows(d: usize, max_seq: usize) -> HostMem {
+    let inv_freq: Vec<f32> = (0..d / 2)
+        .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / d as f64)) as f32)
+        .collect();
+    HostMem::from_f32s(
+        DType::F32,
+        &model::reference::rope_table(&inv_freq, max_seq),
+    )
+}
+
 fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[Scalar]) {
     let mut args: Vec<InterpArg> = (0..bufs.len()).map(|i| InterpArg::whole(i, bufs)).collect();
     args.extend(scalars.iter().map(|s| match *s {
@@ -271,18 +283,12 @@ fn split_attention_finishing_the_heads_emulated_equals_the_interpreter() {
             ("SPLITS", int(splits)),
         ])
         .unwrap();
-    let inv_freq: Vec<f32> = (0..d / 2)
-        .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / d as f64)) as f32)
-        .collect();
     let parts = heads * splits;
     let bufs = vec![
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, (heads + 2 * kv) * d, 2.0)),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
-        HostMem::from_f32s(
-            DType::F32,
-            &model::reference::rope_table(&inv_freq, max_seq),
-        ),
+        rope_rows(d, max_seq),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
         HostMem::from_f32s(DType::I32, &[pos as f32]),
@@ -324,9 +330,6 @@ fn qkv_args(
     pos: usize,
 ) -> (Vec<HostMem>, Vec<Scalar>) {
     let m = (heads + 2 * kv) * d;
-    let inv_freq: Vec<f32> = (0..d / 2)
-        .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / d as f64)) as f32)
-        .collect();
     let bufs = vec![
         HostMem::from_f32s(DType::F32, &rand(rng, h, 2.0)), // the residual stream
         HostMem::from_f32s(DType::BF16, &rand(rng, h, 1.5)),
@@ -334,10 +337,7 @@ fn qkv_args(
         HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m]),
         HostMem::from_f32s(DType::BF16, &rand(rng, d, 1.5)),
         HostMem::from_f32s(DType::BF16, &rand(rng, d, 1.5)),
-        HostMem::from_f32s(
-            DType::F32,
-            &model::reference::rope_table(&inv_freq, max_seq),
-        ),
+        rope_rows(d, max_seq),
         HostMem::from_f32s(DType::I32, &[pos as f32]),
         HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * d]),
         HostMem::from_f32s(DType::BF16, &vec![0.0; kv * max_seq * d]),

@@ -814,7 +814,7 @@ fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
     assert_eq!(copies(unfused).0, 1);
 }
 
-/// The attention finishing the QKV stage's heads (`Tiles::rope_in_attn`: `rmsnorm_qkv`
+/// The attention finishing the QKV stage's heads (`Tiles::rope_in_attn`: `rmsnorm_gemv`
 /// writes q, k and v raw, `attn_rope_split_merge` norms and ropes each query head and the
 /// split holding the position writes its key and value into the caches): the same logits
 /// and tokens, bit for bit, as the heads finished by the QKV stage, stage by stage and

@@ -247,7 +247,7 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
 }
 
 /// `Tiles::rope_in_attn` (a candidate, off by default): the decode step compiles with the
-/// attention finishing the QKV heads (`rmsnorm_qkv`, `attn_rope_split_merge`) at 0.6B and
+/// attention finishing the QKV heads (`rmsnorm_gemv`, `attn_rope_split_merge`) at 0.6B and
 /// 8B.
 #[test]
 fn decode_megakernel_with_the_attention_finishing_the_heads_compiles_with_nvrtc() {
@@ -265,7 +265,7 @@ fn decode_megakernel_with_the_attention_finishing_the_heads_compiles_with_nvrtc(
             .cuda_source(&constexprs(&cfg, &t), &opts.warps(t.warps))
             .unwrap();
         assert!(src.code.contains("void attn_rope_split_merge_body("));
-        assert!(src.code.contains("void rmsnorm_qkv_body("));
+        assert!(src.code.contains("void rmsnorm_gemv_body("));
         if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
             panic!("hidden {}: {e}", cfg.hidden_size);
         }

@@ -166,15 +166,14 @@ pub fn decode_step_text(
 ) -> Result<String, String> {
     use model::kernels::TileRule;
     use model::megakernel_engine::{
-        constexprs, decode_step, default_tiles, with_mlp, with_wait_in_body, MegakernelOptions,
+        constexprs, decode_step, default_tiles, with_options, MegakernelOptions,
     };
     let t = default_tiles(cfg, &TileRule::default(), gemv_tiles);
-    let o = MegakernelOptions::default();
-    let t = model::kernels::Tiles {
-        rope_in_attn: o.rope_in_attn,
-        ..with_mlp(t, cfg, fused_mlp, None)
+    let o = MegakernelOptions {
+        fused_mlp,
+        ..Default::default()
     };
-    let (t, opts) = with_wait_in_body(cfg, t, &o);
+    let (t, opts) = with_options(cfg, t, &o);
     let opts = opts.warps(warps.unwrap_or(t.warps));
     let cx = constexprs(cfg, &t);
     let m = &decode_step::MEGAKERNEL;

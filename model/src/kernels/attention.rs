@@ -239,7 +239,7 @@ pub fn attn_split_merge(
 }
 
 /// `attn_split_merge` that also finishes the QKV stage's heads (`Tiles::rope_in_attn`): the
-/// QKV stage writes q, k and v raw (`rope::rmsnorm_qkv`), and every program norms and
+/// QKV stage writes q, k and v raw (`gemv::rmsnorm_gemv`), and every program norms and
 /// ropes its query head itself (`norm_rope`, rounded to bf16 as `rmsnorm_qkv_rope` stores
 /// it), and the split whose chunk holds `pos` writes the position's key (normed and roped)
 /// and value into the caches before it reads them. The query heads of a group write the

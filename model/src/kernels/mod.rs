@@ -156,7 +156,7 @@ pub struct Tiles {
     /// sets it with the wait (`megakernel_engine::with_wait_in_body`).
     pub o_weights_first: bool,
     /// The megakernel's attention stage finishes the QKV stage's heads (q/k RMSNorm, RoPE,
-    /// the K/V cache write: `attention::attn_rope_split_merge` after `rope::rmsnorm_qkv`,
+    /// the K/V cache write: `attention::attn_rope_split_merge` after `gemv::rmsnorm_gemv`,
     /// one program per QKV tile) instead of each head's last QKV program after a ticket.
     /// The rule says no; `MegakernelOptions::rope_in_attn` sets it (a candidate).
     pub rope_in_attn: bool,
@@ -398,7 +398,7 @@ pub fn shipped() -> Vec<Shipped> {
         ),
         k(
             &gemv::rmsnorm_gemv::KERNEL,
-            gemv(t.qkv),
+            [gemv(t.qkv), vec![("COPIES", int(1))]].concat(),
             "y = W · rmsnorm(x): input norm (redundant per program) + fused QKV GEMV",
         ),
         k(

@@ -184,28 +184,6 @@ pub fn rmsnorm_qkv_rope(
     }
 }
 
-/// The input RMSNorm + QKV GEMV alone, q, k and v raw into `qkv`: the megakernel's QKV
-/// stage when the attention finishes the heads (`attn_rope_split_merge`, `Tiles::rope_in_attn`),
-/// so no program of this stage waits on a ticket.
-#[kernel(helpers(normed_gemv_rows, resid_load))]
-pub fn rmsnorm_qkv(
-    x: Ptr<f32>,
-    g: Ptr<bf16>,
-    w: Ptr<bf16>,
-    qkv: Ptr<bf16>,
-    m: i32,
-    k: i32,
-    eps: f32,
-    #[constexpr] BM: usize,
-    #[constexpr] BK: usize,
-    #[constexpr] COPIES: usize,
-) {
-    let rows = program_id(0) * BM + arange(0, BM);
-    let row_mask = rows < m;
-    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK, COPIES);
-    store(qkv + rows, out.to(bf16), row_mask);
-}
-
 /// `rmsnorm_qkv_rope` for a program that owns `TILES` consecutive `BM`-row tiles in one k
 /// step (`k <= BK`), as `rmsnorm_gate_up_silu_tiles` does for gate/up: the norm (x's load,
 /// its squares' reduction, x·g) once per program, and each tile's weights loaded while the
