@@ -197,11 +197,7 @@ impl KernelsEngine {
                     k: h as i32,
                     eps,
                 },
-                &rmsnorm_gemv::Consts {
-                    BM: g.bm,
-                    BK: g.bk,
-                    COPIES: 1,
-                },
+                &rmsnorm_gemv::Consts { BM: g.bm, BK: g.bk },
             )?;
             qk_norm_rope::launch_with(
                 dev,

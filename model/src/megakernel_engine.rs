@@ -25,9 +25,9 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::{attn_rope_split_merge, attn_split_merge};
+use crate::kernels::attention::attn_split_merge;
 use crate::kernels::embedding::embedding;
-use crate::kernels::gemv::{gemv_residual, gemv_residual_copy, gemv_residual_tiles, rmsnorm_gemv};
+use crate::kernels::gemv::{gemv_residual, gemv_residual_copy, gemv_residual_tiles};
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
 use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
@@ -105,8 +105,6 @@ pub fn decode_step(
     #[constexpr] O_TILES: usize,
     // The fused MLP's o_proj loads its weights first (`Tiles::o_weights_first`).
     #[constexpr] O_WEIGHTS_FIRST: bool,
-    // The attention finishes the QKV heads (`Tiles::rope_in_attn`).
-    #[constexpr] ROPE_IN_ATTN: bool,
     #[constexpr] GU_BM: usize,
     #[constexpr] GU_BK: usize,
     #[constexpr] GU_NORM_ONCE: bool,
@@ -148,22 +146,8 @@ pub fn decode_step(
     for layer in 0..LAYERS {
         // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
         // done by its last program, then split-KV attention with each head's merge done by
-        // its last split. With ROPE_IN_ATTN the attention finishes the heads instead.
-        if ROPE_IN_ATTN {
-            rmsnorm_gemv(
-                grid(cdiv(qkv_rows, QKV_BM)),
-                x,
-                input_layernorm.layer(layer, HIDDEN),
-                qkv_proj.layer(layer, qkv_rows * HIDDEN),
-                qkv,
-                qkv_rows,
-                HIDDEN,
-                eps,
-                QKV_BM,
-                QKV_BK,
-                RESID_COPIES,
-            );
-        } else if QKV_TILED {
+        // its last split.
+        if QKV_TILED {
             // QKV_TILES row tiles per program, the norm once (`Tiles::qkv_tiles`).
             rmsnorm_qkv_rope_tiles(
                 grid(cdiv(qkv_rows, QKV_BM * QKV_TILES)),
@@ -218,51 +202,24 @@ pub fn decode_step(
                 RESID_COPIES,
             );
         }
-        if ROPE_IN_ATTN {
-            attn_rope_split_merge(
-                grid(HEADS, ATTN_SPLITS),
-                qkv,
-                q_norm.layer(layer, HEAD_DIM),
-                k_norm.layer(layer, HEAD_DIM),
-                rope,
-                k_cache.layer(layer, kv_layer),
-                v_cache.layer(layer, kv_layer),
-                pos,
-                part_m,
-                part_l,
-                part_acc,
-                &tickets[0..HEADS],
-                attn,
-                HEADS,
-                KV_HEADS,
-                HEADS / KV_HEADS,
-                max_seq,
-                eps,
-                scale,
-                HEAD_DIM,
-                ATTN_BLOCK_N,
-                ATTN_SPLITS,
-            );
-        } else {
-            attn_split_merge(
-                grid(HEADS, ATTN_SPLITS),
-                q,
-                k_cache.layer(layer, kv_layer),
-                v_cache.layer(layer, kv_layer),
-                pos,
-                part_m,
-                part_l,
-                part_acc,
-                &tickets[0..HEADS],
-                attn,
-                HEADS / KV_HEADS,
-                max_seq,
-                scale,
-                HEAD_DIM,
-                ATTN_BLOCK_N,
-                ATTN_SPLITS,
-            );
-        }
+        attn_split_merge(
+            grid(HEADS, ATTN_SPLITS),
+            q,
+            k_cache.layer(layer, kv_layer),
+            v_cache.layer(layer, kv_layer),
+            pos,
+            part_m,
+            part_l,
+            part_acc,
+            &tickets[0..HEADS],
+            attn,
+            HEADS / KV_HEADS,
+            max_seq,
+            scale,
+            HEAD_DIM,
+            ATTN_BLOCK_N,
+            ATTN_SPLITS,
+        );
         if FUSED_MLP {
             // The residual add, and a copy of the new x for the fused MLP's norm; one tile
             // per program (O_TILES applies to the two-stage MLP's o_proj only).
@@ -465,7 +422,6 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         O_TILED: t.o_proj_tiles > 1,
         O_TILES: t.o_proj_tiles,
         O_WEIGHTS_FIRST: t.o_weights_first,
-        ROPE_IN_ATTN: t.rope_in_attn,
         GU_BM: t.gate_up.bm,
         GU_BK: t.gate_up.bk,
         GU_NORM_ONCE: t.gate_up.bk >= cfg.hidden_size,
@@ -518,9 +474,6 @@ pub struct MegakernelOptions {
     /// `TESSERA_WAIT_IN_BODY=1` (or `0`) sets it, in every stage, and
     /// `TESSERA_WAIT_IN_BODY=kernel,kernel` puts it in those stages only.
     pub wait_in_body: Option<bool>,
-    /// The attention finishes the QKV stage's heads (`Tiles::rope_in_attn`): off by
-    /// default (a candidate, not measured); `TESSERA_ROPE_IN_ATTN=1` turns it on.
-    pub rope_in_attn: bool,
 }
 
 impl Default for MegakernelOptions {
@@ -544,7 +497,6 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             wait_in_body: wib.map(|v| v != "0"),
-            rope_in_attn: std::env::var("TESSERA_ROPE_IN_ATTN").is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -641,13 +593,10 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
 }
 
 /// The tiles and megakernel options the engine runs `decode_step` with, from tiles `t` and
-/// the options `o`: the MLP fused or not ([`with_mlp`]), the attention finishing the QKV
-/// heads or not (`Tiles::rope_in_attn`), each stage's wait ([`with_wait_in_body`]).
+/// the options `o`: the MLP fused or not ([`with_mlp`]), each stage's wait
+/// ([`with_wait_in_body`]).
 pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
-    let t = Tiles {
-        rope_in_attn: o.rope_in_attn,
-        ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
-    };
+    let t = with_mlp(t, cfg, o.fused_mlp, o.resid_copies);
     with_wait_in_body(cfg, t, o)
 }
 
@@ -776,15 +725,12 @@ impl MegakernelEngine {
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then), the stages wait inside their bodies or not, and the attention
-    /// finishes the QKV heads or not (`Tiles::rope_in_attn`), as the engine was built.
+    /// uploaded only then), and the stages wait inside their bodies or not.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
-        let rope_in_attn = t.rope_in_attn;
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
-            rope_in_attn,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);

@@ -108,7 +108,6 @@ fn run_ops(
         eps,
         t.qkv.bm,
         t.qkv.bk,
-        1,
     )
     .unwrap();
     out.push(("rmsnorm_gemv", read(&qkv)));

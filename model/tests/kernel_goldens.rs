@@ -96,7 +96,6 @@ fn every_op_of_every_layer_matches_the_traced_reference() {
                 eps,
                 t.qkv.bm,
                 t.qkv.bk,
-                1,
             )
             .unwrap();
             let raw: Vec<f32> = [

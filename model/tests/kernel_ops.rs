@@ -142,7 +142,6 @@ fn rmsnorm_gemv_matches_norm_then_matvec() {
             1e-6,
             g.bm,
             g.bk,
-            1,
         )
         .unwrap();
         let h = rms_norm(&f32s(&x), &tensor(nw, &[k]), 1e-6);
@@ -747,7 +746,6 @@ fn qkv_gemv_with_its_head_epilogue_equals_the_two_kernels() {
             1e-6,
             bm,
             bk,
-            1,
         )
         .unwrap();
         rope::qk_norm_rope::launch(

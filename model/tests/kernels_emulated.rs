@@ -261,66 +261,6 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
     );
 }
 
-/// `attn_rope_split_merge` (the attention finishing the QKV heads: `Tiles::rope_in_attn`):
-/// each program norms and ropes its query head from the raw QKV output, the split holding
-/// the position writes its key and value into the caches, then reads them back with the
-/// rest of its chunk. The emulated C equals the interpreter bit for bit: the output and
-/// the K cache, with both query heads of a KV head writing the position's key.
-#[test]
-fn split_attention_finishing_the_heads_emulated_equals_the_interpreter() {
-    if !have_gxx() {
-        eprintln!("no g++: skipped");
-        return;
-    }
-    let mut rng = SplitMix64::new(15);
-    let (heads, kv, d, max_seq, pos, block_n, splits) =
-        (4usize, 2usize, 32usize, 48usize, 29usize, 8usize, 3usize);
-    let int = |v: usize| ConstVal::Int(v as i64);
-    let kern = model::kernels::attention::attn_rope_split_merge::KERNEL
-        .specialize(&[
-            ("D", int(d)),
-            ("BLOCK_N", int(block_n)),
-            ("SPLITS", int(splits)),
-        ])
-        .unwrap();
-    let parts = heads * splits;
-    let bufs = vec![
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, (heads + 2 * kv) * d, 2.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, d, 1.5)),
-        rope_rows(d, max_seq),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
-        HostMem::from_f32s(DType::I32, &[pos as f32]),
-        HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
-        HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
-        HostMem::from_f32s(DType::F32, &vec![0.0; parts * d]),
-        HostMem::from_f32s(DType::I32, &vec![0.0; heads]),
-        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * d]),
-    ];
-    let sc = [
-        Scalar::I32(heads as i32),
-        Scalar::I32(kv as i32),
-        Scalar::I32((heads / kv) as i32),
-        Scalar::I32(max_seq as i32),
-        Scalar::F32(1e-6),
-        Scalar::F32(1.0 / (d as f32).sqrt()),
-    ];
-    let grid = [heads as u32, splits as u32, 1];
-    for (what, out) in [("output", 11), ("K cache", 4)] {
-        same_as_interpreter(
-            &format!("attn_rope_split_merge {what}"),
-            &kern,
-            NUM_WARPS,
-            1,
-            grid,
-            bufs.clone(),
-            &sc,
-            out,
-        );
-    }
-}
-
 /// The buffers and scalars of `rmsnorm_qkv_rope` (and its tiles variant) for `heads` query
 /// heads, `kv` KV heads of `d`, hidden `h`: random inputs, NaN outputs.
 fn qkv_args(

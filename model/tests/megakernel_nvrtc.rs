@@ -245,29 +245,3 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
         }
     }
 }
-
-/// `Tiles::rope_in_attn` (a candidate, off by default): the decode step compiles with the
-/// attention finishing the QKV heads (`rmsnorm_gemv`, `attn_rope_split_merge`) at 0.6B and
-/// 8B.
-#[test]
-fn decode_megakernel_with_the_attention_finishing_the_heads_compiles_with_nvrtc() {
-    need_nvrtc();
-    for cfg in [qwen3_0_6b(), qwen3_8b()] {
-        let rule = model::kernels::TileRule::default();
-        let t = model::megakernel_engine::default_tiles(&cfg, &rule, 1);
-        let t = Tiles {
-            rope_in_attn: true,
-            ..model::megakernel_engine::with_mlp(t, &cfg, true, None)
-        };
-        let (t, opts) =
-            model::megakernel_engine::with_wait_in_body(&cfg, t, &MegakernelOptions::default());
-        let src = decode_step::MEGAKERNEL
-            .cuda_source(&constexprs(&cfg, &t), &opts.warps(t.warps))
-            .unwrap();
-        assert!(src.code.contains("void attn_rope_split_merge_body("));
-        assert!(src.code.contains("void rmsnorm_gemv_body("));
-        if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
-            panic!("hidden {}: {e}", cfg.hidden_size);
-        }
-    }
-}

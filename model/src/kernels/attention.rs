@@ -18,7 +18,6 @@
 //! from the position read from the device buffer, so the grid never depends on the
 //! step: a later split may be empty (it writes m = -3e38, l = 0, which merges to nothing).
 //! Scores are q·k * (1/sqrt(head_dim)), in f32, as in the reference.
-use super::rope::norm_rope;
 use dsl_runtime::prelude::*;
 
 /// Program (head, split)'s partial (m, l, acc) of attention over its chunk of 0..=pos.
@@ -46,36 +45,7 @@ fn attend_chunk(
     let lo = split * chunk;
     let hi = minimum(lo + chunk, len);
     let d = arange(0, D);
-    let qv = load(q + head * D + d).to(f32);
-    attend_rows(
-        qv, k_cache, v_cache, lo, hi, part_m, part_l, part_acc, head, split, group, max_seq, scale,
-        D, BLOCK_N, SPLITS,
-    );
-}
-
-/// The query `qv` (head `head`) attended over positions lo..hi of its KV head's cache: the
-/// partial (m, l, acc) of split `split`.
-#[tile_fn]
-fn attend_rows(
-    qv: Tile<f32, D>,
-    k_cache: Ptr<bf16>,
-    v_cache: Ptr<bf16>,
-    lo: i32,
-    hi: i32,
-    part_m: Ptr<f32>,
-    part_l: Ptr<f32>,
-    part_acc: Ptr<f32>,
-    head: i32,
-    split: i32,
-    group: i32,
-    max_seq: i32,
-    scale: f32,
-    #[constexpr] D: usize,
-    #[constexpr] BLOCK_N: usize,
-    #[constexpr] SPLITS: usize,
-) {
-    let d = arange(0, D);
-    let qv = qv.expand_dims(0);
+    let qv = load(q + head * D + d).to(f32).expand_dims(0);
     let base = (head / group) * max_seq * D;
     let mut m = -3.0e38;
     let mut l = 0.0;
@@ -125,28 +95,7 @@ fn merge_head(
     );
 }
 
-/// Program `head`'s split counted into `tickets[head]`; the head's last split merges it
-/// and puts the ticket back to 0 (the scalar atomic orders each split's partial before its
-/// count and the merge after every count).
-#[tile_fn]
-fn merge_if_last(
-    part_m: Ptr<f32>,
-    part_l: Ptr<f32>,
-    part_acc: Ptr<f32>,
-    tickets: Ptr<i32>,
-    out: Ptr<bf16>,
-    head: i32,
-    #[constexpr] D: usize,
-    #[constexpr] SPLITS: usize,
-) {
-    let done = atomic_add(tickets + head, 1);
-    if done == SPLITS - 1 {
-        store(tickets + head, 0);
-        merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
-    }
-}
-
-#[kernel(helpers(attend_chunk, attend_rows))]
+#[kernel(helpers(attend_chunk))]
 pub fn attn_split(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -199,7 +148,7 @@ pub fn attn_merge(
 /// the last one's merge after every count, and the last one puts the ticket back to 0 for
 /// the next layer and step (tickets start at 0). One hop less than `attn_split` then
 /// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
-#[kernel(helpers(attend_chunk, attend_rows, merge_if_last, merge_head))]
+#[kernel(helpers(attend_chunk, merge_head))]
 pub fn attn_split_merge(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -235,70 +184,9 @@ pub fn attn_split_merge(
         BLOCK_N,
         SPLITS,
     );
-    merge_if_last(part_m, part_l, part_acc, tickets, out, head, D, SPLITS);
-}
-
-/// `attn_split_merge` that also finishes the QKV stage's heads (`Tiles::rope_in_attn`): the
-/// QKV stage writes q, k and v raw (`gemv::rmsnorm_gemv`), and every program norms and
-/// ropes its query head itself (`norm_rope`, rounded to bf16 as `rmsnorm_qkv_rope` stores
-/// it), and the split whose chunk holds `pos` writes the position's key (normed and roped)
-/// and value into the caches before it reads them. The query heads of a group write the
-/// same bits there. So the QKV stage takes no ticket and finishes no head: one dependent
-/// round trip less between the QKV GEMV and the attention, for the same arithmetic.
-#[kernel(helpers(attend_rows, merge_if_last, merge_head, norm_rope))]
-pub fn attn_rope_split_merge(
-    qkv: Ptr<bf16>,
-    q_norm: Ptr<bf16>,
-    k_norm: Ptr<bf16>,
-    rope: Ptr<f32>,
-    k_cache: Ptr<bf16>,
-    v_cache: Ptr<bf16>,
-    pos: Ptr<i32>,
-    part_m: Ptr<f32>,
-    part_l: Ptr<f32>,
-    part_acc: Ptr<f32>,
-    tickets: Ptr<i32>,
-    out: Ptr<bf16>,
-    n_heads: i32,
-    n_kv_heads: i32,
-    group: i32,
-    max_seq: i32,
-    eps: f32,
-    scale: f32,
-    #[constexpr] D: usize,
-    #[constexpr] BLOCK_N: usize,
-    #[constexpr] SPLITS: usize,
-) {
-    let head = program_id(0);
-    let split = program_id(1);
-    let p = load(pos);
-    let len = p + 1; // positions 0..=pos, the new token's included
-    let chunk = split_chunk(len, SPLITS, BLOCK_N);
-    let lo = split * chunk;
-    let hi = minimum(lo + chunk, len);
-    let d = arange(0, D);
-    // This position's cosines and sines: a row of the host's table.
-    let cs = rope + p * D;
-    let qv = norm_rope(qkv + head * D, q_norm, cs, eps, D)
-        .to(bf16)
-        .to(f32);
-    if (lo <= p) & (p < hi) {
-        let kvh = head / group;
-        let slot = (kvh * max_seq + p) * D;
-        let src = qkv + (n_heads + kvh) * D;
-        store(
-            k_cache + slot + d,
-            norm_rope(src, k_norm, cs, eps, D).to(bf16),
-        );
-        // V needs no norm or rope: straight into the cache.
-        store(
-            v_cache + slot + d,
-            load(qkv + (n_heads + n_kv_heads + kvh) * D + d),
-        );
+    let done = atomic_add(tickets + head, 1);
+    if done == SPLITS - 1 {
+        store(tickets + head, 0);
+        merge_head(part_m, part_l, part_acc, out, head, D, SPLITS);
     }
-    attend_rows(
-        qv, k_cache, v_cache, lo, hi, part_m, part_l, part_acc, head, split, group, max_seq, scale,
-        D, BLOCK_N, SPLITS,
-    );
-    merge_if_last(part_m, part_l, part_acc, tickets, out, head, D, SPLITS);
 }

@@ -73,9 +73,7 @@ pub fn normed_gemv_rows(
     sum(acc, 1) * inv
 }
 
-/// y = W · (x / rms(x) * g): input RMSNorm fused into the (QKV) projection, x the sum of
-/// its `COPIES` copies (`resid_load`; 1 in the kernels engine). Also the megakernel's QKV
-/// stage, q, k and v raw, when the attention finishes the heads (`Tiles::rope_in_attn`).
+/// y = W · (x / rms(x) * g): input RMSNorm fused into the (QKV) projection.
 #[kernel(helpers(normed_gemv_rows, resid_load))]
 pub fn rmsnorm_gemv(
     x: Ptr<f32>,
@@ -87,11 +85,10 @@ pub fn rmsnorm_gemv(
     eps: f32,
     #[constexpr] BM: usize,
     #[constexpr] BK: usize,
-    #[constexpr] COPIES: usize,
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK, COPIES);
+    let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK, 1);
     store(y + rows, out.to(bf16), row_mask);
 }
 

@@ -155,11 +155,6 @@ pub struct Tiles {
     /// the weights are in flight while it waits. The rule says no; the megakernel engine
     /// sets it with the wait (`megakernel_engine::with_wait_in_body`).
     pub o_weights_first: bool,
-    /// The megakernel's attention stage finishes the QKV stage's heads (q/k RMSNorm, RoPE,
-    /// the K/V cache write: `attention::attn_rope_split_merge` after `gemv::rmsnorm_gemv`,
-    /// one program per QKV tile) instead of each head's last QKV program after a ticket.
-    /// The rule says no; `MegakernelOptions::rope_in_attn` sets it (a candidate).
-    pub rope_in_attn: bool,
     pub gate_up: Gemv,
     /// gate/up row tiles per program in the megakernel (`rmsnorm_gate_up_silu_tiles`: the
     /// norm once per program, the next tile's weights loaded while one reduces), when one k
@@ -227,7 +222,6 @@ impl Tiles {
             o_proj: gemv(h, cfg.q_dim(), 1),
             o_proj_tiles: 1,
             o_weights_first: false,
-            rope_in_attn: false,
             // m = intermediate: a program owns BM gate rows and the BM matching up rows.
             gate_up: gemv(cfg.intermediate_size, h, 2),
             gate_up_tiles: 1,
@@ -398,7 +392,7 @@ pub fn shipped() -> Vec<Shipped> {
         ),
         k(
             &gemv::rmsnorm_gemv::KERNEL,
-            [gemv(t.qkv), vec![("COPIES", int(1))]].concat(),
+            gemv(t.qkv),
             "y = W · rmsnorm(x): input norm (redundant per program) + fused QKV GEMV",
         ),
         k(
