@@ -185,7 +185,14 @@ fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
         ..inside.clone()
     };
     let code = toy_mlp::MEGAKERNEL.cuda_source(&cx, &gemvs).unwrap().code;
-    assert!(code.contains("void gemv_BM8_BK64_body(int pid0"));
+    for body in ["gemv_BM8_BK64", "gemv_BM4_BK64"] {
+        let at = code.find(&format!("void {body}_body(")).expect(body);
+        let sig = &code[at..at + code[at..].find('{').unwrap()];
+        assert!(
+            sig.contains("tsr_dep"),
+            "{body} waits before its programs: {sig}"
+        );
+    }
     for body in ["add_rmsnorm", "silu_mul"] {
         let at = code.find(&format!("void {body}")).expect(body);
         let sig = &code[at..at + code[at..].find('{').unwrap()];

@@ -563,7 +563,8 @@ fn gen_options(r: &Resolved, opts: &MegaOptions) -> GenOptions {
         wait_in_body: r
             .stages
             .iter()
-            .map(|s| opts.waits_in_body(&s.name))
+            // By kernel: a kernel bound twice has two stage names (`gemv_BM8_BK64`).
+            .map(|s| opts.waits_in_body(s.kernel_name))
             .collect(),
         profile: opts.profile,
     }
