@@ -108,3 +108,29 @@ fn bandwidth_probe_compiles_with_nvrtc() {
         .unwrap();
     nvrtc::compile(&src.code, "sm_90", false).unwrap();
 }
+
+/// `tessera tune --no-waits` (a diagnostic: every sync of the step left out) on the
+/// interpreter: the run drops exactly the schedule's syncs (an id it does not have is an
+/// error) and times the step.
+#[test]
+fn tune_without_the_waits_drops_every_sync() {
+    let cfg = model::embedded::config();
+    let w = model::embedded::weights(&cfg);
+    let run = |no_waits: bool| {
+        let timing = tessera::bench::tune::Timing {
+            position: 3,
+            tokens: 3,
+            profile: false,
+            no_waits,
+            watchdog_ms: 2000,
+        };
+        let knobs = [tessera::bench::tune::Knobs::default()];
+        let rows = tessera::bench::tune::run(&cfg, &w, &Device::interpreter(), &knobs, timing);
+        rows.unwrap().remove(0)
+    };
+    for no_waits in [false, true] {
+        let row = run(no_waits);
+        assert_eq!(row.error, None, "no_waits {no_waits}");
+        assert!(row.ms_per_token.is_some_and(|ms| ms > 0.0));
+    }
+}

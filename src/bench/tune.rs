@@ -79,6 +79,9 @@ pub struct Timing {
     pub tokens: usize,
     /// Also profile one step of each configuration.
     pub profile: bool,
+    /// Every sync of the step left out (`MegaOptions::drop_syncs`): a diagnostic whose
+    /// tokens are wrong, the time of the stream and the compute without dependency waits.
+    pub no_waits: bool,
     /// The megakernel's wait watchdog (`MegaOptions::timeout_ms`): raised under
     /// compute-sanitizer, whose instrumentation makes a step far slower.
     pub watchdog_ms: u64,
@@ -97,6 +100,7 @@ pub fn run(
         position,
         tokens,
         profile,
+        no_waits,
         watchdog_ms,
     } = timing;
     let opts = MegakernelOptions {
@@ -134,7 +138,15 @@ pub fn run(
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
-        let res = one(&mut engine, tiles, mega, position, tokens, profile);
+        let res = one(
+            &mut engine,
+            tiles,
+            mega,
+            position,
+            tokens,
+            profile,
+            no_waits,
+        );
         rows.push(match res {
             Ok((ms, tokens, prof)) => TuneRow {
                 knobs: *k,
@@ -162,8 +174,17 @@ fn one(
     position: usize,
     tokens: usize,
     profile: bool,
+    no_waits: bool,
 ) -> Result<(f64, Vec<u32>, Option<String>), ModelError> {
     engine.retune(tiles, mega)?;
+    if no_waits {
+        let mut o = engine.mega_options().clone();
+        let plan = decode_step::MEGAKERNEL
+            .plan(engine.constexprs(), &o)
+            .map_err(|e| model::device_model::engine_err("megakernel", e))?;
+        o.drop_syncs = plan.schedule.syncs.iter().map(|s| s.id).collect();
+        engine.set_mega_options(o);
+    }
     engine.compile()?;
     let tok = crate::bench::token_of;
     let mut t = 0u32;

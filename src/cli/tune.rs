@@ -60,6 +60,10 @@ pub struct TuneArgs {
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
+    /// A diagnostic: leave out every sync of the step, so its stages race (the tokens are
+    /// wrong): what the weight stream and the compute cost without the dependency waits.
+    #[arg(long)]
+    pub no_waits: bool,
     /// Milliseconds a megakernel wait may last before the launch gives up with an error
     /// naming it (raise it under compute-sanitizer).
     #[arg(long, value_name = "MS", default_value_t = crate::runtime::mega::MegaOptions::default().timeout_ms)]
@@ -194,6 +198,7 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
             position: a.position,
             tokens: a.tokens,
             profile: a.profile,
+            no_waits: a.no_waits,
             watchdog_ms: a.watchdog_ms,
         },
     )?;
