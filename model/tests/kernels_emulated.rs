@@ -564,3 +564,63 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
         );
     }
 }
+
+/// The input norm + GEMV's C (`rmsnorm_gemv`) at Qwen3-4B's hidden 2560, with a BK of
+/// 2560 (a tile width that is not a power of two) and with the rule's 4096 (the columns
+/// past 2560 masked): both within bf16 rounding of plain Rust in f64, over masked rows
+/// past m.
+#[test]
+fn rmsnorm_gemv_emulated_at_hidden_2560_with_either_bk() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(29);
+    let (m, k, bm) = (20usize, 2560usize, 8usize);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let bf = |v: Vec<f32>| -> Vec<f32> {
+        v.into_iter()
+            .map(|x| dsl_runtime::bf16::from_f32(x).to_f32())
+            .collect()
+    };
+    let (x, g, w) = (
+        rand(&mut rng, k, 2.0),
+        bf(rand(&mut rng, k, 1.5)),
+        bf(rand(&mut rng, m * k, 0.3)),
+    );
+    let bufs = vec![
+        HostMem::from_f32s(DType::F32, &x),
+        HostMem::from_f32s(DType::BF16, &g),
+        HostMem::from_f32s(DType::BF16, &w),
+        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m]),
+    ];
+    let sc = [
+        Scalar::I32(m as i32),
+        Scalar::I32(k as i32),
+        Scalar::F32(1e-6),
+    ];
+    let ms = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / k as f64;
+    let inv = 1.0 / (ms + 1e-6).sqrt();
+    let want: Vec<f64> = (0..m)
+        .map(|r| {
+            (0..k)
+                .map(|j| w[r * k + j] as f64 * x[j] as f64 * inv * g[j] as f64)
+                .sum()
+        })
+        .collect();
+    for bk in [2560usize, 4096] {
+        let kern = model::kernels::gemv::rmsnorm_gemv::KERNEL
+            .specialize(&[("BM", int(bm)), ("BK", int(bk))])
+            .unwrap();
+        let grid = [m.div_ceil(bm) as u32, 1, 1];
+        let got = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[3].to_f32s();
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            // One bf16 rounding of the result (2^-8 relative), and f32 sums.
+            assert!(
+                (*g as f64 - w).abs() <= w.abs() / 128.0 + 1e-4,
+                "BK {bk} row {r}: {g} against {w}"
+            );
+        }
+        eprintln!("rmsnorm_gemv 20x2560 BK {bk}: emulated C within bf16 rounding of f64");
+    }
+}
