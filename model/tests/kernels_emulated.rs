@@ -39,6 +39,13 @@ fn rope_rows(d: usize, max_seq: usize) -> HostMem {
     )
 }
 
+/// `v` rounded to bf16 (as the kernels' bf16 inputs hold it), as f32.
+fn bf16s(v: Vec<f32>) -> Vec<f32> {
+    v.into_iter()
+        .map(|x| dsl_runtime::bf16::from_f32(x).to_f32())
+        .collect()
+}
+
 fn interpret(k: &Kernel, grid: [u32; 3], bufs: &mut [HostMem], scalars: &[Scalar]) {
     let mut args: Vec<InterpArg> = (0..bufs.len()).map(|i| InterpArg::whole(i, bufs)).collect();
     args.extend(scalars.iter().map(|s| match *s {
@@ -449,11 +456,6 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
     }
     let mut rng = SplitMix64::new(23);
     let int = |v: usize| ConstVal::Int(v as i64);
-    let bf = |v: Vec<f32>| -> Vec<f32> {
-        v.into_iter()
-            .map(|x| dsl_runtime::bf16::from_f32(x).to_f32())
-            .collect()
-    };
     // (inter, hidden, BM, BK, TILES): rows past inter, hidden < BK, more tiles than rows.
     for (inter, h, bm, bk, tiles) in [
         (37usize, 100usize, 4usize, 128usize, 3usize),
@@ -469,12 +471,12 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
             .unwrap();
         let (hv, nw, x0) = (
             rand(&mut rng, h, 2.0),
-            bf(rand(&mut rng, h, 1.5)),
+            bf16s(rand(&mut rng, h, 1.5)),
             rand(&mut rng, h, 1.0),
         );
         let (gu, dt) = (
-            bf(rand(&mut rng, 2 * inter * h, 0.3)),
-            bf(rand(&mut rng, inter * h, 0.3)),
+            bf16s(rand(&mut rng, 2 * inter * h, 0.3)),
+            bf16s(rand(&mut rng, inter * h, 0.3)),
         );
         let bufs = vec![
             HostMem::from_f32s(DType::F32, &hv),
@@ -578,15 +580,10 @@ fn rmsnorm_gemv_emulated_at_hidden_2560_with_either_bk() {
     let mut rng = SplitMix64::new(29);
     let (m, k, bm) = (20usize, 2560usize, 8usize);
     let int = |v: usize| ConstVal::Int(v as i64);
-    let bf = |v: Vec<f32>| -> Vec<f32> {
-        v.into_iter()
-            .map(|x| dsl_runtime::bf16::from_f32(x).to_f32())
-            .collect()
-    };
     let (x, g, w) = (
         rand(&mut rng, k, 2.0),
-        bf(rand(&mut rng, k, 1.5)),
-        bf(rand(&mut rng, m * k, 0.3)),
+        bf16s(rand(&mut rng, k, 1.5)),
+        bf16s(rand(&mut rng, m * k, 0.3)),
     );
     let bufs = vec![
         HostMem::from_f32s(DType::F32, &x),
