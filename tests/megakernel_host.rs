@@ -185,17 +185,20 @@ fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
         ..inside.clone()
     };
     let code = toy_mlp::MEGAKERNEL.cuda_source(&cx, &gemvs).unwrap().code;
-    for body in ["gemv_BM8_BK64", "gemv_BM4_BK64"] {
+    // A body's signature: it takes the wait (`tsr_dep`) when the stage waits in its body.
+    let signature = |body: &str| {
         let at = code.find(&format!("void {body}_body(")).expect(body);
-        let sig = &code[at..at + code[at..].find('{').unwrap()];
+        code[at..at + code[at..].find('{').unwrap()].to_string()
+    };
+    for body in ["gemv_BM8_BK64", "gemv_BM4_BK64"] {
+        let sig = signature(body);
         assert!(
             sig.contains("tsr_dep"),
             "{body} waits before its programs: {sig}"
         );
     }
     for body in ["add_rmsnorm", "silu_mul"] {
-        let at = code.find(&format!("void {body}")).expect(body);
-        let sig = &code[at..at + code[at..].find('{').unwrap()];
+        let sig = signature(body);
         assert!(!sig.contains("tsr_dep"), "{body} waits in its body: {sig}");
     }
     for ctas in [3, 40] {

@@ -99,9 +99,8 @@ pub fn run(
     let Timing {
         position,
         tokens,
-        profile,
-        no_waits,
         watchdog_ms,
+        ..
     } = timing;
     let opts = MegakernelOptions {
         max_seq: Some((position + tokens + 8).min(cfg.max_position_embeddings)),
@@ -138,15 +137,7 @@ pub fn run(
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
-        let res = one(
-            &mut engine,
-            tiles,
-            mega,
-            position,
-            tokens,
-            profile,
-            no_waits,
-        );
+        let res = one(&mut engine, tiles, mega, &timing);
         rows.push(match res {
             Ok((ms, tokens, prof)) => TuneRow {
                 knobs: *k,
@@ -171,11 +162,15 @@ fn one(
     engine: &mut MegakernelEngine,
     tiles: Tiles,
     mega: MegaOptions,
-    position: usize,
-    tokens: usize,
-    profile: bool,
-    no_waits: bool,
+    timing: &Timing,
 ) -> Result<(f64, Vec<u32>, Option<String>), ModelError> {
+    let &Timing {
+        position,
+        tokens,
+        profile,
+        no_waits,
+        ..
+    } = timing;
     engine.retune(tiles, mega)?;
     if no_waits {
         let mut o = engine.mega_options().clone();
