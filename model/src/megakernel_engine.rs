@@ -25,9 +25,11 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::attn_split_merge;
+use crate::kernels::attention::{attn_split, attn_split_merge};
 use crate::kernels::embedding::embedding;
-use crate::kernels::gemv::{gemv_residual, gemv_residual_copy, gemv_residual_tiles};
+use crate::kernels::gemv::{
+    gemv_head_residual, gemv_residual, gemv_residual_copy, gemv_residual_tiles,
+};
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
 use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
@@ -122,6 +124,13 @@ pub fn decode_step(
     // Copies of the residual stream the fused MLP adds into (`Tiles::resid_copies`; 1
     // unless fused): every reader sums them, o_proj folds them, the embedding zeroes them.
     #[constexpr] RESID_COPIES: usize,
+    // o_proj split over the query heads, each program merging its head's attention
+    // partials (`gemv_head_residual`, BM rows a program; attention then writes partials
+    // only, and QKV leaves `x_mlp` holding the residual in QKV_COPY_ROWS-row pieces): a
+    // candidate, off by default (`MegakernelOptions::o_heads`). Needs FUSED_MLP.
+    #[constexpr] O_HEADS: bool,
+    #[constexpr] OH_BM: usize,
+    #[constexpr] QKV_COPY_ROWS: usize,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -152,6 +161,7 @@ pub fn decode_step(
             rmsnorm_qkv_rope_tiles(
                 grid(cdiv(qkv_rows, QKV_BM * QKV_TILES)),
                 x,
+                x_mlp,
                 input_layernorm.layer(layer, HIDDEN),
                 qkv_proj.layer(layer, qkv_rows * HIDDEN),
                 qkv,
@@ -174,11 +184,14 @@ pub fn decode_step(
                 HEAD_DIM,
                 QKV_TILES,
                 RESID_COPIES,
+                O_HEADS,
+                QKV_COPY_ROWS,
             );
         } else {
             rmsnorm_qkv_rope(
                 grid(cdiv(qkv_rows, QKV_BM)),
                 x,
+                x_mlp,
                 input_layernorm.layer(layer, HIDDEN),
                 qkv_proj.layer(layer, qkv_rows * HIDDEN),
                 qkv,
@@ -200,66 +213,103 @@ pub fn decode_step(
                 QKV_BK,
                 HEAD_DIM,
                 RESID_COPIES,
+                O_HEADS,
+                QKV_COPY_ROWS,
             );
         }
-        attn_split_merge(
-            grid(HEADS, ATTN_SPLITS),
-            q,
-            k_cache.layer(layer, kv_layer),
-            v_cache.layer(layer, kv_layer),
-            pos,
-            part_m,
-            part_l,
-            part_acc,
-            &tickets[0..HEADS],
-            attn,
-            HEADS / KV_HEADS,
-            max_seq,
-            scale,
-            HEAD_DIM,
-            ATTN_BLOCK_N,
-            ATTN_SPLITS,
-        );
-        if FUSED_MLP {
-            // The residual add, and a copy of the new x for the fused MLP's norm; one tile
-            // per program (O_TILES applies to the two-stage MLP's o_proj only).
-            gemv_residual_copy(
-                grid(cdiv(HIDDEN, O_BM)),
+        if O_HEADS {
+            // Partials only: o_proj merges each head (`gemv_head_residual`).
+            attn_split(
+                grid(HEADS, ATTN_SPLITS),
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                pos,
+                part_m,
+                part_l,
+                part_acc,
+                HEADS / KV_HEADS,
+                max_seq,
+                scale,
+                HEAD_DIM,
+                ATTN_BLOCK_N,
+                ATTN_SPLITS,
+            );
+            gemv_head_residual(
+                grid(HEADS, cdiv(HIDDEN, OH_BM)),
                 o_proj.layer(layer, HIDDEN * q_dim),
-                attn,
+                part_m,
+                part_l,
+                part_acc,
                 x,
                 x_mlp,
                 HIDDEN,
                 q_dim,
-                O_BM,
-                O_BK,
+                OH_BM,
+                HEAD_DIM,
+                ATTN_SPLITS,
                 RESID_COPIES,
-                O_WEIGHTS_FIRST,
-            );
-        } else if O_TILED {
-            // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
-            gemv_residual_tiles(
-                grid(cdiv(HIDDEN, O_BM * O_TILES)),
-                o_proj.layer(layer, HIDDEN * q_dim),
-                attn,
-                x,
-                HIDDEN,
-                q_dim,
-                O_BM,
-                O_BK,
-                O_TILES,
             );
         } else {
-            gemv_residual(
-                grid(cdiv(HIDDEN, O_BM)),
-                o_proj.layer(layer, HIDDEN * q_dim),
+            attn_split_merge(
+                grid(HEADS, ATTN_SPLITS),
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                pos,
+                part_m,
+                part_l,
+                part_acc,
+                &tickets[0..HEADS],
                 attn,
-                x,
-                HIDDEN,
-                q_dim,
-                O_BM,
-                O_BK,
+                HEADS / KV_HEADS,
+                max_seq,
+                scale,
+                HEAD_DIM,
+                ATTN_BLOCK_N,
+                ATTN_SPLITS,
             );
+            if FUSED_MLP {
+                // The residual add, and a copy of the new x for the fused MLP's norm; one tile
+                // per program (O_TILES applies to the two-stage MLP's o_proj only).
+                gemv_residual_copy(
+                    grid(cdiv(HIDDEN, O_BM)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    attn,
+                    x,
+                    x_mlp,
+                    HIDDEN,
+                    q_dim,
+                    O_BM,
+                    O_BK,
+                    RESID_COPIES,
+                    O_WEIGHTS_FIRST,
+                );
+            } else if O_TILED {
+                // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
+                gemv_residual_tiles(
+                    grid(cdiv(HIDDEN, O_BM * O_TILES)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    attn,
+                    x,
+                    HIDDEN,
+                    q_dim,
+                    O_BM,
+                    O_BK,
+                    O_TILES,
+                );
+            } else {
+                gemv_residual(
+                    grid(cdiv(HIDDEN, O_BM)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    attn,
+                    x,
+                    HIDDEN,
+                    q_dim,
+                    O_BM,
+                    O_BK,
+                );
+            }
         }
         // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual; with
         // FUSED_MLP all of it in one stage, split over the intermediate dimension.
@@ -435,6 +485,9 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         MLP_BK: t.mlp.bk,
         MLP_TILES: t.mlp_tiles,
         RESID_COPIES: t.resid_copies,
+        O_HEADS: t.o_heads,
+        OH_BM: o_heads_bm(cfg, t),
+        QKV_COPY_ROWS: qkv_copy_rows(cfg, t),
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
         LM_NORM_ONCE: t.lm_head.bk >= cfg.hidden_size,
@@ -443,6 +496,30 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_SPLITS: t.attn_splits,
         ARGMAX_BLOCK: t.argmax_block,
     }
+}
+
+/// Rows per program of `gemv_head_residual` (`Tiles::o_heads`): the fewest whose
+/// (head, row block) programs fit in one round over the CTAs, at most a [BM, head_dim]
+/// weight tile of the rule's elements per thread.
+pub fn o_heads_bm(cfg: &Config, t: &Tiles) -> usize {
+    let cap = crate::kernels::floor_pow2(
+        (32 * t.warps as usize * t.elems_per_thread / cfg.head_dim.max(1)).max(1),
+    );
+    let mut bm = 1;
+    while bm < cap && cfg.num_attention_heads * cfg.hidden_size.div_ceil(bm) > t.ctas {
+        bm *= 2;
+    }
+    bm
+}
+
+/// Rows of the residual each QKV program copies into `x_mlp` with `Tiles::o_heads`
+/// (a power of two; the programs together cover the hidden size).
+pub fn qkv_copy_rows(cfg: &Config, t: &Tiles) -> usize {
+    let rows = cfg.q_dim() + 2 * cfg.kv_dim();
+    let programs = rows.div_ceil(t.qkv.bm * t.qkv_tiles.max(1));
+    cfg.hidden_size
+        .div_ceil(programs.max(1))
+        .next_power_of_two()
 }
 
 /// The same as bindings (`MEGAKERNEL`'s methods: explain, the CUDA source, launch).
@@ -474,6 +551,10 @@ pub struct MegakernelOptions {
     /// `TESSERA_WAIT_IN_BODY=1` (or `0`) sets it, in every stage, and
     /// `TESSERA_WAIT_IN_BODY=kernel,kernel` puts it in those stages only.
     pub wait_in_body: Option<bool>,
+    /// o_proj split over the query heads, merging each head's attention partials
+    /// (`Tiles::o_heads`): a candidate, off by default; `TESSERA_O_HEADS=1` turns it on.
+    /// Needs the fused MLP.
+    pub o_heads: bool,
 }
 
 impl Default for MegakernelOptions {
@@ -497,6 +578,7 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             wait_in_body: wib.map(|v| v != "0"),
+            o_heads: std::env::var("TESSERA_O_HEADS").is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -596,7 +678,10 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
 /// the options `o`: the MLP fused or not ([`with_mlp`]), each stage's wait
 /// ([`with_wait_in_body`]).
 pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
-    let t = with_mlp(t, cfg, o.fused_mlp, o.resid_copies);
+    let t = Tiles {
+        o_heads: o.o_heads && o.fused_mlp,
+        ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
+    };
     with_wait_in_body(cfg, t, o)
 }
 
@@ -729,8 +814,10 @@ impl MegakernelEngine {
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
+        let o_heads = t.o_heads;
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
+            o_heads,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);

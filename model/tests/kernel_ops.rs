@@ -638,8 +638,22 @@ impl Qkv {
 
     /// `rmsnorm_qkv_rope` (`tiles` None: one program per BM rows) or
     /// `rmsnorm_qkv_rope_tiles` (TILES row tiles per program) over `tickets`.
-    fn run(&self, (bm, bk): (usize, usize), tiles: Option<usize>, tickets: &Buffer<i32>) -> QkvOut {
+    fn run(&self, bm_bk: (usize, usize), tiles: Option<usize>, tickets: &Buffer<i32>) -> QkvOut {
+        self.run_copying(bm_bk, tiles, tickets, 0).0
+    }
+
+    /// `run`, each program also copying `copy_rows` rows of x into a buffer of NaNs
+    /// (`COPY`; 0: no copy), returned beside the outputs.
+    fn run_copying(
+        &self,
+        (bm, bk): (usize, usize),
+        tiles: Option<usize>,
+        tickets: &Buffer<i32>,
+        copy_rows: usize,
+    ) -> (QkvOut, Vec<f32>) {
         let o = self.out();
+        let x_copy = up(&vec![f32::NAN; self.h]);
+        let (copy, rows) = (copy_rows > 0, copy_rows.max(1));
         let [qkv, q, kc, vc] = &o.0;
         let (m, h) = (self.m() as i32, self.h as i32);
         let (nh, nkv, max_seq) = (self.nh as i32, self.nkv as i32, self.max_seq as i32);
@@ -648,6 +662,7 @@ impl Qkv {
                 &dev(),
                 &grid(self.m() / bm),
                 &self.x,
+                &x_copy,
                 &self.g,
                 &self.w,
                 qkv,
@@ -669,11 +684,14 @@ impl Qkv {
                 bk,
                 self.hd,
                 1,
+                copy,
+                rows,
             ),
             Some(t) => rope::rmsnorm_qkv_rope_tiles::launch(
                 &dev(),
                 &grid((self.m() / bm).div_ceil(t)),
                 &self.x,
+                &x_copy,
                 &self.g,
                 &self.w,
                 qkv,
@@ -696,10 +714,12 @@ impl Qkv {
                 self.hd,
                 t,
                 1,
+                copy,
+                rows,
             ),
         }
         .unwrap();
-        o
+        (o, down(&x_copy))
     }
 }
 
@@ -808,6 +828,35 @@ fn qkv_tiles_equal_one_program_per_tile() {
             );
             assert_eq!(down(&tickets), vec![0; nh + 2 * nkv], "tickets not reset");
         }
+    }
+}
+
+/// With `COPY` (the megakernel's `Tiles::o_heads`), both QKV kernels also copy the
+/// residual into `x_copy`, each program its COPY_ROWS rows (the last ones masked past the
+/// hidden size), and write the same bits as without: every row copied exactly, none twice
+/// short (the buffer starts as NaN).
+#[test]
+fn qkv_programs_copy_the_residual_rows() {
+    let mut rng = SplitMix64::new(18);
+    // (heads, kv_heads, head_dim, hidden, BM, TILES)
+    for (nh, nkv, hd, h, bm, tiles) in [
+        (4usize, 2usize, 32usize, 48usize, 8usize, None),
+        (4, 2, 32, 48, 8, Some(3usize)),
+        (2, 1, 32, 100, 8, Some(2)),
+        (2, 1, 32, 100, 16, None),
+    ] {
+        let c = Qkv::new(&mut rng, (nh, nkv, hd, h), 8, 3);
+        let bk = h.next_power_of_two();
+        let tickets = dev().zeros::<i32>(nh + 2 * nkv).unwrap();
+        let programs = c.m().div_ceil(bm * tiles.unwrap_or(1));
+        let rows = h.div_ceil(programs).next_power_of_two();
+        let want = c.run((bm, bk), tiles, &tickets);
+        let (got, copy) = c.run_copying((bm, bk), tiles, &tickets, rows);
+        let what = format!("hidden {h}, BM {bm}, TILES {tiles:?}, {rows} rows a program");
+        got.assert_same(&want, &what);
+        let x = down(&c.x);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&copy), bits(&x), "{what}");
     }
 }
 

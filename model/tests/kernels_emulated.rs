@@ -279,6 +279,7 @@ fn qkv_args(
     let m = (heads + 2 * kv) * d;
     let bufs = vec![
         HostMem::from_f32s(DType::F32, &rand(rng, h, 2.0)), // the residual stream
+        HostMem::from_f32s(DType::F32, &vec![f32::NAN; h]), // its copy (with COPY)
         HostMem::from_f32s(DType::BF16, &rand(rng, h, 1.5)),
         HostMem::from_f32s(DType::BF16, &rand(rng, m * h, 0.5)),
         HostMem::from_f32s(DType::BF16, &vec![f32::NAN; m]),
@@ -297,11 +298,11 @@ fn qkv_args(
 
 /// `rmsnorm_qkv_rope`'s outputs: qkv, q, the K and V caches, and the tickets.
 const QKV_OUTS: [(&str, usize); 5] = [
-    ("qkv", 3),
-    ("q", 8),
-    ("K cache", 9),
-    ("V cache", 10),
-    ("tickets", 11),
+    ("qkv", 4),
+    ("q", 9),
+    ("K cache", 10),
+    ("V cache", 11),
+    ("tickets", 12),
 ];
 
 #[test]
@@ -322,6 +323,8 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
             ("BK", int(bk)),
             ("D", int(d)),
             ("COPIES", int(1)),
+            ("COPY", ConstVal::Bool(false)),
+            ("COPY_ROWS", int(1)),
         ])
         .unwrap();
     let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
@@ -338,7 +341,7 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
             *out,
         );
     }
-    let tickets = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[11].to_f32s();
+    let tickets = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[12].to_f32s();
     assert_eq!(
         tickets,
         vec![0.0; heads + 2 * kv],
@@ -365,6 +368,8 @@ fn qkv_tiles_emulated_equal_one_program_per_tile() {
             ("BK", int(bk)),
             ("D", int(d)),
             ("COPIES", int(1)),
+            ("COPY", ConstVal::Bool(false)),
+            ("COPY_ROWS", int(1)),
         ])
         .unwrap();
     let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
@@ -377,6 +382,8 @@ fn qkv_tiles_emulated_equal_one_program_per_tile() {
                 ("D", int(d)),
                 ("TILES", int(tiles)),
                 ("COPIES", int(1)),
+                ("COPY", ConstVal::Bool(false)),
+                ("COPY_ROWS", int(1)),
             ])
             .unwrap();
         let grid = [(m / bm).div_ceil(tiles) as u32, 1, 1];
@@ -386,9 +393,134 @@ fn qkv_tiles_emulated_equal_one_program_per_tile() {
             assert_eq!(bits(&got[out]), bits(&want[out]), "{what}, TILES {tiles}");
         }
         assert!(
-            got[8].to_f32s().iter().all(|x| x.is_finite()),
+            got[9].to_f32s().iter().all(|x| x.is_finite()),
             "a query head not written"
         );
+    }
+}
+
+/// With `COPY` (the megakernel's `Tiles::o_heads`), both QKV kernels' C copies the residual
+/// into `x_copy` exactly (COPY_ROWS rows a program, masked past the hidden size) and
+/// writes the same bits as without.
+#[test]
+fn qkv_copy_emulated_leaves_the_residual_rows() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(19);
+    let (heads, kv, d, h, bm, bk) = (2usize, 1usize, 32usize, 40usize, 8usize, 64usize);
+    let m = (heads + 2 * kv) * d;
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
+    let bits = |v: &HostMem| v.to_f32s().iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    // (TILES: None for `rmsnorm_qkv_rope`), rows a program: 16 programs of 4 rows (24 of
+    // them past the hidden size), 6 of 8.
+    for (tiles, rows) in [(None, 4usize), (Some(3usize), 8usize)] {
+        let kern = |copy: bool| {
+            let mut c = vec![
+                ("BM", int(bm)),
+                ("BK", int(bk)),
+                ("D", int(d)),
+                ("COPIES", int(1)),
+                ("COPY", ConstVal::Bool(copy)),
+                ("COPY_ROWS", int(rows)),
+            ];
+            match tiles {
+                None => rmsnorm_qkv_rope::KERNEL.specialize(&c).unwrap(),
+                Some(t) => {
+                    c.push(("TILES", int(t)));
+                    rmsnorm_qkv_rope_tiles::KERNEL.specialize(&c).unwrap()
+                }
+            }
+        };
+        let grid = [(m / bm).div_ceil(tiles.unwrap_or(1)) as u32, 1, 1];
+        let want = emulate(&kern(false), NUM_WARPS, 1, grid, &bufs, &sc);
+        let got = emulate(&kern(true), NUM_WARPS, 1, grid, &bufs, &sc);
+        for (what, out) in QKV_OUTS {
+            assert_eq!(bits(&got[out]), bits(&want[out]), "{what}, TILES {tiles:?}");
+        }
+        assert_eq!(bits(&got[1]), bits(&bufs[0]), "the copy, TILES {tiles:?}");
+    }
+}
+
+/// `gemv_head_residual`'s C (program (head, row block): the head's attention partials
+/// merged, times its [BM, D] block of o_proj, added into the residual copy head % COPIES and
+/// into the MLP's input with f32 atomics), as the GPU runs it, against plain Rust in f64:
+/// rows past the hidden size, empty splits (m = -3e38, l = 0), two residual copies.
+#[test]
+fn o_proj_per_head_emulated_merges_and_adds() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(29);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    // (heads, D, hidden, BM, SPLITS, COPIES)
+    for (heads, d, h, bm, splits, copies) in [
+        (4usize, 32usize, 40usize, 16usize, 4usize, 2usize),
+        (2, 64, 24, 8, 2, 1),
+    ] {
+        let k = model::kernels::gemv::gemv_head_residual::KERNEL
+            .specialize(&[
+                ("BM", int(bm)),
+                ("D", int(d)),
+                ("SPLITS", int(splits)),
+                ("COPIES", int(copies)),
+            ])
+            .unwrap();
+        let q_dim = heads * d;
+        let w = bf16s(rand(&mut rng, h * q_dim, 0.5));
+        // Split s of each head busy unless s == splits - 1 (an empty split).
+        let mut pm = rand(&mut rng, heads * splits, 2.0);
+        let mut pl: Vec<f32> = rand(&mut rng, heads * splits, 1.0)
+            .iter()
+            .map(|v| 1.5 + v)
+            .collect();
+        for hd in 0..heads {
+            pm[hd * splits + splits - 1] = -3.0e38;
+            pl[hd * splits + splits - 1] = 0.0;
+        }
+        let pacc = rand(&mut rng, heads * splits * d, 3.0);
+        let (res, xm) = (rand(&mut rng, copies * h, 1.0), rand(&mut rng, h, 1.0));
+        let f32m = |v: &[f32]| HostMem::from_f32s(DType::F32, v);
+        let bufs = vec![
+            HostMem::from_f32s(DType::BF16, &w),
+            f32m(&pm),
+            f32m(&pl),
+            f32m(&pacc),
+            f32m(&res),
+            f32m(&xm),
+        ];
+        let sc = [h as i32, q_dim as i32].map(Scalar::I32);
+        let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
+        let got = emulate(&k, NUM_WARPS, 1, grid, &bufs, &sc);
+        // f64: each head merged, then o_proj per head.
+        let mut want_res: Vec<f64> = res.iter().map(|&v| v as f64).collect();
+        let mut want_xm: Vec<f64> = xm.iter().map(|&v| v as f64).collect();
+        for hd in 0..heads {
+            let s0 = hd * splits;
+            let mx = (0..splits).map(|s| pm[s0 + s] as f64).fold(f64::MIN, f64::max);
+            let wts: Vec<f64> = (0..splits).map(|s| (pm[s0 + s] as f64 - mx).exp()).collect();
+            let l: f64 = (0..splits).map(|s| pl[s0 + s] as f64 * wts[s]).sum();
+            let a: Vec<f64> = (0..d)
+                .map(|j| (0..splits).map(|s| pacc[(s0 + s) * d + j] as f64 * wts[s]).sum::<f64>() / l)
+                .collect();
+            for r in 0..h {
+                let y: f64 = (0..d).map(|j| w[r * q_dim + hd * d + j] as f64 * a[j]).sum();
+                want_res[(hd % copies) * h + r] += y;
+                want_xm[r] += y;
+            }
+        }
+        for (what, idx, want) in [("residual", 4, &want_res), ("MLP input", 5, &want_xm)] {
+            let g = got[idx].to_f32s();
+            let err = g
+                .iter()
+                .zip(want.iter())
+                .map(|(a, b)| (*a as f64 - b).abs() / (1.0 + b.abs()))
+                .fold(0.0, f64::max);
+            assert!(err < 1e-5, "{what}: error {err:.2e} (heads {heads}, hidden {h})");
+        }
     }
 }
 

@@ -459,7 +459,7 @@ fn the_wait_goes_inside_the_bodies_above_hidden_1024() {
 /// random) computes different logits, or reports the hazard, within a few steps.
 #[test]
 fn every_sync_is_needed() {
-    every_sync_is_needed_with(false);
+    every_sync_is_needed_with(false, false);
 }
 
 /// With the MLP as one stage (`MegakernelOptions::fused_mlp`, the default): its o_proj leaves a copy
@@ -468,10 +468,18 @@ fn every_sync_is_needed() {
 /// relative error over 1e-3 or another token, which a missing sync gives by far.
 #[test]
 fn every_sync_is_needed_with_the_fused_mlp() {
-    every_sync_is_needed_with(true);
+    every_sync_is_needed_with(true, false);
 }
 
-fn every_sync_is_needed_with(fused_mlp: bool) {
+/// With o_proj per head (`MegakernelOptions::o_heads`): attention writes partials only,
+/// o_proj merges its head's and adds into x and x_mlp with atomics, QKV leaves x_mlp
+/// holding the residual.
+#[test]
+fn every_sync_is_needed_with_o_proj_per_head() {
+    every_sync_is_needed_with(true, true);
+}
+
+fn every_sync_is_needed_with(fused_mlp: bool, o_heads: bool) {
     let name = "tied_gqa2_v4";
     let prompt = ids(&expected(name)["prompt_ids"]);
     // A prompt token, then the step's own tokens: those reach the next step on the device
@@ -504,8 +512,10 @@ fn every_sync_is_needed_with(fused_mlp: bool) {
         tiles: Some(tiles),
         fused_mlp,
         resid_copies: Some(if fused_mlp { 3 } else { 1 }),
+        o_heads,
         ..Default::default()
     };
+    assert_eq!(mega(name, Output::Token, &base).tiles().o_heads, o_heads);
     let want = run(&base).unwrap();
     let plan = model::megakernel_engine::decode_step::MEGAKERNEL
         .plan(mega(name, Output::Token, &base).constexprs(), &base.mega)
@@ -741,6 +751,82 @@ fn fused_mlp_computes_the_two_stage_logits() {
             }
         }
     }
+}
+
+/// o_proj per head (`MegakernelOptions::o_heads`: attention writes its split partials, each
+/// o_proj program merges one head's and adds its rows into the residual and the fused MLP's
+/// input with atomics; QKV leaves that input holding the residual): the logits of the
+/// default step within f32 reassociation, and of the reference, at every committed
+/// checkpoint, stage by stage and under adversarial interleavings, with 1 and 3 residual
+/// copies and attention tiles of one position (so several splits hold positions).
+#[test]
+fn o_proj_per_head_computes_the_default_logits() {
+    for name in CHECKPOINTS {
+        let prompt = ids(&expected(name)["prompt_ids"]);
+        let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
+        for ((mode, opts), copies) in modes().into_iter().flat_map(|m| [(m.clone(), 1), (m, 3)]) {
+            let with = |o_heads| MegakernelOptions {
+                tiles: Some(model::kernels::Tiles {
+                    attn_block_n: 1,
+                    ..model::kernels::Tiles::for_config(&cfg)
+                }),
+                resid_copies: Some(copies),
+                o_heads,
+                ..opts.clone()
+            };
+            let (mut a, mut b) = (
+                mega(name, Output::Logits, &with(false)),
+                mega(name, Output::Logits, &with(true)),
+            );
+            assert!(!a.tiles().o_heads && b.tiles().o_heads);
+            let eb = b.explain().unwrap();
+            assert!(
+                eb.contains("gemv_head_residual") && !eb.contains("attn_split_merge"),
+                "{eb}"
+            );
+            let mut r = reference(name);
+            for (pos, &t) in prompt.iter().enumerate() {
+                let (la, lb) = (
+                    logits(a.step(t, pos).unwrap()),
+                    logits(b.step(t, pos).unwrap()),
+                );
+                let want = r.forward(t, pos).unwrap();
+                let (e2, er) = (rel_err(&lb, &la), rel_err(&lb, &want));
+                eprintln!("{name} ({mode}, {copies} copies) pos {pos}: o_proj per head against the default {e2:.2e}, against the reference {er:.2e}");
+                assert!(e2 < 1e-2, "{name} ({mode}) pos {pos}: {e2}");
+                assert!(er < ENGINE_LOGIT_TOL, "{name} ({mode}) pos {pos}: {er}");
+            }
+        }
+    }
+}
+
+/// o_proj per head is off by default, needs the fused MLP, and a retune keeps it.
+#[test]
+fn o_proj_per_head_is_a_candidate_off_by_default() {
+    let off = mega("tied_gqa2_v4", Output::Logits, &MegakernelOptions::default());
+    assert!(!off.tiles().o_heads);
+    let two_stage = MegakernelOptions {
+        fused_mlp: false,
+        o_heads: true,
+        ..Default::default()
+    };
+    assert!(!mega("tied_gqa2_v4", Output::Logits, &two_stage).tiles().o_heads);
+    let on = MegakernelOptions {
+        o_heads: true,
+        ..Default::default()
+    };
+    let mut m = mega("tied_gqa2_v4", Output::Logits, &on);
+    assert!(m.tiles().o_heads);
+    let tiles = model::kernels::Tiles::for_config(m.config());
+    m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
+        .unwrap();
+    assert!(m.tiles().o_heads, "a retune keeps it");
+    // At Qwen3-0.6B: 16 heads x 8 row blocks of 128 = 128 programs on 132 CTAs; every QKV
+    // program (128 of 32 rows) copies 8 rows of the residual.
+    let cfg = model::kernels::qwen3_0_6b();
+    let t = model::kernels::Tiles::for_config(&cfg);
+    assert_eq!(model::megakernel_engine::o_heads_bm(&cfg, &t), 128);
+    assert_eq!(model::megakernel_engine::qkv_copy_rows(&cfg, &t), 8);
 }
 
 /// The megakernel's QKV tiles (`qkv_tiles_rule`): spread over the CTAs only where one tile

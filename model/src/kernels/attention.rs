@@ -72,6 +72,27 @@ fn attend_chunk(
     store(part_acc + slot * D + d, acc);
 }
 
+/// Head `head`'s SPLITS partials merged: its attention output, in f32.
+#[tile_fn]
+pub fn merged_head(
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    head: i32,
+    #[constexpr] D: usize,
+    #[constexpr] SPLITS: usize,
+) -> Tile<f32, D> {
+    let s = head * SPLITS + arange(0, SPLITS);
+    let d = arange(0, D);
+    // Every load before the first reduction: one round trip, not three.
+    let m = load(part_m + s);
+    let ls = load(part_l + s);
+    let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
+    let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
+    let l = sum(ls * w, 0);
+    sum(acc * w.expand_dims(1), 0) / l
+}
+
 /// Head `head`'s SPLITS partials merged into its row of `out`.
 #[tile_fn]
 fn merge_head(
@@ -83,15 +104,10 @@ fn merge_head(
     #[constexpr] D: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    let s = head * SPLITS + arange(0, SPLITS);
     let d = arange(0, D);
-    let m = load(part_m + s);
-    let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
-    let l = sum(load(part_l + s) * w, 0);
-    let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
     store(
         out + head * D + d,
-        (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
+        merged_head(part_m, part_l, part_acc, head, D, SPLITS).to(bf16),
     );
 }
 
@@ -130,7 +146,7 @@ pub fn attn_split(
     );
 }
 
-#[kernel(helpers(merge_head))]
+#[kernel(helpers(merge_head, merged_head))]
 pub fn attn_merge(
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
@@ -148,7 +164,7 @@ pub fn attn_merge(
 /// the last one's merge after every count, and the last one puts the ticket back to 0 for
 /// the next layer and step (tickets start at 0). One hop less than `attn_split` then
 /// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
-#[kernel(helpers(attend_chunk, merge_head))]
+#[kernel(helpers(attend_chunk, merge_head, merged_head))]
 pub fn attn_split_merge(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,

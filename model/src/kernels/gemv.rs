@@ -16,6 +16,7 @@
 //!   reduction before the first weight load, and the normed vector never goes to memory.
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream (f32), so it updates it in place.
+use super::attention::merged_head;
 use dsl_runtime::prelude::*;
 
 /// The residual stream at `cols`: the sum of its `COPIES` copies (`x` is `[COPIES, n]`).
@@ -215,4 +216,44 @@ pub fn gemv_residual_tiles(
         // One program owns each row: the add rounds as `gemv_residual`'s does.
         atomic_add(res + rows, sum(acc, 1), row_mask);
     }
+}
+
+/// o_proj split over the query heads, each program merging its head's attention first:
+/// program (h, j) merges head h's SPLITS attention partials (`attention::merged_head`, in
+/// f32), multiplies them by the [BM, D] block of W at rows j·BM.. and columns h·D.., and
+/// adds its BM partial sums into `copy` (the fused MLP's input, which the QKV stage left
+/// holding the layer's residual) and into copy h % COPIES of the residual `res`, with f32
+/// atomics. It replaces `attn_split_merge`'s merge (a ticket and a round trip per head) and
+/// o_proj's load of the merged heads: a candidate of the megakernel
+/// (`MegakernelOptions::o_heads`). `m`: hidden size, `k`: q_dim (W's row length).
+#[kernel(helpers(merged_head))]
+pub fn gemv_head_residual(
+    w: Ptr<bf16>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] D: usize,
+    #[constexpr] SPLITS: usize,
+    #[constexpr] COPIES: usize,
+) {
+    let head = program_id(0);
+    let rows = program_id(1) * BM + arange(0, BM);
+    let row_mask = rows < m;
+    let d = arange(0, D);
+    // The weights first: nothing they need is written by another stage.
+    let wt = load(
+        w + rows.expand_dims(1) * k + head * D + d.expand_dims(0),
+        row_mask.expand_dims(1),
+        0.0,
+    )
+    .to(f32);
+    let a = merged_head(part_m, part_l, part_acc, head, D, SPLITS);
+    let y = sum(wt * a.expand_dims(0), 1);
+    atomic_add(copy + rows, y, row_mask);
+    atomic_add(res + (head % COPIES) * m + rows, y, row_mask);
 }

@@ -182,6 +182,11 @@ pub struct Tiles {
     /// copies (`gemv::resid_load`). 1 in the rule; the megakernel engine sets it with
     /// `fused_mlp` (`megakernel_engine::resid_copies_rule`: 2 up to hidden 2048).
     pub resid_copies: usize,
+    /// The megakernel's o_proj split over the query heads, each program merging its head's
+    /// attention partials and adding into the residual with atomics
+    /// (`gemv::gemv_head_residual`; attention writes partials only, `attn_split`). Needs
+    /// `fused_mlp`. Off in the rule; `MegakernelOptions::o_heads` (a candidate).
+    pub o_heads: bool,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
     /// `gate_up_tiles` (spread over the CTAs by default; `lm_head_argmax` with a k loop).
@@ -231,6 +236,7 @@ impl Tiles {
             mlp_tiles: 1,
             fused_mlp: false,
             resid_copies: 1,
+            o_heads: false,
             lm_head,
             lm_head_tiles: 1,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
@@ -581,6 +587,6 @@ pub fn prefill_shipped() -> Vec<Shipped> {
 }
 
 /// The largest power of two ≤ n (1 for 0).
-fn floor_pow2(n: usize) -> usize {
+pub fn floor_pow2(n: usize) -> usize {
     1usize << n.max(1).ilog2()
 }

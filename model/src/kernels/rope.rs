@@ -138,15 +138,33 @@ fn finish_head(
     }
 }
 
+/// Rows [p·R, p·R + R) of the residual (the sum of its COPIES copies) into `x_copy`: with
+/// `COPY` the QKV stage leaves the fused MLP's input holding the layer's residual, and
+/// o_proj adds into it (`gemv::gemv_head_residual`, `MegakernelOptions::o_heads`).
+#[tile_fn]
+fn copy_resid_rows(
+    x: Ptr<f32>,
+    x_copy: Ptr<f32>,
+    p: i32,
+    k: i32,
+    #[constexpr] R: usize,
+    #[constexpr] COPIES: usize,
+) {
+    let rows = p * R + arange(0, R);
+    let mask = rows < k;
+    store(x_copy + rows, resid_load(x, rows, mask, k, COPIES), mask);
+}
+
 /// The input RMSNorm + QKV GEMV (`rmsnorm_gemv`) and `qk_norm_rope` in one grid: every
 /// program writes its BM rows of `qkv`, and the last of the D / BM programs of each head
 /// (a query, key or value head: D consecutive rows) finishes it (`finish_head`).
 /// `tickets[unit]` counts a head's finished programs (the scalar atomic orders each
 /// program's rows before its count and the last one's loads after every count); the last
 /// one puts it back to 0. Needs D % BM == 0 (`Tiles` makes it so).
-#[kernel(helpers(normed_gemv_rows, resid_load, finish_head, norm_rope))]
+#[kernel(helpers(normed_gemv_rows, resid_load, finish_head, norm_rope, copy_resid_rows))]
 pub fn rmsnorm_qkv_rope(
     x: Ptr<f32>,
+    x_copy: Ptr<f32>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
     qkv: Ptr<bf16>,
@@ -168,10 +186,16 @@ pub fn rmsnorm_qkv_rope(
     #[constexpr] BK: usize,
     #[constexpr] D: usize,
     #[constexpr] COPIES: usize,
+    #[constexpr] COPY: bool,
+    #[constexpr] COPY_ROWS: usize,
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
     let out = normed_gemv_rows(x, g, w, rows, row_mask, k, eps, BK, COPIES);
+    // After the weights and x (its rows are then in L1), before the ticket.
+    if COPY {
+        copy_resid_rows(x, x_copy, program_id(0), k, COPY_ROWS, COPIES);
+    }
     store(qkv + rows, out.to(bf16), row_mask);
     let unit = program_id(0) * BM / D;
     let done = atomic_add(tickets + unit, 1);
@@ -191,9 +215,10 @@ pub fn rmsnorm_qkv_rope(
 /// into its head's ticket and the head's last tile finishes it, as one program per tile
 /// does. The same arithmetic, tile by tile, as `rmsnorm_qkv_rope` with one k step: the
 /// same bits. Needs D % BM == 0.
-#[kernel(helpers(resid_load, finish_head, norm_rope))]
+#[kernel(helpers(resid_load, finish_head, norm_rope, copy_resid_rows))]
 pub fn rmsnorm_qkv_rope_tiles(
     x: Ptr<f32>,
+    x_copy: Ptr<f32>,
     g: Ptr<bf16>,
     w: Ptr<bf16>,
     qkv: Ptr<bf16>,
@@ -216,6 +241,8 @@ pub fn rmsnorm_qkv_rope_tiles(
     #[constexpr] D: usize,
     #[constexpr] TILES: usize,
     #[constexpr] COPIES: usize,
+    #[constexpr] COPY: bool,
+    #[constexpr] COPY_ROWS: usize,
 ) {
     let cols = arange(0, BK);
     let col_mask = cols < k;
@@ -230,6 +257,10 @@ pub fn rmsnorm_qkv_rope_tiles(
         0.0,
     );
     let xv = resid_load(x, cols, col_mask, k, COPIES);
+    // After the weights and x (its rows are then in L1).
+    if COPY {
+        copy_resid_rows(x, x_copy, program_id(0), k, COPY_ROWS, COPIES);
+    }
     let inv = rms_inv(xv * xv, k, eps);
     let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     for t in 0..TILES {
