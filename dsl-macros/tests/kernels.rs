@@ -457,6 +457,31 @@ fn if_else_chains() {
         .is_ok());
 }
 
+/// A store under a constexpr `if`: once specialised, the branch not taken is no effect.
+#[kernel]
+fn maybe_copy(x: Ptr<f32>, y: Ptr<f32>, copy: Ptr<f32>, #[constexpr] COPY: bool) {
+    let pid = program_id(0);
+    let v = load(x + pid);
+    if COPY {
+        store(copy + pid, v);
+    } else {
+        store(y + pid, v);
+    }
+}
+
+#[test]
+fn effects_skip_the_branch_a_constexpr_does_not_take() {
+    let k = ir(maybe_copy::ir_json());
+    let writes = |k: &Kernel| k.effects().writes.into_iter().collect::<Vec<_>>();
+    // Unspecialised, either branch may run.
+    assert_eq!(writes(&k), vec![1, 2]);
+    for (on, want) in [(true, 2), (false, 1)] {
+        let s = k.specialize(&[("COPY", ConstVal::Bool(on))]).unwrap();
+        assert_eq!(writes(&s), vec![want], "COPY = {on}");
+        assert_eq!(s.effects().reads.into_iter().collect::<Vec<_>>(), vec![0]);
+    }
+}
+
 /// Method sugar (`x.f(args)` ≡ `f(x, args)`), compound assignment, shadowing, nested loops.
 #[kernel]
 fn sugar(x: Ptr<bf16>, y: Ptr<bf16>, n: i32, #[constexpr] B: usize, #[constexpr] R: usize) {

@@ -631,24 +631,28 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
 /// 1.4-3% faster at 8B and 4-6% at 4B (8 of 8 pairs), neutral at 1.7B and 1.5-3% slower at
 /// 0.6B, where the MLP's early loads slow o_proj's stage, which they now overlap
 /// (docs/PERF.md, session 18); QKV's and o_proj's only were 1-6% faster at 1.7B (11 of 12
-/// pairs) and no faster at 0.6B (session 19).
-pub fn wait_in_body_rule(cfg: &Config) -> bool {
-    cfg.hidden_size > 1024
+/// pairs) and no faster at 0.6B (session 19). With o_proj per head (`Tiles::o_heads`) at
+/// every size: its stage's (`gemv_head_residual`) was 1.4% faster at 0.6B (session 21).
+pub fn wait_in_body_rule(cfg: &Config, o_heads: bool) -> bool {
+    cfg.hidden_size > 1024 || o_heads
 }
 
 /// The stages' kernels that wait inside their bodies by the rule (empty: all of them):
-/// QKV's and o_proj's up to hidden 2048 ([`wait_in_body_rule`]).
+/// o_proj per head's up to hidden 2048, and QKV's and o_proj's above hidden 1024
+/// ([`wait_in_body_rule`]).
 pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
     if cfg.hidden_size > 2048 {
         return vec![];
     }
-    [
-        "rmsnorm_qkv_rope",
-        "rmsnorm_qkv_rope_tiles",
-        "gemv_residual_copy",
-    ]
-    .map(String::from)
-    .to_vec()
+    let mut k = vec!["gemv_head_residual"];
+    if cfg.hidden_size > 1024 {
+        k.extend([
+            "rmsnorm_qkv_rope",
+            "rmsnorm_qkv_rope_tiles",
+            "gemv_residual_copy",
+        ]);
+    }
+    k.into_iter().map(String::from).collect()
 }
 
 /// The tiles and megakernel options the engine runs `decode_step` with for `cfg`, from
@@ -660,7 +664,9 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
     // The rule picks the stages too, unless they are named.
     let by_rule = o.wait_in_body.is_none() && o.mega.wait_in_body_only.is_empty();
     let mega = MegaOptions {
-        wait_in_body: o.wait_in_body.unwrap_or_else(|| wait_in_body_rule(cfg)),
+        wait_in_body: o
+            .wait_in_body
+            .unwrap_or_else(|| wait_in_body_rule(cfg, t.o_heads)),
         wait_in_body_only: match by_rule {
             true => wait_in_body_only_rule(cfg),
             false => o.mega.wait_in_body_only.clone(),

@@ -500,14 +500,25 @@ fn o_proj_per_head_emulated_merges_and_adds() {
         let mut want_xm: Vec<f64> = xm.iter().map(|&v| v as f64).collect();
         for hd in 0..heads {
             let s0 = hd * splits;
-            let mx = (0..splits).map(|s| pm[s0 + s] as f64).fold(f64::MIN, f64::max);
-            let wts: Vec<f64> = (0..splits).map(|s| (pm[s0 + s] as f64 - mx).exp()).collect();
+            let mx = (0..splits)
+                .map(|s| pm[s0 + s] as f64)
+                .fold(f64::MIN, f64::max);
+            let wts: Vec<f64> = (0..splits)
+                .map(|s| (pm[s0 + s] as f64 - mx).exp())
+                .collect();
             let l: f64 = (0..splits).map(|s| pl[s0 + s] as f64 * wts[s]).sum();
             let a: Vec<f64> = (0..d)
-                .map(|j| (0..splits).map(|s| pacc[(s0 + s) * d + j] as f64 * wts[s]).sum::<f64>() / l)
+                .map(|j| {
+                    (0..splits)
+                        .map(|s| pacc[(s0 + s) * d + j] as f64 * wts[s])
+                        .sum::<f64>()
+                        / l
+                })
                 .collect();
             for r in 0..h {
-                let y: f64 = (0..d).map(|j| w[r * q_dim + hd * d + j] as f64 * a[j]).sum();
+                let y: f64 = (0..d)
+                    .map(|j| w[r * q_dim + hd * d + j] as f64 * a[j])
+                    .sum();
                 want_res[(hd % copies) * h + r] += y;
                 want_xm[r] += y;
             }
@@ -519,7 +530,10 @@ fn o_proj_per_head_emulated_merges_and_adds() {
                 .zip(want.iter())
                 .map(|(a, b)| (*a as f64 - b).abs() / (1.0 + b.abs()))
                 .fold(0.0, f64::max);
-            assert!(err < 1e-5, "{what}: error {err:.2e} (heads {heads}, hidden {h})");
+            assert!(
+                err < 1e-5,
+                "{what}: error {err:.2e} (heads {heads}, hidden {h})"
+            );
         }
     }
 }

@@ -389,7 +389,25 @@ fn the_wait_goes_inside_the_bodies_above_hidden_1024() {
             hidden_size: hidden,
             ..base.clone()
         };
-        assert_eq!(wait_in_body_rule(&cfg), want, "hidden {hidden}");
+        assert_eq!(wait_in_body_rule(&cfg, false), want, "hidden {hidden}");
+        // o_proj per head waits in its body at every size.
+        assert!(wait_in_body_rule(&cfg, true), "hidden {hidden}");
+        let heads = MegakernelOptions {
+            wait_in_body: None,
+            o_heads: true,
+            ..Default::default()
+        };
+        let (th, mh) = model::megakernel_engine::with_options(
+            &cfg,
+            model::kernels::Tiles::for_config(&cfg),
+            &heads,
+        );
+        assert!(th.o_heads && mh.waits_in_body("gemv_head_residual"));
+        assert_eq!(
+            mh.waits_in_body("rmsnorm_mlp_tiles"),
+            mlp,
+            "hidden {hidden}"
+        );
         let o = MegakernelOptions {
             wait_in_body: None,
             ..Default::default()
@@ -803,14 +821,22 @@ fn o_proj_per_head_computes_the_default_logits() {
 /// o_proj per head is off by default, needs the fused MLP, and a retune keeps it.
 #[test]
 fn o_proj_per_head_is_a_candidate_off_by_default() {
-    let off = mega("tied_gqa2_v4", Output::Logits, &MegakernelOptions::default());
+    let off = mega(
+        "tied_gqa2_v4",
+        Output::Logits,
+        &MegakernelOptions::default(),
+    );
     assert!(!off.tiles().o_heads);
     let two_stage = MegakernelOptions {
         fused_mlp: false,
         o_heads: true,
         ..Default::default()
     };
-    assert!(!mega("tied_gqa2_v4", Output::Logits, &two_stage).tiles().o_heads);
+    assert!(
+        !mega("tied_gqa2_v4", Output::Logits, &two_stage)
+            .tiles()
+            .o_heads
+    );
     let on = MegakernelOptions {
         o_heads: true,
         ..Default::default()
