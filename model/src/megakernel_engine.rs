@@ -552,9 +552,9 @@ pub struct MegakernelOptions {
     /// `TESSERA_WAIT_IN_BODY=kernel,kernel` puts it in those stages only.
     pub wait_in_body: Option<bool>,
     /// o_proj split over the query heads, merging each head's attention partials
-    /// (`Tiles::o_heads`): a candidate, off by default; `TESSERA_O_HEADS=1` turns it on.
+    /// (`Tiles::o_heads`); None: [`o_heads_rule`]. `TESSERA_O_HEADS=0` (or `1`) sets it.
     /// Needs the fused MLP.
-    pub o_heads: bool,
+    pub o_heads: Option<bool>,
 }
 
 impl Default for MegakernelOptions {
@@ -578,7 +578,7 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             wait_in_body: wib.map(|v| v != "0"),
-            o_heads: std::env::var("TESSERA_O_HEADS").is_ok_and(|v| v == "1"),
+            o_heads: std::env::var("TESSERA_O_HEADS").ok().map(|v| v != "0"),
         }
     }
 }
@@ -622,6 +622,15 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
     } else {
         1
     }
+}
+
+/// Whether o_proj runs per query head by default (`Tiles::o_heads`, with the fused MLP: each
+/// program merges its head's attention partials and adds its rows into the residual with
+/// f32 atomics, so attention has no merge and no ticket): at every size. On an H100 it was
+/// 2.0% and 3.7% faster at 0.6B (contexts 1 and 512), 1.5% and 2.1% at 1.7B, 1.5% and
+/// 1.2% at 4B (docs/PERF.md, session 21).
+pub fn o_heads_rule(_cfg: &Config) -> bool {
+    true
 }
 
 /// Whether stages wait inside their bodies by default (`MegaOptions::wait_in_body`: the
@@ -685,7 +694,7 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
 /// ([`with_wait_in_body`]).
 pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
     let t = Tiles {
-        o_heads: o.o_heads && o.fused_mlp,
+        o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
     with_wait_in_body(cfg, t, o)

@@ -356,8 +356,12 @@ fn qwen3_0_6b_shaped_tracks_the_reference(fused_mlp: bool) {
     let mut m = MegakernelEngine::new(cfg.clone(), &w, Device::interpreter(), opts).unwrap();
     assert_eq!(m.tiles().fused_mlp, fused_mlp);
     assert_eq!((m.tiles().mlp.bm, m.tiles().mlp_tiles), (8, 3));
-    // Hidden 1024: the waits stay before the programs (`wait_in_body_rule`).
-    assert!(!m.mega_options().wait_in_body);
+    // Hidden 1024: the waits stay before the programs (`wait_in_body_rule`), but o_proj per
+    // head's (the fused MLP's default, `o_heads_rule`).
+    assert_eq!(m.tiles().o_heads, fused_mlp);
+    let o = m.mega_options();
+    assert_eq!(o.wait_in_body && o.waits_in_body("gemv_head_residual"), fused_mlp);
+    assert!(!o.waits_in_body("rmsnorm_qkv_rope") && !o.waits_in_body("rmsnorm_mlp_tiles"));
     let mut r = Reference::new(cfg, Arc::new(w));
     for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
         let want = r.forward(t, pos).unwrap();
@@ -394,7 +398,7 @@ fn the_wait_goes_inside_the_bodies_above_hidden_1024() {
         assert!(wait_in_body_rule(&cfg, true), "hidden {hidden}");
         let heads = MegakernelOptions {
             wait_in_body: None,
-            o_heads: true,
+            o_heads: Some(true),
             ..Default::default()
         };
         let (th, mh) = model::megakernel_engine::with_options(
@@ -530,7 +534,7 @@ fn every_sync_is_needed_with(fused_mlp: bool, o_heads: bool) {
         tiles: Some(tiles),
         fused_mlp,
         resid_copies: Some(if fused_mlp { 3 } else { 1 }),
-        o_heads,
+        o_heads: Some(o_heads),
         ..Default::default()
     };
     assert_eq!(mega(name, Output::Token, &base).tiles().o_heads, o_heads);
@@ -744,7 +748,8 @@ fn fused_mlp_computes_the_two_stage_logits() {
             let mut r = reference(name);
             let (ea, eb) = (a.explain().unwrap(), b.explain().unwrap());
             assert!(!ea.contains("rmsnorm_mlp_tiles"), "{ea}");
-            for k in ["gemv_residual_copy", "rmsnorm_mlp_tiles"] {
+            // Fused, o_proj runs per head by default (`o_heads_rule`).
+            for k in ["gemv_head_residual", "rmsnorm_mlp_tiles"] {
                 assert!(eb.contains(k), "{k}:\n{eb}");
             }
             let stages = |p: &MegakernelEngine| {
@@ -789,7 +794,7 @@ fn o_proj_per_head_computes_the_default_logits() {
                     ..model::kernels::Tiles::for_config(&cfg)
                 }),
                 resid_copies: Some(copies),
-                o_heads,
+                o_heads: Some(o_heads),
                 ..opts.clone()
             };
             let (mut a, mut b) = (
@@ -818,31 +823,20 @@ fn o_proj_per_head_computes_the_default_logits() {
     }
 }
 
-/// o_proj per head is off by default, needs the fused MLP, and a retune keeps it.
+/// o_proj per head is the default (`o_heads_rule`), needs the fused MLP, can be turned
+/// off, and a retune keeps it.
 #[test]
-fn o_proj_per_head_is_a_candidate_off_by_default() {
-    let off = mega(
-        "tied_gqa2_v4",
-        Output::Logits,
-        &MegakernelOptions::default(),
-    );
-    assert!(!off.tiles().o_heads);
-    let two_stage = MegakernelOptions {
-        fused_mlp: false,
-        o_heads: true,
+fn o_proj_per_head_is_the_default_with_the_fused_mlp() {
+    let has = |o: &MegakernelOptions| mega("tied_gqa2_v4", Output::Logits, o).tiles().o_heads;
+    let with = |o_heads, fused_mlp| MegakernelOptions {
+        o_heads,
+        fused_mlp,
         ..Default::default()
     };
-    assert!(
-        !mega("tied_gqa2_v4", Output::Logits, &two_stage)
-            .tiles()
-            .o_heads
-    );
-    let on = MegakernelOptions {
-        o_heads: true,
-        ..Default::default()
-    };
-    let mut m = mega("tied_gqa2_v4", Output::Logits, &on);
-    assert!(m.tiles().o_heads);
+    assert!(has(&with(None, true)), "the default");
+    assert!(!has(&with(Some(false), true)), "turned off");
+    assert!(!has(&with(Some(true), false)), "it needs the fused MLP");
+    let mut m = mega("tied_gqa2_v4", Output::Logits, &with(None, true));
     let tiles = model::kernels::Tiles::for_config(m.config());
     m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
         .unwrap();

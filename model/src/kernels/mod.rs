@@ -185,7 +185,8 @@ pub struct Tiles {
     /// The megakernel's o_proj split over the query heads, each program merging its head's
     /// attention partials and adding into the residual with atomics
     /// (`gemv::gemv_head_residual`; attention writes partials only, `attn_split`). Needs
-    /// `fused_mlp`. Off in the rule; `MegakernelOptions::o_heads` (a candidate).
+    /// `fused_mlp`. Off in the rule; the megakernel engine sets it
+    /// (`megakernel_engine::o_heads_rule`, `MegakernelOptions::o_heads`).
     pub o_heads: bool,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
