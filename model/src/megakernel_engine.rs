@@ -626,11 +626,12 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
 
 /// Whether o_proj runs per query head by default (`Tiles::o_heads`, with the fused MLP: each
 /// program merges its head's attention partials and adds its rows into the residual with
-/// f32 atomics, so attention has no merge and no ticket): at every size. On an H100 it was
-/// 2.0% and 3.7% faster at 0.6B (contexts 1 and 512), 1.5% and 2.1% at 1.7B, 1.5% and
-/// 1.2% at 4B (docs/PERF.md, session 21).
-pub fn o_heads_rule(_cfg: &Config) -> bool {
-    true
+/// f32 atomics, so attention has no merge and no ticket): up to hidden 2560. On an H100 it
+/// was 2.0% and 3.7% faster at 0.6B (contexts 1 and 512), 1.5% and 2.1% at 1.7B, 1.5% and
+/// 1.2% at 4B, and 1.5% and 0.8% slower at 8B, where its 512 programs put four merges on
+/// each CTA (docs/PERF.md, session 21).
+pub fn o_heads_rule(cfg: &Config) -> bool {
+    cfg.hidden_size <= 2560
 }
 
 /// Whether stages wait inside their bodies by default (`MegaOptions::wait_in_body`: the
@@ -640,8 +641,8 @@ pub fn o_heads_rule(_cfg: &Config) -> bool {
 /// 1.4-3% faster at 8B and 4-6% at 4B (8 of 8 pairs), neutral at 1.7B and 1.5-3% slower at
 /// 0.6B, where the MLP's early loads slow o_proj's stage, which they now overlap
 /// (docs/PERF.md, session 18); QKV's and o_proj's only were 1-6% faster at 1.7B (11 of 12
-/// pairs) and no faster at 0.6B (session 19). With o_proj per head (`Tiles::o_heads`) at
-/// every size: its stage's (`gemv_head_residual`) was 1.4% faster at 0.6B (session 21).
+/// pairs) and no faster at 0.6B (session 19). Wherever o_proj runs per head (`Tiles::o_heads`):
+/// its stage's (`gemv_head_residual`) was 1.4% faster at 0.6B (session 21).
 pub fn wait_in_body_rule(cfg: &Config, o_heads: bool) -> bool {
     cfg.hidden_size > 1024 || o_heads
 }

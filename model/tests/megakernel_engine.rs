@@ -360,7 +360,10 @@ fn qwen3_0_6b_shaped_tracks_the_reference(fused_mlp: bool) {
     // head's (the fused MLP's default, `o_heads_rule`).
     assert_eq!(m.tiles().o_heads, fused_mlp);
     let o = m.mega_options();
-    assert_eq!(o.wait_in_body && o.waits_in_body("gemv_head_residual"), fused_mlp);
+    assert_eq!(
+        o.wait_in_body && o.waits_in_body("gemv_head_residual"),
+        fused_mlp
+    );
     assert!(!o.waits_in_body("rmsnorm_qkv_rope") && !o.waits_in_body("rmsnorm_mlp_tiles"));
     let mut r = Reference::new(cfg, Arc::new(w));
     for (pos, t) in [17u32, 900, 3].into_iter().enumerate() {
@@ -823,10 +826,18 @@ fn o_proj_per_head_computes_the_default_logits() {
     }
 }
 
-/// o_proj per head is the default (`o_heads_rule`), needs the fused MLP, can be turned
-/// off, and a retune keeps it.
+/// o_proj per head is the default up to hidden 2560 (`o_heads_rule`), needs the fused MLP,
+/// can be turned off, and a retune keeps it.
 #[test]
 fn o_proj_per_head_is_the_default_with_the_fused_mlp() {
+    use model::megakernel_engine::o_heads_rule;
+    for (hidden, want) in [(1024, true), (2048, true), (2560, true), (4096, false)] {
+        let cfg = model::Config {
+            hidden_size: hidden,
+            ..model::kernels::qwen3_0_6b()
+        };
+        assert_eq!(o_heads_rule(&cfg), want, "hidden {hidden}");
+    }
     let has = |o: &MegakernelOptions| mega("tied_gqa2_v4", Output::Logits, o).tiles().o_heads;
     let with = |o_heads, fused_mlp| MegakernelOptions {
         o_heads,

@@ -72,7 +72,8 @@ fn attend_chunk(
     store(part_acc + slot * D + d, acc);
 }
 
-/// Head `head`'s SPLITS partials merged: its attention output, in f32.
+/// Head `head`'s SPLITS partials merged: its attention output, in f32 (o_proj per head,
+/// `gemv::gemv_head_residual`).
 #[tile_fn]
 pub fn merged_head(
     part_m: Ptr<f32>,
@@ -93,7 +94,9 @@ pub fn merged_head(
     sum(acc * w.expand_dims(1), 0) / l
 }
 
-/// Head `head`'s SPLITS partials merged into its row of `out`.
+/// Head `head`'s SPLITS partials merged into its row of `out`: `merged_head`'s arithmetic
+/// with each load after the reduction before it, as it was measured (the loads first were
+/// not faster here, and slower at context 1: docs/PERF.md, session 21).
 #[tile_fn]
 fn merge_head(
     part_m: Ptr<f32>,
@@ -104,10 +107,15 @@ fn merge_head(
     #[constexpr] D: usize,
     #[constexpr] SPLITS: usize,
 ) {
+    let s = head * SPLITS + arange(0, SPLITS);
     let d = arange(0, D);
+    let m = load(part_m + s);
+    let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
+    let l = sum(load(part_l + s) * w, 0);
+    let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
     store(
         out + head * D + d,
-        merged_head(part_m, part_l, part_acc, head, D, SPLITS).to(bf16),
+        (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
     );
 }
 
@@ -146,7 +154,7 @@ pub fn attn_split(
     );
 }
 
-#[kernel(helpers(merge_head, merged_head))]
+#[kernel(helpers(merge_head))]
 pub fn attn_merge(
     part_m: Ptr<f32>,
     part_l: Ptr<f32>,
@@ -164,7 +172,7 @@ pub fn attn_merge(
 /// the last one's merge after every count, and the last one puts the ticket back to 0 for
 /// the next layer and step (tickets start at 0). One hop less than `attn_split` then
 /// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
-#[kernel(helpers(attend_chunk, merge_head, merged_head))]
+#[kernel(helpers(attend_chunk, merge_head))]
 pub fn attn_split_merge(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,

@@ -18,10 +18,12 @@
 //!
 //! The megakernel engine (`megakernel_engine.rs`) runs the same ops as one launch, with
 //! three changes: QKV finishes each head's q/k norm + RoPE in its last program
-//! (`rmsnorm_qkv_rope`), attention each head's merge in its last split (`attn_split_merge`),
-//! and the MLP is one stage: o_proj as `gemv_residual_copy`, then `rmsnorm_mlp_tiles` (gate,
-//! up, SiLU·mul and down together, split over the intermediate dimension, down's partial
-//! sums added into the residual with f32 atomics).
+//! (`rmsnorm_qkv_rope`), o_proj runs per query head and merges that head's attention
+//! partials itself (`gemv_head_residual`; attention is `attn_split` alone), and the MLP is
+//! one stage, `rmsnorm_mlp_tiles` (gate, up, SiLU·mul and down together, split over the
+//! intermediate dimension, down's partial sums added into the residual with f32 atomics).
+//! With `TESSERA_O_HEADS=0`, attention merges each head in its last split
+//! (`attn_split_merge`) and o_proj is `gemv_residual_copy`.
 //!
 //! Every kernel takes its dimensions as i32 scalars or constexprs, so one source serves
 //! Qwen3-0.6B to 32B and the tiny test checkpoints.
@@ -428,7 +430,7 @@ pub fn shipped() -> Vec<Shipped> {
                 ("BLOCK_N", int(t.attn_block_n)),
                 ("SPLITS", int(t.attn_splits)),
             ],
-            "decode attention in one grid: the split phase, then the last program of each head merges it",
+            "decode attention in one grid (the megakernel's with TESSERA_O_HEADS=0): the split phase, then the last program of each head merges it",
         ),
         k(
             &gemv::gemv_residual::KERNEL,
@@ -469,7 +471,19 @@ pub fn shipped() -> Vec<Shipped> {
                 c.push(("WEIGHTS_FIRST", ConstVal::Bool(false)));
                 c
             },
-            "the megakernel's candidate o_proj with the MLP fused: res += W · x, and a copy of the new rows",
+            "the megakernel's o_proj by rows with TESSERA_O_HEADS=0: res += W · x, and a copy of the new rows",
+        ),
+        k(
+            &gemv::gemv_head_residual::KERNEL,
+            {
+                vec![
+                    ("BM", int(crate::megakernel_engine::o_heads_bm(&cfg, &t))),
+                    ("D", int(hd)),
+                    ("SPLITS", int(t.attn_splits)),
+                    ("COPIES", int(1)),
+                ]
+            },
+            "the megakernel's o_proj: program (head, row block) merges the head's attention partials, res += W[rows, head] · a and the MLP's copy too (f32 atomics)",
         ),
         k(
             &mlp::rmsnorm_mlp_tiles::KERNEL,
