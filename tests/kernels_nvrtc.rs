@@ -409,6 +409,11 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
     vectorised.sort();
     assert_eq!(
         vectorised,
-        ["gemv_residual", "gemv_residual_tiles", "rmsnorm_mlp_tiles"]
+        [
+            "gemv_head_residual",
+            "gemv_residual",
+            "gemv_residual_tiles",
+            "rmsnorm_mlp_tiles"
+        ]
     );
 }
