@@ -411,6 +411,7 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
         vectorised,
         [
             "gemv_head_residual",
+            "gemv_head_residual_tiles",
             "gemv_residual",
             "gemv_residual_tiles",
             "rmsnorm_mlp_tiles"

@@ -28,7 +28,8 @@ use crate::error::ModelError;
 use crate::kernels::attention::{attn_split, attn_split_merge};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{
-    gemv_head_residual, gemv_residual, gemv_residual_copy, gemv_residual_tiles,
+    gemv_head_residual, gemv_head_residual_tiles, gemv_residual, gemv_residual_copy,
+    gemv_residual_tiles,
 };
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
@@ -130,6 +131,9 @@ pub fn decode_step(
     // candidate, off by default (`MegakernelOptions::o_heads`). Needs FUSED_MLP.
     #[constexpr] O_HEADS: bool,
     #[constexpr] OH_BM: usize,
+    // Row blocks per o_proj-per-head program (`gemv_head_residual_tiles` when OH_TILED).
+    #[constexpr] OH_TILED: bool,
+    #[constexpr] OH_TILES: usize,
     #[constexpr] QKV_COPY_ROWS: usize,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
@@ -235,21 +239,40 @@ pub fn decode_step(
                 ATTN_BLOCK_N,
                 ATTN_SPLITS,
             );
-            gemv_head_residual(
-                grid(HEADS, cdiv(HIDDEN, OH_BM)),
-                o_proj.layer(layer, HIDDEN * q_dim),
-                part_m,
-                part_l,
-                part_acc,
-                x,
-                x_mlp,
-                HIDDEN,
-                q_dim,
-                OH_BM,
-                HEAD_DIM,
-                ATTN_SPLITS,
-                RESID_COPIES,
-            );
+            if OH_TILED {
+                gemv_head_residual_tiles(
+                    grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    part_m,
+                    part_l,
+                    part_acc,
+                    x,
+                    x_mlp,
+                    HIDDEN,
+                    q_dim,
+                    OH_BM,
+                    HEAD_DIM,
+                    ATTN_SPLITS,
+                    RESID_COPIES,
+                    OH_TILES,
+                );
+            } else {
+                gemv_head_residual(
+                    grid(HEADS, cdiv(HIDDEN, OH_BM)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    part_m,
+                    part_l,
+                    part_acc,
+                    x,
+                    x_mlp,
+                    HIDDEN,
+                    q_dim,
+                    OH_BM,
+                    HEAD_DIM,
+                    ATTN_SPLITS,
+                    RESID_COPIES,
+                );
+            }
         } else {
             attn_split_merge(
                 grid(HEADS, ATTN_SPLITS),
@@ -487,6 +510,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         RESID_COPIES: t.resid_copies,
         O_HEADS: t.o_heads,
         OH_BM: o_heads_bm(cfg, t),
+        OH_TILED: o_heads_tiles(cfg, t) > 1,
+        OH_TILES: o_heads_tiles(cfg, t),
         QKV_COPY_ROWS: qkv_copy_rows(cfg, t),
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,
@@ -510,6 +535,17 @@ pub fn o_heads_bm(cfg: &Config, t: &Tiles) -> usize {
         bm *= 2;
     }
     bm
+}
+
+/// Row blocks per o_proj-per-head program (`Tiles::o_heads_tiles`; 0: as many as put one
+/// round of programs over the CTAs), at most a head's blocks.
+pub fn o_heads_tiles(cfg: &Config, t: &Tiles) -> usize {
+    let blocks = cfg.hidden_size.div_ceil(o_heads_bm(cfg, t));
+    match t.o_heads_tiles {
+        0 => (cfg.num_attention_heads * blocks).div_ceil(t.ctas.max(1)),
+        n => n,
+    }
+    .clamp(1, blocks.max(1))
 }
 
 /// Rows of the residual each QKV program copies into `x_mlp` with `Tiles::o_heads`
@@ -555,6 +591,9 @@ pub struct MegakernelOptions {
     /// (`Tiles::o_heads`); None: [`o_heads_rule`]. `TESSERA_O_HEADS=0` (or `1`) sets it.
     /// Needs the fused MLP.
     pub o_heads: Option<bool>,
+    /// Row blocks per o_proj-per-head program (`Tiles::o_heads_tiles`): a candidate, 1 by
+    /// default; `TESSERA_O_HEADS_TILES=N` sets it (0: spread over the CTAs).
+    pub o_heads_tiles: usize,
 }
 
 impl Default for MegakernelOptions {
@@ -579,6 +618,10 @@ impl Default for MegakernelOptions {
                 .and_then(|v| v.parse().ok()),
             wait_in_body: wib.map(|v| v != "0"),
             o_heads: std::env::var("TESSERA_O_HEADS").ok().map(|v| v != "0"),
+            o_heads_tiles: std::env::var("TESSERA_O_HEADS_TILES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1),
         }
     }
 }
@@ -654,7 +697,7 @@ pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
     if cfg.hidden_size > 2048 {
         return vec![];
     }
-    let mut k = vec!["gemv_head_residual"];
+    let mut k = vec!["gemv_head_residual", "gemv_head_residual_tiles"];
     if cfg.hidden_size > 1024 {
         k.extend([
             "rmsnorm_qkv_rope",
@@ -696,6 +739,7 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
 pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
+        o_heads_tiles: o.o_heads_tiles,
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
     with_wait_in_body(cfg, t, o)
@@ -830,10 +874,11 @@ impl MegakernelEngine {
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
-        let o_heads = t.o_heads;
+        let (o_heads, o_heads_tiles) = (t.o_heads, t.o_heads_tiles);
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
             o_heads,
+            o_heads_tiles,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);

@@ -538,6 +538,74 @@ fn o_proj_per_head_emulated_merges_and_adds() {
     }
 }
 
+/// `gemv_head_residual_tiles`' C (a head's TILES row blocks a program, the merge once, the
+/// next block's weights carried across the loop) adds the same bits into the residual and
+/// the MLP's input as `gemv_head_residual`'s C with one block per program: blocks past the
+/// hidden size, more tiles than a head has blocks, two residual copies.
+#[test]
+fn o_proj_per_head_tiles_emulated_equal_one_block_per_program() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(31);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    // (heads, D, hidden, BM, SPLITS, COPIES, TILES)
+    for (heads, d, h, bm, splits, copies, tiles) in [
+        (4usize, 32usize, 40usize, 8usize, 4usize, 2usize, 2usize),
+        (2, 64, 24, 8, 2, 1, 5),
+    ] {
+        let spec = |def: &dsl_runtime::KernelDef, extra: Option<usize>| {
+            let mut c = vec![
+                ("BM", int(bm)),
+                ("D", int(d)),
+                ("SPLITS", int(splits)),
+                ("COPIES", int(copies)),
+            ];
+            if let Some(t) = extra {
+                c.push(("TILES", int(t)));
+            }
+            def.specialize(&c).unwrap()
+        };
+        let one = spec(&model::kernels::gemv::gemv_head_residual::KERNEL, None);
+        let many = spec(
+            &model::kernels::gemv::gemv_head_residual_tiles::KERNEL,
+            Some(tiles),
+        );
+        let q_dim = heads * d;
+        let f32m = |v: &[f32]| HostMem::from_f32s(DType::F32, v);
+        let pl: Vec<f32> = rand(&mut rng, heads * splits, 1.0)
+            .iter()
+            .map(|v| 1.5 + v)
+            .collect();
+        let bufs = vec![
+            HostMem::from_f32s(DType::BF16, &bf16s(rand(&mut rng, h * q_dim, 0.5))),
+            f32m(&rand(&mut rng, heads * splits, 2.0)),
+            f32m(&pl),
+            f32m(&rand(&mut rng, heads * splits * d, 3.0)),
+            f32m(&rand(&mut rng, copies * h, 1.0)),
+            f32m(&rand(&mut rng, h, 1.0)),
+        ];
+        let sc = [h as i32, q_dim as i32].map(Scalar::I32);
+        let blocks = h.div_ceil(bm);
+        let want = emulate(
+            &one,
+            NUM_WARPS,
+            1,
+            [heads as u32, blocks as u32, 1],
+            &bufs,
+            &sc,
+        );
+        let grid = [heads as u32, blocks.div_ceil(tiles) as u32, 1];
+        let got = emulate(&many, NUM_WARPS, 1, grid, &bufs, &sc);
+        let bits = |v: &HostMem| v.to_f32s().iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for (what, idx) in [("residual", 4), ("MLP input", 5)] {
+            assert_eq!(bits(&got[idx]), bits(&want[idx]), "{what}, TILES {tiles}");
+            assert_ne!(bits(&got[idx]), bits(&bufs[idx]), "{what}: nothing added");
+        }
+    }
+}
+
 /// `gemv_residual_tiles`' C (the weights carried across its loop, one atomic add per row)
 /// adds the same bits into the residual as `gemv_residual`'s C with one program per tile,
 /// as the GPU runs them. (Not against the interpreter: it sums a row in index order, the C

@@ -803,7 +803,12 @@ fn fused_mlp_computes_the_two_stage_logits() {
 fn o_proj_per_head_computes_the_logits_of_o_proj_by_rows() {
     for name in CHECKPOINTS {
         let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
-        for ((mode, opts), copies) in modes().into_iter().flat_map(|m| [(m.clone(), 1), (m, 3)]) {
+        // 1 and 3 residual copies; one row block a program, or two (`o_heads_tiles`).
+        let cases = [(1, 1), (3, 1), (1, 2)];
+        for ((mode, opts), (copies, blocks)) in modes()
+            .into_iter()
+            .flat_map(|m| cases.map(|c| (m.clone(), c)))
+        {
             let with = |o_heads| MegakernelOptions {
                 tiles: Some(model::kernels::Tiles {
                     attn_block_n: 1,
@@ -811,6 +816,7 @@ fn o_proj_per_head_computes_the_logits_of_o_proj_by_rows() {
                 }),
                 resid_copies: Some(copies),
                 o_heads: Some(o_heads),
+                o_heads_tiles: blocks,
                 ..opts.clone()
             };
             let (mut a, mut b) = (
@@ -819,11 +825,17 @@ fn o_proj_per_head_computes_the_logits_of_o_proj_by_rows() {
             );
             assert!(!a.tiles().o_heads && b.tiles().o_heads);
             let eb = b.explain().unwrap();
+            let kernel = match blocks {
+                1 => "gemv_head_residual(",
+                _ => "gemv_head_residual_tiles(",
+            };
             assert!(
-                eb.contains("gemv_head_residual") && !eb.contains("attn_split_merge"),
+                eb.contains(kernel) && !eb.contains("attn_split_merge"),
                 "{eb}"
             );
-            let what = format!("{mode}, {copies} copies: o_proj per head against by rows");
+            let what = format!(
+                "{mode}, {copies} copies, {blocks} blocks a program: o_proj per head against by rows"
+            );
             same_logits_step_by_step(name, &what, &mut a, &mut b);
         }
     }
@@ -855,6 +867,23 @@ fn o_proj_per_head_is_the_default_with_the_fused_mlp() {
     m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
         .unwrap();
     assert!(m.tiles().o_heads, "a retune keeps it");
+    // Row blocks a program (`o_heads_tiles`): 1 by default; spread over 132 CTAs (0), 1 at
+    // 0.6B (128 programs fit), 3 at 4B (32 heads x 10 blocks), 4 at 8B (32 x 16).
+    use model::megakernel_engine::o_heads_tiles;
+    for (hidden, heads, want) in [(1024, 16, 1), (2560, 32, 3), (4096, 32, 4)] {
+        let cfg = model::Config {
+            hidden_size: hidden,
+            num_attention_heads: heads,
+            ..model::kernels::qwen3_0_6b()
+        };
+        let t = model::kernels::Tiles::for_config(&cfg);
+        assert_eq!(o_heads_tiles(&cfg, &t), 1, "hidden {hidden}");
+        let spread = model::kernels::Tiles {
+            o_heads_tiles: 0,
+            ..t
+        };
+        assert_eq!(o_heads_tiles(&cfg, &spread), want, "hidden {hidden}");
+    }
     // At Qwen3-0.6B: 16 heads x 8 row blocks of 128 = 128 programs on 132 CTAs; every QKV
     // program (128 of 32 rows) copies 8 rows of the residual.
     let cfg = model::kernels::qwen3_0_6b();

@@ -218,15 +218,32 @@ pub fn gemv_residual_tiles(
     }
 }
 
+/// Head `head`'s share `y` of o_proj's rows `rows` added into the fused MLP's input `copy`
+/// and into copy head % COPIES of the residual `res` (`[COPIES, m]`), with f32 atomics.
+#[tile_fn]
+fn add_head_rows(
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    rows: Tile<i32, BM>,
+    row_mask: Tile<bool, BM>,
+    y: Tile<f32, BM>,
+    head: i32,
+    m: i32,
+    #[constexpr] COPIES: usize,
+) {
+    atomic_add(copy + rows, y, row_mask);
+    atomic_add(res + (head % COPIES) * m + rows, y, row_mask);
+}
+
 /// o_proj split over the query heads, each program merging its head's attention first:
 /// program (h, j) merges head h's SPLITS attention partials (`attention::merged_head`, in
 /// f32), multiplies them by the [BM, D] block of W at rows j·BM.. and columns h·D.., and
 /// adds its BM partial sums into `copy` (the fused MLP's input, which the QKV stage left
 /// holding the layer's residual) and into copy h % COPIES of the residual `res`, with f32
 /// atomics. It replaces `attn_split_merge`'s merge (a ticket and a round trip per head) and
-/// o_proj's load of the merged heads: a candidate of the megakernel
-/// (`MegakernelOptions::o_heads`). `m`: hidden size, `k`: q_dim (W's row length).
-#[kernel(helpers(merged_head))]
+/// o_proj's load of the merged heads: the megakernel's o_proj up to hidden 2560
+/// (`megakernel_engine::o_heads_rule`). `m`: hidden size, `k`: q_dim (W's row length).
+#[kernel(helpers(merged_head, add_head_rows))]
 pub fn gemv_head_residual(
     w: Ptr<bf16>,
     part_m: Ptr<f32>,
@@ -254,6 +271,54 @@ pub fn gemv_head_residual(
     .to(f32);
     let a = merged_head(part_m, part_l, part_acc, head, D, SPLITS);
     let y = sum(wt * a.expand_dims(0), 1);
-    atomic_add(copy + rows, y, row_mask);
-    atomic_add(res + (head % COPIES) * m + rows, y, row_mask);
+    add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+}
+
+/// `gemv_head_residual` for a program that owns `TILES` consecutive `BM`-row blocks of its
+/// head (grid (heads, ⌈m / (BM·TILES)⌉)): the head merged once per program instead of once
+/// per block, and each block's weights loaded while the previous one reduces (`wt` carried
+/// into the next iteration), as `gemv_residual_tiles` does for o_proj by rows. The same
+/// arithmetic per row as one block per program: the same bits. A candidate where o_proj per
+/// head has more programs than CTAs (4B: 320, 8B: 512 of 132; `Tiles::o_heads_tiles`).
+#[kernel(helpers(merged_head, add_head_rows))]
+pub fn gemv_head_residual_tiles(
+    w: Ptr<bf16>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] D: usize,
+    #[constexpr] SPLITS: usize,
+    #[constexpr] COPIES: usize,
+    #[constexpr] TILES: usize,
+) {
+    let head = program_id(0);
+    let first = program_id(1) * TILES;
+    let d = arange(0, D);
+    // The first block's weights first: nothing they need is written by another stage.
+    let rows0 = first * BM + arange(0, BM);
+    let mut wt = load(
+        w + rows0.expand_dims(1) * k + head * D + d.expand_dims(0),
+        (rows0 < m).expand_dims(1),
+        0.0,
+    );
+    let a = merged_head(part_m, part_l, part_acc, head, D, SPLITS).expand_dims(0);
+    for t in 0..TILES {
+        let rows = (first + t) * BM + arange(0, BM);
+        let row_mask = rows < m;
+        let y = sum(wt.to(f32) * a, 1);
+        // The next block's weights (none past the last block or past m) stream in while
+        // this one's atomics go out.
+        let next = rows + BM;
+        wt = load(
+            w + next.expand_dims(1) * k + head * D + d.expand_dims(0),
+            ((next < m) & (t + 1 < TILES)).expand_dims(1),
+            0.0,
+        );
+        add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+    }
 }

@@ -190,6 +190,10 @@ pub struct Tiles {
     /// `fused_mlp`. Off in the rule; the megakernel engine sets it
     /// (`megakernel_engine::o_heads_rule`, `MegakernelOptions::o_heads`).
     pub o_heads: bool,
+    /// Row blocks per o_proj-per-head program (`gemv::gemv_head_residual_tiles` above 1: the
+    /// head merged once per program; 0: spread over the CTAs). 1 in the rule;
+    /// `MegakernelOptions::o_heads_tiles` (a candidate).
+    pub o_heads_tiles: usize,
     pub lm_head: Gemv,
     /// lm_head row blocks per program in the megakernel (`lm_head_argmax_tiles`), as
     /// `gate_up_tiles` (spread over the CTAs by default; `lm_head_argmax` with a k loop).
@@ -240,6 +244,7 @@ impl Tiles {
             fused_mlp: false,
             resid_copies: 1,
             o_heads: false,
+            o_heads_tiles: 1,
             lm_head,
             lm_head_tiles: 1,
             // A [BLOCK_N, head_dim] K (then V) tile of elems_per_thread per thread: at long
@@ -484,6 +489,17 @@ pub fn shipped() -> Vec<Shipped> {
                 ]
             },
             "the megakernel's o_proj: program (head, row block) merges the head's attention partials, res += W[rows, head] · a and the MLP's copy too (f32 atomics)",
+        ),
+        k(
+            &gemv::gemv_head_residual_tiles::KERNEL,
+            vec![
+                ("BM", int(crate::megakernel_engine::o_heads_bm(&cfg, &t))),
+                ("D", int(hd)),
+                ("SPLITS", int(t.attn_splits)),
+                ("COPIES", int(1)),
+                ("TILES", int(2)),
+            ],
+            "the megakernel's candidate o_proj per head: TILES row blocks a program, the head merged once, the next block's weights loaded while one adds",
         ),
         k(
             &mlp::rmsnorm_mlp_tiles::KERNEL,
