@@ -113,6 +113,15 @@ pub struct StageRow {
     pub compute_ns: u64,
     /// Programs run → arrival published (the release: its writes made visible).
     pub publish_ns: u64,
+    /// The run's last CTA done (the one that ends the run's share of the critical path),
+    /// median over runs: the previous run's last CTA done → this CTA past its wait (the
+    /// hop, when it waited for it: publish seen, wait released; negative when it passed
+    /// its wait before the previous run ended) ...
+    pub last_lag_ns: i64,
+    /// ... → its programs run ...
+    pub last_compute_ns: u64,
+    /// ... → its arrival published.
+    pub last_publish_ns: u64,
 }
 
 impl Profile {
@@ -167,6 +176,22 @@ impl Profile {
         ])
     }
 
+    /// The busy CTA of a run that was done last: (past its wait − `prev_done`, compute,
+    /// publish) ns.
+    fn last_cta(&self, run: usize, prev_done: u64) -> Option<(i64, u64, u64)> {
+        (0..self.ctas)
+            .map(|c| self.cta(run, c))
+            .filter(|t| t[1] != 0 && t[2] != 0)
+            .max_by_key(|t| t[3])
+            .map(|t| {
+                (
+                    t[1] as i64 - prev_done as i64,
+                    t[2].saturating_sub(t[1]),
+                    t[3].saturating_sub(t[2]),
+                )
+            })
+    }
+
     /// The launch's length: first stamp to last.
     pub fn total_ns(&self) -> u64 {
         let first = self.stamps.iter().map(|t| t[0]).filter(|&t| t != 0).min();
@@ -192,6 +217,7 @@ impl Profile {
             span: Vec<u64>,
             gap: Vec<i64>,
             timeline: [Vec<u64>; 3],
+            last: (Vec<i64>, Vec<u64>, Vec<u64>),
             bytes: u64,
             runs: usize,
         }
@@ -210,6 +236,11 @@ impl Profile {
                     v.push(x);
                 }
             }
+            if let Some((lag, compute, publish)) = self.last_cta(i, prev_done) {
+                e.last.0.push(lag);
+                e.last.1.push(compute);
+                e.last.2.push(publish);
+            }
             e.bytes = run.weight_bytes;
             e.runs += 1;
             prev_done = last.max(prev_done);
@@ -224,6 +255,7 @@ impl Profile {
             .map(|(s, mut e)| {
                 let med = median(&mut e.crit);
                 let [w, c, u] = &mut e.timeline;
+                let (ll, lc, lp) = &mut e.last;
                 StageRow {
                     stage: s,
                     label: self.labels[s].clone(),
@@ -236,6 +268,9 @@ impl Profile {
                     wait_ns: median(w),
                     compute_ns: median(c),
                     publish_ns: median(u),
+                    last_lag_ns: median(ll),
+                    last_compute_ns: median(lc),
+                    last_publish_ns: median(lp),
                 }
             })
             .collect()
@@ -254,14 +289,17 @@ impl Profile {
         );
         let _ = writeln!(
             s,
-            "| stage | runs | critical µs (total) | % | median span µs | median gap µs | weights KB | GB/s | CTA: dependency wait µs | compute µs | publish µs |"
+            "| stage | runs | critical µs (total) | % | median span µs | median gap µs | weights KB | GB/s | CTA: dependency wait µs | compute µs | publish µs | last CTA: hop µs | compute µs | publish µs |"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            s,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         let us = |ns: u64| ns as f64 / 1e3;
         for r in self.rows() {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {:.2} | {:.2} | {:.2} |",
+                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 r.label,
                 r.runs,
                 us(r.critical_ns),
@@ -273,11 +311,14 @@ impl Profile {
                 us(r.wait_ns),
                 us(r.compute_ns),
                 us(r.publish_ns),
+                r.last_lag_ns as f64 / 1e3,
+                us(r.last_compute_ns),
+                us(r.last_publish_ns),
             );
         }
         let _ = writeln!(
             s,
-            "CTA columns: per CTA with programs in a run (mean), median over runs: waiting for the stages it depends on; its programs (loads, the weights' too, compute, stores); publishing its arrival (its stores made visible)."
+            "CTA columns: per CTA with programs in a run (mean), median over runs: waiting for the stages it depends on; its programs (loads, the weights' too, compute, stores); publishing its arrival (its stores made visible). Last CTA columns: the CTA done last in a run (it ends the run's share of the critical path), median over runs: the previous run's last CTA done to this one past its wait (the hop: publish seen, wait released), its programs, its publish."
         );
         s
     }
@@ -347,5 +388,15 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("| 0.02 | 0.07 | 0.01 |"), "{table}");
+        // The last CTA done: run 0 CTA 0 (past its wait 9 after the launch's first stamp,
+        // 100, 4), run 2 either CTA (20 after run 1's end, 60, 6); run 1 CTA 1 (86 after
+        // run 0's end at 114, 100, 10).
+        let last = |r: &StageRow| (r.last_lag_ns, r.last_compute_ns, r.last_publish_ns);
+        assert_eq!(last(g), (20, 100, 6));
+        assert_eq!(last(a), (86, 100, 10));
+        assert!(
+            table.contains("| last CTA: hop µs | compute µs | publish µs |"),
+            "{table}"
+        );
     }
 }
