@@ -71,7 +71,8 @@ pub fn decode_step(
     v_cache: Ptr<bf16>,
     // Activations (the residual stream `x` in f32) and the two-phase ops' scratch.
     x: Ptr<f32>,
-    // With FUSED_MLP: o_proj's copy of `x`, which the MLP's norm reads while it adds into `x`.
+    // With FUSED_MLP: the MLP's input, a copy of `x` (o_proj's by rows, or QKV's that o_proj
+    // per head adds into), which its norm reads while it adds into `x`.
     x_mlp: Ptr<f32>,
     qkv: Ptr<bf16>,
     q: Ptr<bf16>,
@@ -123,12 +124,13 @@ pub fn decode_step(
     #[constexpr] MLP_BK: usize,
     #[constexpr] MLP_TILES: usize,
     // Copies of the residual stream the fused MLP adds into (`Tiles::resid_copies`; 1
-    // unless fused): every reader sums them, o_proj folds them, the embedding zeroes them.
+    // unless fused): every reader sums them, o_proj by rows folds them, the embedding
+    // zeroes them.
     #[constexpr] RESID_COPIES: usize,
     // o_proj split over the query heads, each program merging its head's attention
-    // partials (`gemv_head_residual`, BM rows a program; attention then writes partials
-    // only, and QKV leaves `x_mlp` holding the residual in QKV_COPY_ROWS-row pieces): a
-    // candidate, off by default (`MegakernelOptions::o_heads`). Needs FUSED_MLP.
+    // partials (`gemv_head_residual`, OH_BM rows a program; attention then writes partials
+    // only, and QKV leaves `x_mlp` holding the residual in QKV_COPY_ROWS-row pieces): the
+    // default up to hidden 2560 (`o_heads_rule`). Needs FUSED_MLP.
     #[constexpr] O_HEADS: bool,
     #[constexpr] OH_BM: usize,
     // Row blocks per o_proj-per-head program (`gemv_head_residual_tiles` when OH_TILED).
@@ -158,8 +160,8 @@ pub fn decode_step(
     );
     for layer in 0..LAYERS {
         // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
-        // done by its last program, then split-KV attention with each head's merge done by
-        // its last split.
+        // done by its last program, then split-KV attention, each head merged by o_proj
+        // per head (O_HEADS) or by its last split.
         if QKV_TILED {
             // QKV_TILES row tiles per program, the norm once (`Tiles::qkv_tiles`).
             rmsnorm_qkv_rope_tiles(
