@@ -117,8 +117,8 @@ pub fn decode_step(
     #[constexpr] DOWN_BK: usize,
     #[constexpr] DOWN_TILED: bool,
     #[constexpr] DOWN_TILES: usize,
-    // The MLP as one stage (`rmsnorm_mlp_tiles`, o_proj as `gemv_residual_copy`), the
-    // engine's default (`MegakernelOptions::fused_mlp`).
+    // The MLP as one stage (`rmsnorm_mlp_tiles`, o_proj as `gemv_head_residual` or
+    // `gemv_residual_copy`), the engine's default (`MegakernelOptions::fused_mlp`).
     #[constexpr] FUSED_MLP: bool,
     #[constexpr] MLP_BM: usize,
     #[constexpr] MLP_BK: usize,

@@ -48,7 +48,8 @@ pub struct TuneArgs {
     /// loaded while one reduces (1: one per program, the default; 0: spread over the CTAs).
     /// A GEMV whose k one step does not cover (down at 8B) gets k steps up to 16384 first.
     /// Only with the MLP as two stages (`TESSERA_FUSED_MLP=0`): the fused MLP has no down
-    /// GEMV, and its o_proj (`gemv_residual_copy`) runs one tile per program.
+    /// GEMV, and its o_proj (`gemv_head_residual` or `gemv_residual_copy`) runs one tile per
+    /// program.
     #[arg(long, value_name = "LIST")]
     pub gemv_tiles: Option<String>,
     /// QKV row tiles per program (`rmsnorm_qkv_rope_tiles`: the norm once, the next tile's
