@@ -134,3 +134,30 @@ fn tune_without_the_waits_drops_every_sync() {
         assert!(row.ms_per_token.is_some_and(|ms| ms > 0.0));
     }
 }
+
+/// `tessera tune --o-heads-tiles 1,2,0` on the interpreter: every configuration of o_proj
+/// per head's row blocks a program runs and decodes the first configuration's tokens (that
+/// a retune takes the count: `megakernel_engine.rs`'s tests), and the table has its column.
+#[test]
+fn tune_sweeps_o_proj_per_head_blocks() {
+    let cfg = model::embedded::config();
+    let w = model::embedded::weights(&cfg);
+    let timing = tessera::bench::tune::Timing {
+        position: 3,
+        tokens: 3,
+        profile: false,
+        no_waits: false,
+        watchdog_ms: 2000,
+    };
+    let knobs = [1, 2, 0].map(|o_heads_tiles| tessera::bench::tune::Knobs {
+        o_heads_tiles,
+        ..Default::default()
+    });
+    let rows = tessera::bench::tune::run(&cfg, &w, &Device::interpreter(), &knobs, timing);
+    for row in rows.unwrap() {
+        assert_eq!(row.error, None, "{:?}", row.knobs);
+        assert_eq!(row.same_tokens, Some(true), "{:?}", row.knobs);
+    }
+    let table = tessera::bench::tune::table(&[]);
+    assert!(table.contains("| o_proj per head tiles |"), "{table}");
+}

@@ -872,15 +872,15 @@ impl MegakernelEngine {
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then), and the stages wait inside their bodies or not.
+    /// uploaded only then), o_proj per head or not, and the stages wait inside their bodies
+    /// or not; `tiles.o_heads_tiles` is taken as given.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
-        let (o_heads, o_heads_tiles) = (t.o_heads, t.o_heads_tiles);
+        let o_heads = t.o_heads;
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
             o_heads,
-            o_heads_tiles,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);

@@ -867,6 +867,17 @@ fn o_proj_per_head_is_the_default_with_the_fused_mlp() {
     m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
         .unwrap();
     assert!(m.tiles().o_heads, "a retune keeps it");
+    let two = model::kernels::Tiles {
+        o_heads_tiles: 2,
+        ..model::kernels::Tiles::for_config(m.config())
+    };
+    m.retune(two, dsl_runtime::mega::MegaOptions::default())
+        .unwrap();
+    assert_eq!(
+        m.tiles().o_heads_tiles,
+        2,
+        "a retune takes its blocks a program"
+    );
     // Row blocks a program (`o_heads_tiles`): 1 by default; spread over 132 CTAs (0), 1 at
     // 0.6B (128 programs fit), 3 at 4B (32 heads x 10 blocks), 4 at 8B (32 x 16).
     use model::megakernel_engine::o_heads_tiles;

@@ -36,6 +36,9 @@ pub struct Knobs {
     /// QKV row tiles per program (`Tiles::with_qkv_tiles`); 0: spread over the CTAs, 1:
     /// one per program; None: the engine's rule (`megakernel_engine::qkv_tiles_rule`).
     pub qkv_tiles: Option<usize>,
+    /// o_proj-per-head row blocks per program (`Tiles::o_heads_tiles`); 0: spread over the
+    /// CTAs, 1: one per program (the default).
+    pub o_heads_tiles: usize,
 }
 
 impl Default for Knobs {
@@ -53,6 +56,7 @@ impl Default for Knobs {
             lm_head_tiles: 0,
             gemv_tiles: model::megakernel_engine::GEMV_TILES,
             qkv_tiles: None,
+            o_heads_tiles: MegakernelOptions::default().o_heads_tiles,
         }
     }
 }
@@ -137,6 +141,7 @@ pub fn run(
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
+        tiles.o_heads_tiles = k.o_heads_tiles;
         let res = one(&mut engine, tiles, mega, &timing);
         rows.push(match res {
             Ok((ms, tokens, prof)) => TuneRow {
@@ -225,12 +230,12 @@ pub fn table(rows: &[TuneRow]) -> String {
         }
     };
     let mut s = String::from(
-        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | attention splits | gate/up tiles | lm_head tiles | o_proj/down tiles | QKV tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| ms/token | warps | elems/thread | bk max | CTAs/SM | wait prefetch MiB | attention splits | gate/up tiles | lm_head tiles | o_proj/down tiles | QKV tiles | o_proj per head tiles | tokens = first config's |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in sorted {
         let k = &r.knobs;
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.ms_per_token.map_or_else(
                 || format!("error: {}", r.error.as_deref().unwrap_or("?")),
                 |m| format!("{m:.3}")
@@ -249,6 +254,7 @@ pub fn table(rows: &[TuneRow]) -> String {
             per_program(k.lm_head_tiles),
             per_program(k.gemv_tiles),
             k.qkv_tiles.map_or("rule".into(), per_program),
+            per_program(k.o_heads_tiles),
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

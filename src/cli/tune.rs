@@ -58,6 +58,11 @@ pub struct TuneArgs {
     /// would put 4 or more on a CTA).
     #[arg(long, value_name = "LIST")]
     pub qkv_tiles: Option<String>,
+    /// Row blocks per program of o_proj per head (`gemv_head_residual_tiles`: the head's
+    /// merge once a program): 1 is one per program, the default; 0 spreads them over the
+    /// CTAs. Only where o_proj runs per head (up to hidden 2560, or `TESSERA_O_HEADS=1`).
+    #[arg(long, value_name = "LIST")]
+    pub o_heads_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
     #[arg(long)]
     pub profile: bool,
@@ -154,6 +159,11 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         grid,
         list("gemv-tiles", &a.gemv_tiles, d.gemv_tiles)?,
         |k, v| k.gemv_tiles = v,
+    );
+    grid = times(
+        grid,
+        list("o-heads-tiles", &a.o_heads_tiles, d.o_heads_tiles)?,
+        |k, v| k.o_heads_tiles = v,
     );
     // Without the flag, the engine's rule (`megakernel_engine::qkv_tiles_rule`).
     if a.qkv_tiles.is_some() {
