@@ -266,6 +266,30 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
     }
 }
 
+/// The chains' C: one with grid barriers counts the barriers it passed (`tsr_bars`), one
+/// with counter waits only declares no such counter; both compile with NVRTC.
+#[test]
+fn chain_megakernels_cuda_compile_with_nvrtc() {
+    if let Err(e) = tessera::runtime::device::probe_nvrtc() {
+        panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
+    }
+    use tessera::toy::{chain_barrier, chain_counter};
+    let o = MegaOptions::default();
+    let barrier = chain_barrier::MEGAKERNEL
+        .cuda_source(&chain_barrier::constexprs(1000, 128), &o)
+        .unwrap();
+    let counter = chain_counter::MEGAKERNEL
+        .cuda_source(&chain_counter::constexprs(1000, 128), &o)
+        .unwrap();
+    assert!(barrier.code.contains("(++tsr_bars) * gridDim.x"));
+    assert!(!counter.code.contains("tsr_bars"), "{}", counter.code);
+    for src in [barrier, counter] {
+        if let Err(e) = tessera::runtime::nvrtc::compile(&src.code, "sm_90", false) {
+            panic!("{}:\n{e}", src.entry);
+        }
+    }
+}
+
 /// x, y after `chain_*` with `steps` on the interpreter, in `opts`' mode.
 fn chain(
     which: &str,

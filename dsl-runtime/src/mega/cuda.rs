@@ -297,7 +297,10 @@ impl Gen<'_> {
         w.line("if (threadIdx.x == 0) tsr_abort = 0;");
         w.line("__syncthreads();");
         w.line("// Barriers passed and, per counted stage, programs run so far: the same in every CTA.");
-        w.line("unsigned tsr_bars = 0, tsr_step = 0;  // tsr_step: stage runs so far");
+        if self.sched.syncs.iter().any(|s| s.kind == SyncKind::Barrier) {
+            w.line("unsigned tsr_bars = 0;  // grid barriers passed");
+        }
+        w.line("unsigned tsr_step = 0;  // stage runs so far");
         w.line(format!(
             "unsigned* tsr_rec = tsr_sync + {} + {} * blockIdx.x;  // where this CTA gave up, if it does",
             SyncWords::records(r.stages.len()),
