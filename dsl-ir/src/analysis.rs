@@ -37,31 +37,7 @@ impl Kernel {
         });
         e
     }
-}
 
-/// `walk`, but an `if` on a constant (a constexpr, once specialised) visits only the branch
-/// it takes: the other one never runs, so its accesses are no hazard.
-fn walk_live<'a>(body: &'a [Stmt], defs: &[Option<&Op>], f: &mut dyn FnMut(&'a Stmt)) {
-    for s in body {
-        f(s);
-        match s {
-            Stmt::For { body, .. } => walk_live(body, defs, f),
-            Stmt::If {
-                cond, then, els, ..
-            } => match defs[cond.0 as usize] {
-                Some(Op::Lit(Lit::Bool(true))) => walk_live(then, defs, f),
-                Some(Op::Lit(Lit::Bool(false))) => walk_live(els, defs, f),
-                _ => {
-                    walk_live(then, defs, f);
-                    walk_live(els, defs, f);
-                }
-            },
-            _ => {}
-        }
-    }
-}
-
-impl Kernel {
     /// The pointer parameters a pointer value may point into. A pointer that flows through
     /// a variable cannot be traced here: it conservatively names every pointer parameter.
     fn ptr_roots(&self, v: ValueId, defs: &[Option<&Op>]) -> BTreeSet<usize> {
@@ -88,5 +64,27 @@ impl Kernel {
             }
         }
         out
+    }
+}
+
+/// `walk`, but an `if` on a constant (a constexpr, once specialised) visits only the branch
+/// it takes: the other one never runs, so its accesses are no hazard.
+fn walk_live<'a>(body: &'a [Stmt], defs: &[Option<&Op>], f: &mut dyn FnMut(&'a Stmt)) {
+    for s in body {
+        f(s);
+        match s {
+            Stmt::For { body, .. } => walk_live(body, defs, f),
+            Stmt::If {
+                cond, then, els, ..
+            } => match defs[cond.0 as usize] {
+                Some(Op::Lit(Lit::Bool(true))) => walk_live(then, defs, f),
+                Some(Op::Lit(Lit::Bool(false))) => walk_live(els, defs, f),
+                _ => {
+                    walk_live(then, defs, f);
+                    walk_live(els, defs, f);
+                }
+            },
+            _ => {}
+        }
     }
 }

@@ -479,6 +479,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
             "{what}: {tiles} row tiles per program need one k step ({g:?}, k = {k})"
         );
     }
+    let oh_tiles = o_heads_tiles(cfg, t);
     decode_step::Consts {
         LAYERS: cfg.num_hidden_layers,
         HIDDEN: cfg.hidden_size,
@@ -512,8 +513,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         RESID_COPIES: t.resid_copies,
         O_HEADS: t.o_heads,
         OH_BM: o_heads_bm(cfg, t),
-        OH_TILED: o_heads_tiles(cfg, t) > 1,
-        OH_TILES: o_heads_tiles(cfg, t),
+        OH_TILED: oh_tiles > 1,
+        OH_TILES: oh_tiles,
         QKV_COPY_ROWS: qkv_copy_rows(cfg, t),
         LM_BM: t.lm_head.bm,
         LM_BK: t.lm_head.bk,

@@ -235,6 +235,25 @@ fn add_head_rows(
     atomic_add(res + (head % COPIES) * m + rows, y, row_mask);
 }
 
+/// The [BM, D] block of W at rows `rows` and head `head`'s columns (`k`: W's row length),
+/// rows where `mask` is false zero.
+#[tile_fn]
+fn load_head_block(
+    w: Ptr<bf16>,
+    rows: Tile<i32, BM>,
+    mask: Tile<bool, BM>,
+    head: i32,
+    k: i32,
+    #[constexpr] D: usize,
+) -> Tile<bf16, BM, D> {
+    let d = arange(0, D);
+    load(
+        w + rows.expand_dims(1) * k + head * D + d.expand_dims(0),
+        mask.expand_dims(1),
+        0.0,
+    )
+}
+
 /// o_proj split over the query heads, each program merging its head's attention first:
 /// program (h, j) merges head h's SPLITS attention partials (`attention::merged_head`, in
 /// f32), multiplies them by the [BM, D] block of W at rows j·BM.. and columns h·D.., and
@@ -243,7 +262,7 @@ fn add_head_rows(
 /// atomics. It replaces `attn_split_merge`'s merge (a ticket and a round trip per head) and
 /// o_proj's load of the merged heads: the megakernel's o_proj up to hidden 2560
 /// (`megakernel_engine::o_heads_rule`). `m`: hidden size, `k`: q_dim (W's row length).
-#[kernel(helpers(merged_head, add_head_rows))]
+#[kernel(helpers(merged_head, add_head_rows, load_head_block))]
 pub fn gemv_head_residual(
     w: Ptr<bf16>,
     part_m: Ptr<f32>,
@@ -261,14 +280,8 @@ pub fn gemv_head_residual(
     let head = program_id(0);
     let rows = program_id(1) * BM + arange(0, BM);
     let row_mask = rows < m;
-    let d = arange(0, D);
     // The weights first: nothing they need is written by another stage.
-    let wt = load(
-        w + rows.expand_dims(1) * k + head * D + d.expand_dims(0),
-        row_mask.expand_dims(1),
-        0.0,
-    )
-    .to(f32);
+    let wt = load_head_block(w, rows, row_mask, head, k, D).to(f32);
     let a = merged_head(part_m, part_l, part_acc, head, D, SPLITS);
     let y = sum(wt * a.expand_dims(0), 1);
     add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
@@ -280,7 +293,7 @@ pub fn gemv_head_residual(
 /// into the next iteration), as `gemv_residual_tiles` does for o_proj by rows. The same
 /// arithmetic per row as one block per program: the same bits. A candidate where o_proj per
 /// head has more programs than CTAs (4B: 320, 8B: 512 of 132; `Tiles::o_heads_tiles`).
-#[kernel(helpers(merged_head, add_head_rows))]
+#[kernel(helpers(merged_head, add_head_rows, load_head_block))]
 pub fn gemv_head_residual_tiles(
     w: Ptr<bf16>,
     part_m: Ptr<f32>,
@@ -298,14 +311,9 @@ pub fn gemv_head_residual_tiles(
 ) {
     let head = program_id(0);
     let first = program_id(1) * TILES;
-    let d = arange(0, D);
     // The first block's weights first: nothing they need is written by another stage.
     let rows0 = first * BM + arange(0, BM);
-    let mut wt = load(
-        w + rows0.expand_dims(1) * k + head * D + d.expand_dims(0),
-        (rows0 < m).expand_dims(1),
-        0.0,
-    );
+    let mut wt = load_head_block(w, rows0, rows0 < m, head, k, D);
     let a = merged_head(part_m, part_l, part_acc, head, D, SPLITS).expand_dims(0);
     for t in 0..TILES {
         let rows = (first + t) * BM + arange(0, BM);
@@ -314,11 +322,7 @@ pub fn gemv_head_residual_tiles(
         // The next block's weights (none past the last block or past m) stream in while
         // this one's atomics go out.
         let next = rows + BM;
-        wt = load(
-            w + next.expand_dims(1) * k + head * D + d.expand_dims(0),
-            ((next < m) & (t + 1 < TILES)).expand_dims(1),
-            0.0,
-        );
+        wt = load_head_block(w, next, (next < m) & (t + 1 < TILES), head, k, D);
         add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
     }
 }

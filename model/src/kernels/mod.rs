@@ -386,6 +386,13 @@ pub fn shipped() -> Vec<Shipped> {
     let int = |v: usize| ConstVal::Int(v as i64);
     let gemv = |g: Gemv| vec![("BM", int(g.bm)), ("BK", int(g.bk))];
     let hd = cfg.head_dim;
+    // o_proj per head's constexprs (`megakernel_engine::o_heads_bm`).
+    let head_gemv = vec![
+        ("BM", int(crate::megakernel_engine::o_heads_bm(&cfg, &t))),
+        ("D", int(hd)),
+        ("SPLITS", int(t.attn_splits)),
+        ("COPIES", int(1)),
+    ];
     let k = |kernel, constexprs, about| Shipped {
         kernel,
         constexprs,
@@ -480,25 +487,12 @@ pub fn shipped() -> Vec<Shipped> {
         ),
         k(
             &gemv::gemv_head_residual::KERNEL,
-            {
-                vec![
-                    ("BM", int(crate::megakernel_engine::o_heads_bm(&cfg, &t))),
-                    ("D", int(hd)),
-                    ("SPLITS", int(t.attn_splits)),
-                    ("COPIES", int(1)),
-                ]
-            },
+            head_gemv.clone(),
             "the megakernel's o_proj: program (head, row block) merges the head's attention partials, res += W[rows, head] · a and the MLP's copy too (f32 atomics)",
         ),
         k(
             &gemv::gemv_head_residual_tiles::KERNEL,
-            vec![
-                ("BM", int(crate::megakernel_engine::o_heads_bm(&cfg, &t))),
-                ("D", int(hd)),
-                ("SPLITS", int(t.attn_splits)),
-                ("COPIES", int(1)),
-                ("TILES", int(2)),
-            ],
+            [head_gemv, vec![("TILES", int(2))]].concat(),
             "the megakernel's candidate o_proj per head: TILES row blocks a program, the head merged once, the next block's weights loaded while one adds",
         ),
         k(
