@@ -15,6 +15,7 @@ pub mod kernel_def;
 pub mod launch_args;
 pub mod mega;
 pub mod nvrtc;
+pub mod readback;
 
 pub use autotune::Config;
 pub use device::{AsPtr, Buffer, BufferView, Device, PtrArg, INTERPRET_ENV};
@@ -24,6 +25,7 @@ pub use element::{bf16, f16, Element};
 pub use error::{Error, Result};
 pub use kernel_def::{cdiv, Binding, Constexprs, Grid, IntoGrid, KernelDef, Launch, Shipped, Tune};
 pub use launch_args::{ptr, Arg, TypedPtr};
+pub use readback::Readback;
 
 /// A kernel parameter type: a pointer to elements of `T` in device memory. Only the
 /// `#[kernel]` macro reads it; it never exists at run time.

@@ -49,4 +49,46 @@ pub trait Engine {
     fn device_sampling(&mut self, _params: &SamplingParams) -> Result<bool, ModelError> {
         Ok(false)
     }
+    /// Decodes on by itself: feeds `token` at `pos`, then each token it chooses, for at
+    /// most `max_steps` steps, handing each chosen token to `on_token`, which says whether
+    /// to go on. Returns the steps whose tokens `on_token` saw. For an engine whose steps
+    /// return `StepOutput::Token` (after `device_sampling` said yes). The default is one
+    /// `step` after another; the megakernel engine can queue each step before it reads the
+    /// previous one's token back (`MegakernelOptions::run_ahead`).
+    fn decode(
+        &mut self,
+        token: u32,
+        pos: usize,
+        max_steps: usize,
+        on_token: &mut dyn FnMut(u32) -> Result<bool, ModelError>,
+    ) -> Result<usize, ModelError> {
+        decode_stepwise(self, token, pos, max_steps, on_token)
+    }
+}
+
+/// [`Engine::decode`] as one `step` after another.
+pub fn decode_stepwise<E: Engine + ?Sized>(
+    engine: &mut E,
+    token: u32,
+    pos: usize,
+    max_steps: usize,
+    on_token: &mut dyn FnMut(u32) -> Result<bool, ModelError>,
+) -> Result<usize, ModelError> {
+    let mut t = token;
+    for i in 0..max_steps {
+        t = match engine.step(t, pos + i)? {
+            StepOutput::Token(t) => t,
+            StepOutput::Logits(_) => {
+                return Err(ModelError::Engine {
+                    engine: engine.name().to_string(),
+                    msg: "decode needs the engine to choose tokens (its steps return logits)"
+                        .into(),
+                })
+            }
+        };
+        if !on_token(t)? {
+            return Ok(i + 1);
+        }
+    }
+    Ok(max_steps)
 }

@@ -91,7 +91,7 @@ pub fn generate(
     let start = Instant::now();
     // The whole prompt at once (the device engines' prefill; one step per token for the
     // reference).
-    let mut out = engine.prefill(prompt, 0)?;
+    let out = engine.prefill(prompt, 0)?;
     let prompt_ms = start.elapsed().as_secs_f64() * 1e3;
 
     let mut generated = Vec::new();
@@ -99,29 +99,51 @@ pub fn generate(
     let mut ttft_ms = 0.0;
     let decode_start = Instant::now();
     let mut decode_steps = 0;
-    let stop = loop {
-        if generated.len() >= max_new_tokens {
-            break StopReason::MaxNewTokens;
-        }
-        let tok = pick(out, sampler)?;
-        if generated.is_empty() {
-            ttft_ms = start.elapsed().as_secs_f64() * 1e3;
-        }
+    let mut stop = (max_new_tokens == 0).then_some(StopReason::MaxNewTokens);
+    let first = match stop {
+        None => Some(pick(out, sampler)?),
+        Some(_) => None,
+    };
+    // Takes one chosen token: records and streams it, and says whether to go on.
+    let mut accept = |tok: u32, generated: &mut Vec<u32>| -> Result<bool, ModelError> {
         generated.push(tok);
         on_token(tok)?;
         if eos_ids.contains(&tok) {
-            break StopReason::Eos;
+            stop = Some(StopReason::Eos);
+        } else if generated.len() >= max_new_tokens {
+            stop = Some(StopReason::MaxNewTokens);
         }
-        if generated.len() >= max_new_tokens {
-            break StopReason::MaxNewTokens;
-        }
-        if pos >= engine.max_context() {
-            break StopReason::ContextLimit;
-        }
-        out = engine.step(tok, pos)?;
-        pos += 1;
-        decode_steps += 1;
+        Ok(stop.is_none())
     };
+    let go_on = match first {
+        Some(tok) => {
+            ttft_ms = start.elapsed().as_secs_f64() * 1e3;
+            accept(tok, &mut generated)?
+        }
+        None => false,
+    };
+    if go_on {
+        let budget = engine.max_context().saturating_sub(pos);
+        if on_device {
+            // The engine chooses each token itself: it may queue a step before the
+            // previous token reaches the host (`Engine::decode`); never one past the
+            // token budget.
+            let tok = *generated.last().expect("one token accepted");
+            let steps = budget.min(max_new_tokens - generated.len());
+            decode_steps = engine.decode(tok, pos, steps, &mut |t| accept(t, &mut generated))?;
+        } else {
+            while decode_steps < budget {
+                let tok = *generated.last().expect("one token accepted");
+                let out = engine.step(tok, pos)?;
+                pos += 1;
+                decode_steps += 1;
+                if !accept(pick(out, sampler)?, &mut generated)? {
+                    break;
+                }
+            }
+        }
+    }
+    let stop = stop.unwrap_or(StopReason::ContextLimit);
     let decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
     let timings = Timings {
         prompt_tokens: prompt.len(),

@@ -40,7 +40,7 @@ use crate::sampling::SamplingParams;
 use crate::weights::Weights;
 use dsl_runtime::mega::MegaOptions;
 use dsl_runtime::prelude::*;
-use dsl_runtime::{ptr, Binding};
+use dsl_runtime::{ptr, Binding, Readback};
 
 /// One decode step of a dense Qwen3. Inputs: `token` and `pos` (one i32 each); outputs:
 /// `next` (the chosen token), `logits`, and the K/V of `pos` written into the caches.
@@ -597,6 +597,10 @@ pub struct MegakernelOptions {
     /// Row blocks per o_proj-per-head program (`Tiles::o_heads_tiles`): a candidate, 1 by
     /// default; `TESSERA_O_HEADS_TILES=N` sets it (0: spread over the CTAs).
     pub o_heads_tiles: usize,
+    /// `Engine::decode` queues each step before it reads the previous step's token back,
+    /// so the GPU never waits for the host between steps. A candidate, off until measured;
+    /// `TESSERA_RUN_AHEAD=1` turns it on.
+    pub run_ahead: bool,
 }
 
 impl Default for MegakernelOptions {
@@ -625,6 +629,7 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1),
+            run_ahead: std::env::var("TESSERA_RUN_AHEAD").is_ok_and(|v| v != "0"),
         }
     }
 }
@@ -780,6 +785,10 @@ pub struct MegakernelEngine {
     launches: u64,
     /// Why the KV cache is smaller than asked, if it is.
     note: Option<String>,
+    /// `MegakernelOptions::run_ahead`, and its two host slots for the chosen tokens (made
+    /// at the first such decode).
+    run_ahead: bool,
+    slots: Option<[Readback<i32>; 2]>,
 }
 
 impl MegakernelEngine {
@@ -827,6 +836,8 @@ impl MegakernelEngine {
             constexprs,
             launches: 0,
             note,
+            run_ahead: opts.run_ahead,
+            slots: None,
         })
     }
 
@@ -987,6 +998,71 @@ impl MegakernelEngine {
         self.m.kv_cache()
     }
 
+    /// [`Engine::decode`] one step ahead: step i + 1 and the copy of its token are queued
+    /// before the host waits for step i's token, so the GPU runs step after step while the
+    /// host reads, streams and decides. When `on_token` stops, the step queued beyond is
+    /// left unread (its KV row is rewritten when that position is fed).
+    fn decode_ahead(
+        &mut self,
+        token: u32,
+        pos: usize,
+        max_steps: usize,
+        on_token: &mut dyn FnMut(u32) -> Result<bool, ModelError>,
+    ) -> Result<usize, ModelError> {
+        if pos + max_steps > self.m.max_seq {
+            return Err(self.m.err(format!(
+                "{max_steps} steps from position {pos} pass the KV cache's {} positions",
+                self.m.max_seq
+            )));
+        }
+        if self.slots.is_none() {
+            let slot = || self.m.dev.readback::<i32>(1).map_err(|e| self.m.err(e));
+            self.slots = Some([slot()?, slot()?]);
+        }
+        self.m.begin_step(token, pos)?;
+        self.queue_step(pos, 0)?;
+        for i in 0..max_steps {
+            let ahead = i + 1 < max_steps;
+            if ahead {
+                // The step reads its token and position where the last one left them.
+                self.queue_step(pos + i + 1, (i + 1) % 2)?;
+            }
+            let slots = self.slots.as_ref().expect("made above");
+            let t = slots[i % 2].get().map_err(|e| self.m.err(e))?[0] as u32;
+            if t as usize >= self.m.cfg.vocab_size {
+                // Only a launch that did not finish leaves this: say why.
+                self.check_errors()?;
+                return Err(self
+                    .m
+                    .err(format!("the step chose token {t}, beyond the vocabulary")));
+            }
+            if (i as u64 + 1).is_multiple_of(CHECK_EVERY) {
+                self.check_errors()?;
+            }
+            if !on_token(t)? || !ahead {
+                // What the caller has seen: positions up to pos + i are cached; the device
+                // holds this token for the next step unless a step beyond was queued.
+                self.m.end_step(pos + i);
+                self.m.on_device = (!ahead).then_some((t, pos + i + 1));
+                return Ok(i + 1);
+            }
+        }
+        Ok(0)
+    }
+
+    /// Launches the step at `pos` (its token and position already on the device) and
+    /// queues the copy of the token it chooses into host slot `slot`.
+    fn queue_step(&mut self, pos: usize, slot: usize) -> Result<(), ModelError> {
+        self.launch().map_err(|e| self.m.err(e))?;
+        self.m.end_step(pos);
+        let slots = self.slots.as_mut().expect("made by decode_ahead");
+        self.m
+            .a
+            .next
+            .copy_to_readback(&mut slots[slot])
+            .map_err(|e| self.m.err(e))
+    }
+
     /// The one launch of a step; the token id and position are already on the device.
     fn launch(&mut self) -> Result<(), dsl_runtime::Error> {
         let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
@@ -1069,6 +1145,19 @@ impl Engine for MegakernelEngine {
         }
         crate::prefill::run(&mut self.m, tokens, start_pos)?;
         self.output(start_pos + tokens.len())
+    }
+    fn decode(
+        &mut self,
+        token: u32,
+        pos: usize,
+        max_steps: usize,
+        on_token: &mut dyn FnMut(u32) -> Result<bool, ModelError>,
+    ) -> Result<usize, ModelError> {
+        if self.run_ahead && self.output == Output::Token && max_steps > 0 {
+            self.decode_ahead(token, pos, max_steps, on_token)
+        } else {
+            crate::engine::decode_stepwise(self, token, pos, max_steps, on_token)
+        }
     }
     /// Greedy and plain temperature sampling happen in the lm_head (one int read back);
     /// top-k / top-p need the logits on the host.

@@ -118,6 +118,13 @@ fn gpu_megakernel_greedy_matches_transformers_one_launch_per_token() {
     }
 }
 
+/// Decoding one step ahead on the GPU (`common::decode_ahead_check`).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_decoding_one_step_ahead_chooses_the_same_tokens() {
+    decode_ahead_check(&gpu());
+}
+
 /// Gumbel-max sampling on the GPU picks what the host mirror of its hash picks from the
 /// same logits (up to near-ties: the GPU's log differs from the host's in the last bits).
 #[test]

@@ -973,3 +973,9 @@ fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
     };
     assert_eq!(copies(unfused).0, 1);
 }
+
+/// Decoding one step ahead chooses the tokens one step at a time does (`common::decode_ahead_check`).
+#[test]
+fn decoding_one_step_ahead_chooses_the_same_tokens() {
+    decode_ahead_check(&Device::interpreter());
+}

@@ -218,15 +218,22 @@ fn ms_per_token(
     tok: &mut u32,
 ) -> Result<f64, ModelError> {
     e.assume_cached(p)?;
-    for i in 0..3 {
-        *tok = token_of(e.step(*tok, p + i)?);
-    }
+    *tok = greedy_steps(e, *tok, p, 3)?;
     e.assume_cached(p)?;
     let t = Instant::now();
-    for i in 0..tokens {
-        *tok = token_of(e.step(*tok, p + i)?);
-    }
+    *tok = greedy_steps(e, *tok, p, tokens)?;
     Ok(t.elapsed().as_secs_f64() * 1e3 / tokens as f64)
+}
+
+/// `n` steps from `tok` at `p` as `generate` runs them (`Engine::decode`, every token read
+/// back); the last token chosen.
+pub fn greedy_steps(e: &mut dyn Engine, tok: u32, p: usize, n: usize) -> Result<u32, ModelError> {
+    let mut last = tok;
+    e.decode(tok, p, n, &mut |t| {
+        last = t;
+        Ok(true)
+    })?;
+    Ok(last)
 }
 
 /// The token of a step: chosen on the device, or the argmax of its logits.

@@ -186,20 +186,17 @@ fn one(
         engine.set_mega_options(o);
     }
     engine.compile()?;
-    let tok = crate::bench::token_of;
-    let mut t = 0u32;
     engine.assume_cached(position)?;
-    for i in 0..3 {
-        t = tok(engine.step(t, position + i)?);
-    }
+    let mut t = crate::bench::greedy_steps(engine, 0, position, 3)?;
     engine.assume_cached(position)?;
     let mut out = Vec::with_capacity(tokens);
     let start = Instant::now();
-    for i in 0..tokens {
-        t = tok(engine.step(t, position + i)?);
-        out.push(t);
-    }
+    engine.decode(t, position, tokens, &mut |x| {
+        out.push(x);
+        Ok(true)
+    })?;
     let ms = start.elapsed().as_secs_f64() * 1e3 / tokens as f64;
+    t = out.last().copied().unwrap_or(t);
     engine.check_errors()?;
     let mut prof = None;
     if profile && engine.mega_options().ctas.is_some() {

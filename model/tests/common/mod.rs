@@ -161,3 +161,71 @@ pub fn logits(out: model::StepOutput) -> Vec<f32> {
 pub fn gpu() -> dsl_runtime::Device {
     dsl_runtime::Device::cuda(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
 }
+
+/// Decoding one step ahead (`MegakernelOptions::run_ahead`: each step queued before the
+/// previous one's token is read back) chooses the tokens one step at a time chooses, on
+/// every committed checkpoint: greedy through `generate` (transformers' decisive prefix,
+/// one launch per token but the last), and stopped at an EOS: then exactly one step beyond
+/// it ran, and decoding resumes where the caller stopped as if it had not.
+pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
+    use model::kernels_engine::Output;
+    use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
+    use model::{Checkpoint, Engine, StepOutput};
+    for name in CHECKPOINTS {
+        let exp = expected(name);
+        let prompt = ids(&exp["prompt_ids"]);
+        let want = ids(&exp["greedy_ids"]);
+        let decisive = decisive_prefix(&exp);
+        assert!(decisive >= 3, "{name}: decisive prefix {decisive}");
+        // Stop at the second generated token's id, wherever it first appears.
+        let eos = want[1];
+        let at = want.iter().position(|&t| t == eos).unwrap();
+        for run_ahead in [false, true] {
+            let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+            let opts = MegakernelOptions {
+                run_ahead,
+                output: Output::Token,
+                ..Default::default()
+            };
+            let mut m = MegakernelEngine::new(ck.config, &ck.weights, dev.clone(), opts).unwrap();
+            let run = |m: &mut MegakernelEngine, eos: &[u32]| {
+                let mut sampler = model::sampling::Sampler::new(Default::default());
+                model::generate::generate(m, &prompt, decisive, &mut sampler, eos, &mut |_| Ok(()))
+                    .unwrap()
+            };
+            let g = run(&mut m, &[]);
+            assert_eq!(
+                g.generated_ids,
+                want[..decisive],
+                "{name} ahead={run_ahead}"
+            );
+            assert_eq!(
+                m.launches(),
+                decisive as u64 - 1,
+                "{name} ahead={run_ahead}"
+            );
+
+            let before = m.launches();
+            let g = run(&mut m, &[eos]);
+            assert_eq!(
+                g.generated_ids,
+                want[..=at],
+                "{name} ahead={run_ahead}: EOS"
+            );
+            assert_eq!(g.stop, model::generate::StopReason::Eos);
+            let beyond = u64::from(run_ahead && at + 1 < decisive);
+            assert_eq!(
+                m.launches() - before,
+                at as u64 + beyond,
+                "{name} ahead={run_ahead}: launches to the EOS"
+            );
+            // Resume after the EOS: the next token is the one greedy decoding gives there.
+            let next = m.step(eos, prompt.len() + at).unwrap();
+            assert_eq!(
+                next,
+                StepOutput::Token(want[at + 1]),
+                "{name} ahead={run_ahead}: resumed"
+            );
+        }
+    }
+}
