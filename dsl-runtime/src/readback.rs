@@ -5,7 +5,7 @@
 use crate::device::{Buffer, Device, Kind, RawBuf};
 use crate::element::{from_bytes, Element};
 use crate::error::{Error, Result};
-use cudarc::driver::PinnedHostSlice;
+use cudarc::driver::{sys, CudaEvent, PinnedHostSlice};
 use std::marker::PhantomData;
 
 /// Host memory for `len` elements of `T`, filled by [`Buffer::copy_to_readback`].
@@ -16,8 +16,10 @@ pub struct Readback<T: Element> {
 }
 
 enum Slot {
-    /// Page-locked, so the copy is asynchronous; its event says when it landed.
-    Pinned(PinnedHostSlice<u8>),
+    /// Page-locked, so the copy is asynchronous; the event, recorded behind the copy, says
+    /// when it landed. (cudarc records the slice's own event only when a context has
+    /// several streams: with one it would not wait at all.)
+    Pinned(PinnedHostSlice<u8>, CudaEvent),
     /// The interpreter runs every launch at once: the copy is done when queued.
     Host(Vec<u8>),
 }
@@ -28,7 +30,11 @@ impl Device {
         let bytes = (len * T::DTYPE.size_bytes()).max(1);
         let raw = match &*self.0 {
             // SAFETY: the slice is only read after its copy's event (`PinnedHostSlice::as_slice`).
-            Kind::Cuda(c) => Slot::Pinned(unsafe { c.ctx.alloc_pinned::<u8>(bytes)? }),
+            Kind::Cuda(c) => Slot::Pinned(
+                unsafe { c.ctx.alloc_pinned::<u8>(bytes)? },
+                c.ctx
+                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?,
+            ),
             Kind::Interpreter { .. } => Slot::Host(vec![0; bytes]),
         };
         Ok(Readback {
@@ -55,8 +61,10 @@ impl<T: Element> Buffer<T> {
         }
         let n = self.len() * T::DTYPE.size_bytes();
         match (&self.raw, &mut dst.raw) {
-            (RawBuf::Cuda(s), Slot::Pinned(p)) => {
-                s.stream().memcpy_dtoh(&s.slice(0..n), p)?;
+            (RawBuf::Cuda(s), Slot::Pinned(p, landed)) => {
+                let stream = s.stream();
+                stream.memcpy_dtoh(&s.slice(0..n), p)?;
+                landed.record(stream)?;
             }
             (RawBuf::Host(h), Slot::Host(v)) => {
                 v[..n].copy_from_slice(&crate::device::lock(h).bytes[..n]);
@@ -77,7 +85,10 @@ impl<T: Element> Readback<T> {
     pub fn get(&self) -> Result<Vec<T>> {
         let n = self.len * T::DTYPE.size_bytes();
         Ok(match &self.raw {
-            Slot::Pinned(p) => from_bytes(&p.as_slice()?[..n]),
+            Slot::Pinned(p, landed) => {
+                landed.synchronize()?;
+                from_bytes(&p.as_slice()?[..n])
+            }
             Slot::Host(v) => from_bytes(&v[..n]),
         })
     }
