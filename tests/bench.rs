@@ -150,7 +150,7 @@ fn tune_sweeps_o_proj_per_head_blocks() {
         watchdog_ms: 2000,
     };
     let knobs = [1, 2, 0].map(|o_heads_tiles| tessera::bench::tune::Knobs {
-        o_heads_tiles,
+        o_heads_tiles: Some(o_heads_tiles),
         ..Default::default()
     });
     let rows = tessera::bench::tune::run(&cfg, &w, &Device::interpreter(), &knobs, timing);

@@ -594,9 +594,9 @@ pub struct MegakernelOptions {
     /// (`Tiles::o_heads`); None: [`o_heads_rule`]. `TESSERA_O_HEADS=0` (or `1`) sets it.
     /// Needs the fused MLP.
     pub o_heads: Option<bool>,
-    /// Row blocks per o_proj-per-head program (`Tiles::o_heads_tiles`): a candidate, 1 by
-    /// default; `TESSERA_O_HEADS_TILES=N` sets it (0: spread over the CTAs).
-    pub o_heads_tiles: usize,
+    /// Row blocks per o_proj-per-head program (`Tiles::o_heads_tiles`; 0: spread over the
+    /// CTAs); None: [`o_heads_tiles_rule`]. `TESSERA_O_HEADS_TILES=N` sets it.
+    pub o_heads_tiles: Option<usize>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -629,8 +629,7 @@ impl Default for MegakernelOptions {
             o_heads: std::env::var("TESSERA_O_HEADS").ok().map(|v| v != "0"),
             o_heads_tiles: std::env::var("TESSERA_O_HEADS_TILES")
                 .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1),
+                .and_then(|v| v.parse().ok()),
             run_ahead: std::env::var("TESSERA_RUN_AHEAD").map_or(true, |v| v != "0"),
         }
     }
@@ -685,6 +684,19 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
 /// each CTA (docs/PERF.md, session 21).
 pub fn o_heads_rule(cfg: &Config) -> bool {
     cfg.hidden_size <= 2560
+}
+
+/// Row blocks per o_proj-per-head program by default (`Tiles::o_heads_tiles`): spread over
+/// the CTAs (0) above hidden 2048, else one (1). At 4B (hidden 2560: 320 blocks, 3 a
+/// program) spreading was 1.8% / 2.5% faster at contexts 1 / 512 on an H100 (4 of 4 pairs
+/// each; 2.5% / 1.1% in 2 more) and passed the real-shape test (docs/PERF.md, session 22).
+/// Not measured at 1.7B, where it would put 2 blocks on a program.
+pub fn o_heads_tiles_rule(cfg: &Config) -> usize {
+    if cfg.hidden_size > 2048 {
+        0
+    } else {
+        1
+    }
 }
 
 /// Whether stages wait inside their bodies by default (`MegaOptions::wait_in_body`: the
@@ -749,7 +761,7 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
 pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
-        o_heads_tiles: o.o_heads_tiles,
+        o_heads_tiles: o.o_heads_tiles.unwrap_or_else(|| o_heads_tiles_rule(cfg)),
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
     with_wait_in_body(cfg, t, o)

@@ -816,7 +816,7 @@ fn o_proj_per_head_computes_the_logits_of_o_proj_by_rows() {
                 }),
                 resid_copies: Some(copies),
                 o_heads: Some(o_heads),
-                o_heads_tiles: blocks,
+                o_heads_tiles: Some(blocks),
                 ..opts.clone()
             };
             let (mut a, mut b) = (
@@ -878,9 +878,39 @@ fn o_proj_per_head_is_the_default_with_the_fused_mlp() {
         2,
         "a retune takes its blocks a program"
     );
-    // Row blocks a program (`o_heads_tiles`): 1 by default; spread over 132 CTAs (0), 1 at
-    // 0.6B (128 programs fit), 3 at 4B (32 heads x 10 blocks), 4 at 8B (32 x 16).
-    use model::megakernel_engine::o_heads_tiles;
+    // Row blocks a program (`o_heads_tiles`): the engine spreads them above hidden 2048
+    // (`o_heads_tiles_rule`), else one a program; spread over 132 CTAs (0), 1 at 0.6B (128
+    // programs fit), 3 at 4B (32 heads x 10 blocks), 4 at 8B (32 x 16).
+    use model::megakernel_engine::{o_heads_tiles, o_heads_tiles_rule};
+    for (hidden, want) in [(1024, 1), (2048, 1), (2560, 0), (4096, 0)] {
+        let cfg = model::Config {
+            hidden_size: hidden,
+            ..model::kernels::qwen3_0_6b()
+        };
+        assert_eq!(o_heads_tiles_rule(&cfg), want, "hidden {hidden}");
+    }
+    assert_eq!(
+        m.tiles().o_heads_tiles,
+        2,
+        "the rule does not override a retune"
+    );
+    let forced = MegakernelOptions {
+        o_heads_tiles: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(
+        mega("tied_gqa2_v4", Output::Logits, &forced)
+            .tiles()
+            .o_heads_tiles,
+        0
+    );
+    assert_eq!(
+        mega("tied_gqa2_v4", Output::Logits, &Default::default())
+            .tiles()
+            .o_heads_tiles,
+        1,
+        "the rule at a small hidden size"
+    );
     for (hidden, heads, want) in [(1024, 16, 1), (2560, 32, 3), (4096, 32, 4)] {
         let cfg = model::Config {
             hidden_size: hidden,

@@ -37,8 +37,9 @@ pub struct Knobs {
     /// one per program; None: the engine's rule (`megakernel_engine::qkv_tiles_rule`).
     pub qkv_tiles: Option<usize>,
     /// o_proj-per-head row blocks per program (`Tiles::o_heads_tiles`); 0: spread over the
-    /// CTAs, 1: one per program (the default).
-    pub o_heads_tiles: usize,
+    /// CTAs, 1: one per program; None: the engine's rule
+    /// (`megakernel_engine::o_heads_tiles_rule`).
+    pub o_heads_tiles: Option<usize>,
 }
 
 impl Default for Knobs {
@@ -141,7 +142,9 @@ pub fn run(
         if k.attn_splits > 0 {
             tiles.attn_splits = k.attn_splits;
         }
-        tiles.o_heads_tiles = k.o_heads_tiles;
+        tiles.o_heads_tiles = k
+            .o_heads_tiles
+            .unwrap_or_else(|| model::megakernel_engine::o_heads_tiles_rule(cfg));
         let res = one(&mut engine, tiles, mega, &timing);
         rows.push(match res {
             Ok((ms, tokens, prof)) => TuneRow {
@@ -251,7 +254,7 @@ pub fn table(rows: &[TuneRow]) -> String {
             per_program(k.lm_head_tiles),
             per_program(k.gemv_tiles),
             k.qkv_tiles.map_or("rule".into(), per_program),
-            per_program(k.o_heads_tiles),
+            k.o_heads_tiles.map_or("rule".into(), per_program),
             match r.same_tokens {
                 Some(true) => "yes",
                 Some(false) => "**no**",

@@ -59,8 +59,9 @@ pub struct TuneArgs {
     #[arg(long, value_name = "LIST")]
     pub qkv_tiles: Option<String>,
     /// Row blocks per program of o_proj per head (`gemv_head_residual_tiles`: the head's
-    /// merge once a program): 1 is one per program, the default; 0 spreads them over the
-    /// CTAs. Only where o_proj runs per head (up to hidden 2560, or `TESSERA_O_HEADS=1`).
+    /// merge once a program): 1 is one per program, 0 spreads them over the CTAs. Default:
+    /// the engine's rule (spread above hidden 2048). Only where o_proj runs per head (up to
+    /// hidden 2560, or `TESSERA_O_HEADS=1`).
     #[arg(long, value_name = "LIST")]
     pub o_heads_tiles: Option<String>,
     /// Also profile one step of every configuration: where the time goes, per stage.
@@ -160,11 +161,13 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
         list("gemv-tiles", &a.gemv_tiles, d.gemv_tiles)?,
         |k, v| k.gemv_tiles = v,
     );
-    grid = times(
-        grid,
-        list("o-heads-tiles", &a.o_heads_tiles, d.o_heads_tiles)?,
-        |k, v| k.o_heads_tiles = v,
-    );
+    // Without the flag, the engine's rule (`megakernel_engine::o_heads_tiles_rule`,
+    // `TESSERA_O_HEADS_TILES`).
+    if a.o_heads_tiles.is_some() {
+        grid = times(grid, list("o-heads-tiles", &a.o_heads_tiles, 1)?, |k, v| {
+            k.o_heads_tiles = Some(v)
+        });
+    }
     // Without the flag, the engine's rule (`megakernel_engine::qkv_tiles_rule`).
     if a.qkv_tiles.is_some() {
         grid = times(grid, list("qkv-tiles", &a.qkv_tiles, 1)?, |k, v| {
