@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::{attn_split, attn_split_merge};
+use crate::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{
     gemv_head_residual, gemv_head_residual_tiles, gemv_residual, gemv_residual_copy,
@@ -137,6 +137,9 @@ pub fn decode_step(
     #[constexpr] OH_TILED: bool,
     #[constexpr] OH_TILES: usize,
     #[constexpr] QKV_COPY_ROWS: usize,
+    // The attention's next K/V tile in flight while one reduces (`attn_split_ahead`, with
+    // O_HEADS; `Tiles::attn_ahead`, a candidate).
+    #[constexpr] ATTN_AHEAD: bool,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -225,22 +228,41 @@ pub fn decode_step(
         }
         if O_HEADS {
             // Partials only: o_proj merges each head (`gemv_head_residual`).
-            attn_split(
-                grid(HEADS, ATTN_SPLITS),
-                q,
-                k_cache.layer(layer, kv_layer),
-                v_cache.layer(layer, kv_layer),
-                pos,
-                part_m,
-                part_l,
-                part_acc,
-                HEADS / KV_HEADS,
-                max_seq,
-                scale,
-                HEAD_DIM,
-                ATTN_BLOCK_N,
-                ATTN_SPLITS,
-            );
+            if ATTN_AHEAD {
+                attn_split_ahead(
+                    grid(HEADS, ATTN_SPLITS),
+                    q,
+                    k_cache.layer(layer, kv_layer),
+                    v_cache.layer(layer, kv_layer),
+                    pos,
+                    part_m,
+                    part_l,
+                    part_acc,
+                    HEADS / KV_HEADS,
+                    max_seq,
+                    scale,
+                    HEAD_DIM,
+                    ATTN_BLOCK_N,
+                    ATTN_SPLITS,
+                );
+            } else {
+                attn_split(
+                    grid(HEADS, ATTN_SPLITS),
+                    q,
+                    k_cache.layer(layer, kv_layer),
+                    v_cache.layer(layer, kv_layer),
+                    pos,
+                    part_m,
+                    part_l,
+                    part_acc,
+                    HEADS / KV_HEADS,
+                    max_seq,
+                    scale,
+                    HEAD_DIM,
+                    ATTN_BLOCK_N,
+                    ATTN_SPLITS,
+                );
+            }
             if OH_TILED {
                 gemv_head_residual_tiles(
                     grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
@@ -522,6 +544,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         LM_TILES: t.lm_head_tiles,
         ATTN_BLOCK_N: t.attn_block_n,
         ATTN_SPLITS: t.attn_splits,
+        ATTN_AHEAD: t.attn_ahead && t.o_heads,
         ARGMAX_BLOCK: t.argmax_block,
     }
 }
@@ -597,6 +620,11 @@ pub struct MegakernelOptions {
     /// Row blocks per o_proj-per-head program (`Tiles::o_heads_tiles`; 0: spread over the
     /// CTAs); None: [`o_heads_tiles_rule`]. `TESSERA_O_HEADS_TILES=N` sets it.
     pub o_heads_tiles: Option<usize>,
+    /// The attention's next K/V tile loaded while one reduces (`Tiles::attn_ahead`), in
+    /// tiles of this many positions (Some(n), n > 0; half the rule's keeps its registers).
+    /// A candidate, off (None) until measured; `TESSERA_ATTN_AHEAD=N` sets it. Only where
+    /// o_proj runs per head.
+    pub attn_ahead: Option<usize>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -631,6 +659,10 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             run_ahead: std::env::var("TESSERA_RUN_AHEAD").map_or(true, |v| v != "0"),
+            attn_ahead: std::env::var("TESSERA_ATTN_AHEAD")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &usize| n > 0),
         }
     }
 }
@@ -762,6 +794,8 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
         o_heads_tiles: o.o_heads_tiles.unwrap_or_else(|| o_heads_tiles_rule(cfg)),
+        attn_ahead: o.attn_ahead.is_some(),
+        attn_block_n: o.attn_ahead.unwrap_or(t.attn_block_n),
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
     with_wait_in_body(cfg, t, o)
@@ -898,15 +932,20 @@ impl MegakernelEngine {
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then), o_proj per head or not, and the stages wait inside their bodies
-    /// or not; `tiles.o_heads_tiles` is taken as given.
+    /// uploaded only then), o_proj per head or not, the attention's tiles loaded ahead or
+    /// not (at their size), and the stages wait inside their bodies or not;
+    /// `tiles.o_heads_tiles` is taken as given.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
         let o_heads = t.o_heads;
+        // The attention's tiles loaded ahead stay so, at their size.
+        let (ahead, ahead_n) = (t.attn_ahead, t.attn_block_n);
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
             o_heads,
+            attn_ahead: ahead,
+            attn_block_n: if ahead { ahead_n } else { tiles.attn_block_n },
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);

@@ -942,6 +942,40 @@ fn split_kv_attention_matches_softmax_attention() {
             splits,
         )
         .unwrap();
+        // With the next tile in flight (`attn_split_ahead`): the same partials, bit for bit.
+        let (am, al, aa) = (stale(parts), stale(parts), stale(parts * hd));
+        attention::attn_split_ahead::launch(
+            &dev(),
+            &split,
+            &qb,
+            &kb,
+            &vb,
+            &pb,
+            &am,
+            &al,
+            &aa,
+            group,
+            max_seq as i32,
+            scale,
+            hd,
+            block_n,
+            splits,
+        )
+        .unwrap();
+        let bits = |b: &dsl_runtime::Buffer<f32>| {
+            b.to_vec()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect::<Vec<_>>()
+        };
+        for (what, a, b) in [("m", &am, &pm), ("l", &al, &pl), ("acc", &aa, &pa)] {
+            assert_eq!(
+                bits(a),
+                bits(b),
+                "attn_split_ahead's {what} != attn_split's"
+            );
+        }
         attention::attn_merge::launch(&dev(), &grid(nh), &pm, &pl, &pa, &out, hd, splits).unwrap();
         // Both phases in one grid (the last program of each head merges it), twice over the
         // same tickets (a second layer): the two-phase output bit for bit, tickets back at 0.

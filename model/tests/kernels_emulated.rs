@@ -13,7 +13,7 @@ use dsl_ir::{DType, Kernel};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::ConstVal;
 use emu::{emulate, have_gxx, Scalar};
-use model::kernels::attention::attn_split_merge;
+use model::kernels::attention::{attn_split_ahead, attn_split_merge};
 use model::kernels::gemv::gemv_residual_tiles;
 use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
@@ -266,6 +266,73 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
         vec![0.0; heads],
         "the last programs put the tickets back"
     );
+}
+
+#[test]
+fn split_attention_ahead_emulated_equals_split_attention() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(17);
+    // 4 heads over 2 KV heads, head_dim 32, 3 splits of a 38-position context in 8-key
+    // tiles: 2 tiles a split, the last one ragged, each loaded one iteration early.
+    let (heads, kv, d, max_seq, pos, block_n, splits) =
+        (4usize, 2usize, 32usize, 48usize, 37, 8, 3);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let kern = attn_split_ahead::KERNEL
+        .specialize(&[
+            ("D", int(d)),
+            ("BLOCK_N", int(block_n)),
+            ("SPLITS", int(splits)),
+        ])
+        .unwrap();
+    let parts = heads * splits;
+    let bufs = vec![
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, heads * d, 2.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
+        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
+        HostMem::from_f32s(DType::I32, &[pos as f32]),
+        HostMem::from_f32s(DType::F32, &vec![f32::NAN; parts]),
+        HostMem::from_f32s(DType::F32, &vec![f32::NAN; parts]),
+        HostMem::from_f32s(DType::F32, &vec![f32::NAN; parts * d]),
+    ];
+    let sc = [
+        Scalar::I32((heads / kv) as i32),
+        Scalar::I32(max_seq as i32),
+        Scalar::F32(1.0 / (d as f32).sqrt()),
+    ];
+    let grid = [heads as u32, splits as u32, 1];
+    // Its C against `attn_split`'s C: the same partials bit for bit. (Against the
+    // interpreter both differ in the last bits once a split has several tiles: the online
+    // softmax's rescales round differently there.)
+    let plain = model::kernels::attention::attn_split::KERNEL
+        .specialize(&[
+            ("D", int(d)),
+            ("BLOCK_N", int(block_n)),
+            ("SPLITS", int(splits)),
+        ])
+        .unwrap();
+    let ahead = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc);
+    let want = emulate(&plain, NUM_WARPS, 1, grid, &bufs, &sc);
+    let mut interp = bufs.clone();
+    interpret(&kern, grid, &mut interp, &sc);
+    for (i, what) in [(4, "m"), (5, "l"), (6, "acc")] {
+        let (a, b) = (ahead[i].to_f32s(), want[i].to_f32s());
+        assert!(a.iter().all(|x| x.is_finite()), "{what}: a split left NaN");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&a),
+            bits(&b),
+            "attn_split_ahead's {what} != attn_split's (emulated C)"
+        );
+        let worst = a
+            .iter()
+            .zip(interp[i].to_f32s())
+            .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-5, "{what}: emulated C vs interpreter {worst}");
+    }
 }
 
 /// The buffers and scalars of `rmsnorm_qkv_rope` (and its tiles variant) for `heads` query

@@ -1009,3 +1009,42 @@ fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
 fn decoding_one_step_ahead_chooses_the_same_tokens() {
     decode_ahead_check(&Device::interpreter());
 }
+
+/// The attention's next K/V tile loaded while one reduces (`MegakernelOptions::attn_ahead`,
+/// `attn_split_ahead`) computes the same logits bit for bit as the same tiles loaded in turn:
+/// at every committed checkpoint, stage by stage and under adversarial interleavings, with
+/// tiles of one position (so every split of a prompt holds several).
+#[test]
+fn attention_tiles_loaded_ahead_compute_the_same_logits() {
+    for name in CHECKPOINTS {
+        let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
+        for (mode, opts) in modes() {
+            let plain = MegakernelOptions {
+                tiles: Some(model::kernels::Tiles {
+                    attn_block_n: 1,
+                    ..model::kernels::Tiles::for_config(&cfg)
+                }),
+                ..opts.clone()
+            };
+            let ahead = MegakernelOptions {
+                attn_ahead: Some(1),
+                ..plain.clone()
+            };
+            let (mut a, mut b) = (
+                mega(name, Output::Logits, &plain),
+                mega(name, Output::Logits, &ahead),
+            );
+            assert!(!a.tiles().attn_ahead && b.tiles().attn_ahead);
+            let eb = b.explain().unwrap();
+            assert!(eb.contains("attn_split_ahead("), "{eb}");
+            for (pos, &t) in ids(&expected(name)["prompt_ids"]).iter().enumerate() {
+                let (la, lb) = (
+                    logits(a.step(t, pos).unwrap()),
+                    logits(b.step(t, pos).unwrap()),
+                );
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&la), bits(&lb), "{name} ({mode}) pos {pos}");
+            }
+        }
+    }
+}

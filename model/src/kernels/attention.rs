@@ -72,6 +72,67 @@ fn attend_chunk(
     store(part_acc + slot * D + d, acc);
 }
 
+/// `attend_chunk` with the next tile's K and V in flight while one reduces: the same
+/// arithmetic in the same order (the partials are equal bit for bit), each tile's loads
+/// issued one iteration early, so a long chunk's round trips overlap its reductions. Two
+/// tiles are live at once: half `attend_chunk`'s BLOCK_N holds the same registers.
+#[tile_fn]
+fn attend_chunk_ahead(
+    q: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    head: i32,
+    split: i32,
+    group: i32,
+    max_seq: i32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    let len = load(pos) + 1;
+    let chunk = split_chunk(len, SPLITS, BLOCK_N);
+    let lo = split * chunk;
+    let hi = minimum(lo + chunk, len);
+    let d = arange(0, D);
+    let base = (head / group) * max_seq * D;
+    // The first tile's K and V, then q; each iteration loads the next tile's.
+    let n0 = lo + arange(0, BLOCK_N);
+    let offs0 = base + n0.expand_dims(1) * D + d.expand_dims(0);
+    let mut kt = load(k_cache + offs0, (n0 < hi).expand_dims(1), 0.0);
+    let mut vt = load(v_cache + offs0, (n0 < hi).expand_dims(1), 0.0);
+    let qv = load(q + head * D + d).to(f32).expand_dims(0);
+    let mut m = -3.0e38;
+    let mut l = 0.0;
+    let mut acc = zeros([D], f32);
+    for start in (lo..hi).step_by(BLOCK_N) {
+        let n = start + arange(0, BLOCK_N);
+        let valid = n < hi;
+        let kf = kt.to(f32);
+        let vf = vt.to(f32);
+        // The next tile (none past the chunk) streams in while this one reduces.
+        let next = n + BLOCK_N;
+        let offs = base + next.expand_dims(1) * D + d.expand_dims(0);
+        kt = load(k_cache + offs, (next < hi).expand_dims(1), 0.0);
+        vt = load(v_cache + offs, (next < hi).expand_dims(1), 0.0);
+        let s = where_(valid, sum(kf * qv, 1) * scale, -3.0e38);
+        let m_new = maximum(m, max(s, 0));
+        let alpha = exp(m - m_new);
+        let pr = where_(valid, exp(s - m_new), 0.0);
+        l = l * alpha + sum(pr, 0);
+        acc = acc * alpha + sum(vf * pr.expand_dims(1), 0);
+        m = m_new;
+    }
+    let slot = head * SPLITS + split;
+    store(part_m + slot, m);
+    store(part_l + slot, l);
+    store(part_acc + slot * D + d, acc);
+}
+
 /// Head `head`'s SPLITS partials merged: its attention output, in f32 (o_proj per head,
 /// `gemv::gemv_head_residual`).
 #[tile_fn]
@@ -136,6 +197,43 @@ pub fn attn_split(
     #[constexpr] SPLITS: usize,
 ) {
     attend_chunk(
+        q,
+        k_cache,
+        v_cache,
+        pos,
+        part_m,
+        part_l,
+        part_acc,
+        program_id(0),
+        program_id(1),
+        group,
+        max_seq,
+        scale,
+        D,
+        BLOCK_N,
+        SPLITS,
+    );
+}
+
+/// `attn_split` with each tile's K and V loaded one iteration early (`attend_chunk_ahead`):
+/// the megakernel's attention with `Tiles::attn_ahead` (a candidate).
+#[kernel(helpers(attend_chunk_ahead))]
+pub fn attn_split_ahead(
+    q: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    group: i32,
+    max_seq: i32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] SPLITS: usize,
+) {
+    attend_chunk_ahead(
         q,
         k_cache,
         v_cache,

@@ -202,6 +202,10 @@ pub struct Tiles {
     pub attn_block_n: usize,
     /// Sequence splits per query head (attention phase 1 grid axis 1).
     pub attn_splits: usize,
+    /// The megakernel's attention loads each K/V tile one iteration early
+    /// (`attention::attn_split_ahead`, with o_proj per head); off in the rule
+    /// (`MegakernelOptions::attn_ahead`, a candidate).
+    pub attn_ahead: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -256,6 +260,7 @@ impl Tiles {
             // One round of split programs over the CTAs.
             attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
                 .clamp(1, 32),
+            attn_ahead: false,
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
                 .programs(cfg.vocab_size)
@@ -429,6 +434,15 @@ pub fn shipped() -> Vec<Shipped> {
                 ("SPLITS", int(t.attn_splits)),
             ],
             "decode attention, split-KV phase: partial (max, sum, acc) per (head, split), GQA",
+        ),
+        k(
+            &attention::attn_split_ahead::KERNEL,
+            vec![
+                ("D", int(hd)),
+                ("BLOCK_N", int(t.attn_block_n / 2)),
+                ("SPLITS", int(t.attn_splits)),
+            ],
+            "attn_split with the next K/V tile in flight while one reduces (the megakernel's with TESSERA_ATTN_AHEAD)",
         ),
         k(
             &attention::attn_merge::KERNEL,
