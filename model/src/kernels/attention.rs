@@ -215,12 +215,9 @@ pub fn attn_split(
     );
 }
 
-/// `attn_split` with each tile's K and V loaded one iteration early (`attend_chunk_ahead`)
-/// where a split streams more than one tile; a split of one tile (up to SPLITS * BLOCK_N
-/// positions) runs `attend_chunk`, whose loop carries nothing (ahead, one tile a split was
-/// slower at context 512: docs/PERF.md, session 22). The megakernel's attention with
-/// `Tiles::attn_ahead` (a candidate). The same partials as `attn_split` either way.
-#[kernel(helpers(attend_chunk, attend_chunk_ahead))]
+/// `attn_split` with each tile's K and V loaded one iteration early (`attend_chunk_ahead`):
+/// the megakernel's attention with `Tiles::attn_ahead` (a candidate).
+#[kernel(helpers(attend_chunk_ahead))]
 pub fn attn_split_ahead(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -236,43 +233,23 @@ pub fn attn_split_ahead(
     #[constexpr] BLOCK_N: usize,
     #[constexpr] SPLITS: usize,
 ) {
-    if split_chunk(load(pos) + 1, SPLITS, BLOCK_N) > BLOCK_N {
-        attend_chunk_ahead(
-            q,
-            k_cache,
-            v_cache,
-            pos,
-            part_m,
-            part_l,
-            part_acc,
-            program_id(0),
-            program_id(1),
-            group,
-            max_seq,
-            scale,
-            D,
-            BLOCK_N,
-            SPLITS,
-        );
-    } else {
-        attend_chunk(
-            q,
-            k_cache,
-            v_cache,
-            pos,
-            part_m,
-            part_l,
-            part_acc,
-            program_id(0),
-            program_id(1),
-            group,
-            max_seq,
-            scale,
-            D,
-            BLOCK_N,
-            SPLITS,
-        );
-    }
+    attend_chunk_ahead(
+        q,
+        k_cache,
+        v_cache,
+        pos,
+        part_m,
+        part_l,
+        part_acc,
+        program_id(0),
+        program_id(1),
+        group,
+        max_seq,
+        scale,
+        D,
+        BLOCK_N,
+        SPLITS,
+    );
 }
 
 #[kernel(helpers(merge_head))]
