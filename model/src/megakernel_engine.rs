@@ -620,11 +620,12 @@ pub struct MegakernelOptions {
     /// Row blocks per o_proj-per-head program (`Tiles::o_heads_tiles`; 0: spread over the
     /// CTAs); None: [`o_heads_tiles_rule`]. `TESSERA_O_HEADS_TILES=N` sets it.
     pub o_heads_tiles: Option<usize>,
-    /// The attention's next K/V tile loaded while one reduces (`Tiles::attn_ahead`), in
-    /// tiles of this many positions (Some(n), n > 0; half the rule's keeps its registers).
-    /// A candidate, off (None) until measured; `TESSERA_ATTN_AHEAD=N` sets it. Only where
-    /// o_proj runs per head.
-    pub attn_ahead: Option<usize>,
+    /// From which position a step launches the decode step whose attention loads each K/V
+    /// tile one iteration early (`Tiles::attn_ahead`, a second specialisation of the same
+    /// source; the same arithmetic): None, [`attn_ahead_from`]'s rule; Some(false) never;
+    /// Some(true) from position 0. `TESSERA_ATTN_AHEAD=0` (or `1`) sets it. Only where o_proj
+    /// runs per head.
+    pub attn_ahead: Option<bool>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -659,10 +660,7 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             run_ahead: std::env::var("TESSERA_RUN_AHEAD").map_or(true, |v| v != "0"),
-            attn_ahead: std::env::var("TESSERA_ATTN_AHEAD")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|&n: &usize| n > 0),
+            attn_ahead: std::env::var("TESSERA_ATTN_AHEAD").ok().map(|v| v != "0"),
         }
     }
 }
@@ -716,6 +714,61 @@ pub fn resid_copies_rule(cfg: &Config) -> usize {
 /// each CTA (docs/PERF.md, session 21).
 pub fn o_heads_rule(cfg: &Config) -> bool {
     cfg.hidden_size <= 2560
+}
+
+/// The decode step specialised with the attention loading each K/V tile one iteration
+/// early (`Tiles::attn_ahead`, `attention::attn_split_ahead`: the same partials bit for
+/// bit), and the positions whose steps launch it.
+struct Ahead {
+    /// The first position whose step launches it; None: no step does.
+    from: Option<usize>,
+    /// Its constexprs (empty when no step launches it).
+    constexprs: Vec<Binding>,
+    /// `MegakernelOptions::attn_ahead`, kept for a retune.
+    option: Option<bool>,
+    /// Launches of it so far, and whether the last launch was one.
+    launches: u64,
+    last: bool,
+}
+
+impl Ahead {
+    fn new(cfg: &Config, t: &Tiles, option: Option<bool>) -> Ahead {
+        let from = attn_ahead_from(t, option);
+        let constexprs = match from {
+            Some(_) => constexprs(
+                cfg,
+                &Tiles {
+                    attn_ahead: true,
+                    ..t.clone()
+                },
+            ),
+            None => vec![],
+        };
+        Ahead {
+            from,
+            constexprs,
+            option,
+            launches: 0,
+            last: false,
+        }
+    }
+}
+
+/// From which position a step launches the decode step whose attention loads its tiles
+/// ahead ([`MegakernelOptions::attn_ahead`]; only with o_proj per head, whose attention is
+/// `attn_split`): by default where every split streams more than one tile (SPLITS x BLOCK_N
+/// positions, 1024 at 0.6B). With a tile a split, loading ahead was 1.6% slower at 0.6B's
+/// context 512 (level at 1); with more, 1.4% faster at 2048 and 4.6% at 8192, and 2.7% at
+/// 1.7B's 8192 (docs/PERF.md, session 22).
+pub fn attn_ahead_from(t: &Tiles, option: Option<bool>) -> Option<usize> {
+    if !t.o_heads {
+        return None;
+    }
+    match option {
+        Some(false) => None,
+        Some(true) => Some(0),
+        None => Some(t.attn_splits * t.attn_block_n),
+    }
 }
 
 /// Row blocks per o_proj-per-head program by default (`Tiles::o_heads_tiles`): spread over
@@ -794,8 +847,6 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
         o_heads_tiles: o.o_heads_tiles.unwrap_or_else(|| o_heads_tiles_rule(cfg)),
-        attn_ahead: o.attn_ahead.is_some(),
-        attn_block_n: o.attn_ahead.unwrap_or(t.attn_block_n),
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
     with_wait_in_body(cfg, t, o)
@@ -829,6 +880,8 @@ pub struct MegakernelEngine {
     output: Output,
     opts: MegaOptions,
     constexprs: Vec<Binding>,
+    /// The decode step with the attention's tiles loaded ahead, and from where it runs.
+    ahead: Ahead,
     /// Megakernel launches so far: exactly one per step.
     launches: u64,
     /// Why the KV cache is smaller than asked, if it is.
@@ -870,6 +923,7 @@ impl MegakernelEngine {
         .map_err(err)?;
         let m = DeviceModel::new(name, cfg, weights, dev, max_seq, Some(tiles))?;
         let constexprs = constexprs(&m.cfg, &m.tiles);
+        let ahead = Ahead::new(&m.cfg, &m.tiles, opts.attn_ahead);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
         // is the CTAs the tiles spread their rows over, unless asked otherwise.
         mega.num_warps = m.tiles.warps;
@@ -882,6 +936,7 @@ impl MegakernelEngine {
             output: opts.output,
             opts: mega,
             constexprs,
+            ahead,
             launches: 0,
             note,
             run_ahead: opts.run_ahead,
@@ -907,6 +962,10 @@ impl MegakernelEngine {
     pub fn launches(&self) -> u64 {
         self.launches
     }
+    /// Of those, the launches of the step whose attention loads its tiles ahead.
+    pub fn ahead_launches(&self) -> u64 {
+        self.ahead.launches
+    }
     /// Why the KV cache holds fewer positions than the model allows, if it does.
     pub fn capacity_note(&self) -> Option<&str> {
         self.note.as_deref()
@@ -924,31 +983,32 @@ impl MegakernelEngine {
 
     /// Reads the watchdog's error word: Err if a wait of some launch so far gave up.
     pub fn check_errors(&self) -> Result<(), ModelError> {
+        let constexprs = match self.ahead.last {
+            true => &self.ahead.constexprs,
+            false => &self.constexprs,
+        };
         decode_step::MEGAKERNEL
-            .check_errors(&self.m.dev, &self.constexprs, &self.opts)
+            .check_errors(&self.m.dev, constexprs, &self.opts)
             .map_err(|e| self.m.err(e))
     }
 
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then), o_proj per head or not, the attention's tiles loaded ahead or
-    /// not (at their size), and the stages wait inside their bodies or not;
-    /// `tiles.o_heads_tiles` is taken as given.
+    /// uploaded only then), o_proj per head or not, and the stages wait inside their bodies
+    /// or not; `tiles.o_heads_tiles` is taken as given. The attention loads ahead from
+    /// where the options said, by the new tiles.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
         let o_heads = t.o_heads;
-        // The attention's tiles loaded ahead stay so, at their size.
-        let (ahead, ahead_n) = (t.attn_ahead, t.attn_block_n);
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
             o_heads,
-            attn_ahead: ahead,
-            attn_block_n: if ahead { ahead_n } else { tiles.attn_block_n },
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
+        self.ahead = Ahead::new(&self.m.cfg, &self.m.tiles, self.ahead.option);
         opts.num_warps = self.m.tiles.warps;
         opts.wait_in_body = self.opts.wait_in_body;
         opts.wait_in_body_only = self.opts.wait_in_body_only.clone();
@@ -990,12 +1050,18 @@ impl MegakernelEngine {
     }
 
     /// Compiles the megakernel (NVRTC, or the disk cache) and loads it, by running one
-    /// step at position 0, and on a GPU the prefill kernels, by two short prefills; the KV
-    /// cache counts as empty afterwards. Lets a caller pay the compile at startup instead of
-    /// in the first token. Counts as a launch.
+    /// step at position 0 (and one of its specialisation that loads attention tiles ahead,
+    /// where a step will run it), and on a GPU the prefill kernels, by two short prefills;
+    /// the KV cache counts as empty afterwards. Lets a caller pay the compile at startup
+    /// instead of in the first token, or the first long context's. Counts as one launch or
+    /// two.
     pub fn compile(&mut self) -> Result<(), ModelError> {
         self.m.begin_step(0, 0)?;
-        self.launch().map_err(|e| self.m.err(e))?;
+        self.launch_as(false).map_err(|e| self.m.err(e))?;
+        if self.ahead.from.is_some_and(|from| from < self.m.max_seq) {
+            self.m.begin_step(0, 0)?;
+            self.launch_as(true).map_err(|e| self.m.err(e))?;
+        }
         self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
         // On a GPU, the prefill kernels too: a prompt of 16 rows and one of 17 (their row
         // count's divisibility by 16 is part of a compiled kernel's key, as in Triton).
@@ -1106,7 +1172,7 @@ impl MegakernelEngine {
     /// Launches the step at `pos` (its token and position already on the device) and
     /// queues the copy of the token it chooses into host slot `slot`.
     fn queue_step(&mut self, pos: usize, slot: usize) -> Result<(), ModelError> {
-        self.launch().map_err(|e| self.m.err(e))?;
+        self.launch(pos).map_err(|e| self.m.err(e))?;
         self.m.end_step(pos);
         let slots = self.slots.as_mut().expect("made by decode_ahead");
         self.m
@@ -1116,11 +1182,20 @@ impl MegakernelEngine {
             .map_err(|e| self.m.err(e))
     }
 
-    /// The one launch of a step; the token id and position are already on the device.
-    fn launch(&mut self) -> Result<(), dsl_runtime::Error> {
+    /// The one launch of the step at `pos`; its token id and position are already on the
+    /// device.
+    fn launch(&mut self, pos: usize) -> Result<(), dsl_runtime::Error> {
+        let ahead = self.ahead.from.is_some_and(|from| pos >= from);
+        self.launch_as(ahead)
+    }
+
+    /// One launch of the decode step, its attention loading ahead or not ([`Ahead`]).
+    fn launch_as(&mut self, ahead: bool) -> Result<(), dsl_runtime::Error> {
         let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
         let cfg = &m.cfg;
         self.launches += 1;
+        self.ahead.launches += u64::from(ahead);
+        self.ahead.last = ahead;
         let args = decode_step::Args {
             token: ptr(&a.token),
             pos: ptr(&a.pos),
@@ -1160,7 +1235,11 @@ impl MegakernelEngine {
             scale: 1.0 / (cfg.head_dim as f32).sqrt(),
         };
         // The constexprs bound once (`new`, `retune`), not rebuilt per step.
-        decode_step::MEGAKERNEL.launch(&m.dev, &self.opts, &args.list(), &self.constexprs)
+        let constexprs = match ahead {
+            true => &self.ahead.constexprs,
+            false => &self.constexprs,
+        };
+        decode_step::MEGAKERNEL.launch(&m.dev, &self.opts, &args.list(), constexprs)
     }
 }
 
@@ -1179,7 +1258,7 @@ impl Engine for MegakernelEngine {
     }
     fn step(&mut self, token: u32, pos: usize) -> Result<StepOutput, ModelError> {
         self.m.begin_step(token, pos)?;
-        self.launch().map_err(|e| self.m.err(e))?;
+        self.launch(pos).map_err(|e| self.m.err(e))?;
         self.m.end_step(pos);
         if self.launches.is_multiple_of(CHECK_EVERY) {
             self.check_errors()?;

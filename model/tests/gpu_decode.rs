@@ -118,6 +118,40 @@ fn gpu_megakernel_greedy_matches_transformers_one_launch_per_token() {
     }
 }
 
+/// The decode step whose attention loads its tiles ahead (`MegakernelOptions::attn_ahead`)
+/// on the GPU: the logits of the step that loads them in turn, within the fused MLP's 1e-2
+/// (its atomics land in any order), on every committed checkpoint, with tiles of one
+/// position and 3 splits so each split streams several.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_attention_tiles_loaded_ahead_compute_the_same_logits() {
+    for name in CHECKPOINTS {
+        let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+        let with = |attn_ahead| MegakernelOptions {
+            tiles: Some(model::kernels::Tiles {
+                attn_block_n: 1,
+                attn_splits: 3,
+                ..model::kernels::Tiles::for_config(&ck.config)
+            }),
+            attn_ahead,
+            ..mega_opts(Output::Logits, Some(256))
+        };
+        let mut a = MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), with(Some(false)))
+            .unwrap();
+        let mut b =
+            MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), with(Some(true))).unwrap();
+        let exp = expected(name);
+        for (pos, &t) in ids(&exp["prompt_ids"]).iter().enumerate() {
+            let e = rel_err(
+                &logits(b.step(t, pos).unwrap()),
+                &logits(a.step(t, pos).unwrap()),
+            );
+            assert!(e < 1e-2, "{name} pos {pos}: ahead vs in turn {e}");
+        }
+        assert!(b.ahead_launches() > 0 && a.ahead_launches() == 0, "{name}");
+    }
+}
+
 /// Decoding one step ahead on the GPU (`common::decode_ahead_check`).
 #[test]
 #[ignore = "needs a CUDA GPU"]

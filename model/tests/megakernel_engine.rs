@@ -1010,41 +1010,47 @@ fn decoding_one_step_ahead_chooses_the_same_tokens() {
     decode_ahead_check(&Device::interpreter());
 }
 
-/// The attention's next K/V tile loaded while one reduces (`MegakernelOptions::attn_ahead`,
-/// `attn_split_ahead`) computes the same logits bit for bit as the same tiles loaded in turn:
-/// at every committed checkpoint, stage by stage and under adversarial interleavings, with
-/// tiles of one position (so every split of a prompt holds several).
+/// The decode step whose attention loads its next K/V tile while one reduces
+/// (`MegakernelOptions::attn_ahead`, `attn_split_ahead`) computes the same logits bit for bit
+/// as the same tiles loaded in turn: at every committed checkpoint, stage by stage and under
+/// adversarial interleavings, with tiles of one position and 3 splits (so the splits of a
+/// prompt hold several). By default a step launches it from SPLITS x BLOCK_N positions on.
 #[test]
 fn attention_tiles_loaded_ahead_compute_the_same_logits() {
     for name in CHECKPOINTS {
         let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
         for (mode, opts) in modes() {
-            let plain = MegakernelOptions {
+            let with = |attn_ahead| MegakernelOptions {
                 tiles: Some(model::kernels::Tiles {
                     attn_block_n: 1,
+                    attn_splits: 3,
                     ..model::kernels::Tiles::for_config(&cfg)
                 }),
+                attn_ahead,
                 ..opts.clone()
             };
-            let ahead = MegakernelOptions {
-                attn_ahead: Some(1),
-                ..plain.clone()
-            };
-            let (mut a, mut b) = (
-                mega(name, Output::Logits, &plain),
-                mega(name, Output::Logits, &ahead),
+            let mut never = mega(name, Output::Logits, &with(Some(false)));
+            let mut always = mega(name, Output::Logits, &with(Some(true)));
+            let mut rule = mega(name, Output::Logits, &with(None));
+            let from = rule.tiles().attn_splits;
+            let prompt = ids(&expected(name)["prompt_ids"]);
+            assert!(
+                prompt.len() > from,
+                "{name}: {} positions, ahead from {from}",
+                prompt.len()
             );
-            assert!(!a.tiles().attn_ahead && b.tiles().attn_ahead);
-            let eb = b.explain().unwrap();
-            assert!(eb.contains("attn_split_ahead("), "{eb}");
-            for (pos, &t) in ids(&expected(name)["prompt_ids"]).iter().enumerate() {
-                let (la, lb) = (
-                    logits(a.step(t, pos).unwrap()),
-                    logits(b.step(t, pos).unwrap()),
-                );
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&la), bits(&lb), "{name} ({mode}) pos {pos}");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for (pos, &t) in prompt.iter().enumerate() {
+                let want = bits(&logits(never.step(t, pos).unwrap()));
+                for (what, e) in [("always", &mut always), ("the rule", &mut rule)] {
+                    let got = bits(&logits(e.step(t, pos).unwrap()));
+                    assert_eq!(got, want, "{name} ({mode}, ahead {what}) pos {pos}");
+                }
             }
+            let n = prompt.len() as u64;
+            assert_eq!(never.ahead_launches(), 0, "{name} ({mode})");
+            assert_eq!(always.ahead_launches(), n, "{name} ({mode})");
+            assert_eq!(rule.ahead_launches(), n - from as u64, "{name} ({mode})");
         }
     }
 }

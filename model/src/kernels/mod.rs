@@ -203,8 +203,9 @@ pub struct Tiles {
     /// Sequence splits per query head (attention phase 1 grid axis 1).
     pub attn_splits: usize,
     /// The megakernel's attention loads each K/V tile one iteration early
-    /// (`attention::attn_split_ahead`, with o_proj per head); off in the rule
-    /// (`MegakernelOptions::attn_ahead`, a candidate).
+    /// (`attention::attn_split_ahead`, with o_proj per head): off in the rule; the engine
+    /// launches a second specialisation with it on from some position
+    /// (`megakernel_engine::attn_ahead_from`).
     pub attn_ahead: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
@@ -439,10 +440,10 @@ pub fn shipped() -> Vec<Shipped> {
             &attention::attn_split_ahead::KERNEL,
             vec![
                 ("D", int(hd)),
-                ("BLOCK_N", int(t.attn_block_n / 2)),
+                ("BLOCK_N", int(t.attn_block_n)),
                 ("SPLITS", int(t.attn_splits)),
             ],
-            "attn_split with the next K/V tile in flight while one reduces (the megakernel's with TESSERA_ATTN_AHEAD)",
+            "attn_split with the next K/V tile in flight while one reduces (the megakernel's from SPLITS x BLOCK_N positions on)",
         ),
         k(
             &attention::attn_merge::KERNEL,
