@@ -758,8 +758,8 @@ impl Ahead {
 /// ahead ([`MegakernelOptions::attn_ahead`]; only with o_proj per head, whose attention is
 /// `attn_split`): by default where every split streams more than one tile (SPLITS x BLOCK_N
 /// positions, 1024 at 0.6B). With a tile a split, loading ahead was 1.6% slower at 0.6B's
-/// context 512 (level at 1); with more, 1.4% faster at 2048 and 4.6% at 8192, and 2.7% at
-/// 1.7B's 8192 (docs/PERF.md, session 22).
+/// context 512 (level at 1); launched from here on it was 1.0% faster at 2048 and 4.6% at
+/// 8192, 2.3% at 1.7B's 8192 and 2.2% at 4B's, on an H100 (docs/PERF.md, session 22).
 pub fn attn_ahead_from(t: &Tiles, option: Option<bool>) -> Option<usize> {
     if !t.o_heads {
         return None;
