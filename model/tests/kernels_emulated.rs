@@ -13,7 +13,7 @@ use dsl_ir::{DType, Kernel};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::ConstVal;
 use emu::{emulate, have_gxx, Scalar};
-use model::kernels::attention::{attn_split_ahead, attn_split_merge};
+use model::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
 use model::kernels::gemv::gemv_residual_tiles;
 use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
@@ -213,19 +213,28 @@ fn attention_emulated_equals_the_interpreter() {
     );
 }
 
-#[test]
-fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
-    if !have_gxx() {
-        eprintln!("no g++: skipped");
-        return;
-    }
-    let mut rng = SplitMix64::new(13);
-    // 4 heads over 2 KV heads, head_dim 32, 5 splits of a 38-position context in 8-key
-    // tiles (ragged last tile, one empty split); the last program of each head merges it.
-    let (heads, kv, d, max_seq, pos, block_n, splits) =
-        (4usize, 2usize, 32usize, 48usize, 37, 8, 5);
+/// Decode attention's inputs at 4 query heads over 2 KV heads of 32, 48 cache positions,
+/// `pos` the last one attended, and its partials for `splits` splits (`fill`: their value
+/// before the launch), its constexprs for `block_n`-position tiles, and its scalars.
+struct SplitAttention {
+    kern: Kernel,
+    bufs: Vec<HostMem>,
+    sc: [Scalar; 3],
+    grid: [u32; 3],
+}
+
+fn split_attention(
+    kernel: &dsl_runtime::KernelDef,
+    seed: u64,
+    pos: usize,
+    block_n: usize,
+    splits: usize,
+    fill: f32,
+) -> SplitAttention {
+    let (heads, kv, d, max_seq) = (4usize, 2usize, 32usize, 48usize);
+    let mut rng = SplitMix64::new(seed);
     let int = |v: usize| ConstVal::Int(v as i64);
-    let kern = attn_split_merge::KERNEL
+    let kern = kernel
         .specialize(&[
             ("D", int(d)),
             ("BLOCK_N", int(block_n)),
@@ -238,18 +247,40 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
         HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
         HostMem::from_f32s(DType::I32, &[pos as f32]),
-        HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
-        HostMem::from_f32s(DType::F32, &vec![0.0; parts]),
-        HostMem::from_f32s(DType::F32, &vec![0.0; parts * d]),
-        HostMem::from_f32s(DType::I32, &vec![0.0; heads]),
-        HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * d]),
+        HostMem::from_f32s(DType::F32, &vec![fill; parts]),
+        HostMem::from_f32s(DType::F32, &vec![fill; parts]),
+        HostMem::from_f32s(DType::F32, &vec![fill; parts * d]),
     ];
     let sc = [
         Scalar::I32((heads / kv) as i32),
         Scalar::I32(max_seq as i32),
         Scalar::F32(1.0 / (d as f32).sqrt()),
     ];
-    let grid = [heads as u32, splits as u32, 1];
+    SplitAttention {
+        kern,
+        bufs,
+        sc,
+        grid: [heads as u32, splits as u32, 1],
+    }
+}
+
+#[test]
+fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    // 5 splits of a 38-position context in 8-key tiles (ragged last tile, one empty split);
+    // the last program of each head merges it.
+    let heads = 4;
+    let SplitAttention {
+        kern,
+        mut bufs,
+        sc,
+        grid,
+    } = split_attention(&attn_split_merge::KERNEL, 13, 37, 8, 5, 0.0);
+    bufs.push(HostMem::from_f32s(DType::I32, &vec![0.0; heads]));
+    bufs.push(HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * 32]));
     same_as_interpreter(
         "attn_split_merge",
         &kern,
@@ -274,51 +305,18 @@ fn split_attention_ahead_emulated_equals_split_attention() {
         eprintln!("no g++: skipped");
         return;
     }
-    let mut rng = SplitMix64::new(17);
-    // 4 heads over 2 KV heads, head_dim 32, 3 splits of a 38-position context in 8-key
-    // tiles: 2 tiles a split, the last one ragged, each loaded one iteration early.
-    let (heads, kv, d, max_seq, pos, block_n, splits) =
-        (4usize, 2usize, 32usize, 48usize, 37, 8, 3);
-    let int = |v: usize| ConstVal::Int(v as i64);
-    let kern = attn_split_ahead::KERNEL
-        .specialize(&[
-            ("D", int(d)),
-            ("BLOCK_N", int(block_n)),
-            ("SPLITS", int(splits)),
-        ])
-        .unwrap();
-    let parts = heads * splits;
-    let bufs = vec![
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, heads * d, 2.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 2.0)),
-        HostMem::from_f32s(DType::BF16, &rand(&mut rng, kv * max_seq * d, 1.0)),
-        HostMem::from_f32s(DType::I32, &[pos as f32]),
-        HostMem::from_f32s(DType::F32, &vec![f32::NAN; parts]),
-        HostMem::from_f32s(DType::F32, &vec![f32::NAN; parts]),
-        HostMem::from_f32s(DType::F32, &vec![f32::NAN; parts * d]),
-    ];
-    let sc = [
-        Scalar::I32((heads / kv) as i32),
-        Scalar::I32(max_seq as i32),
-        Scalar::F32(1.0 / (d as f32).sqrt()),
-    ];
-    let grid = [heads as u32, splits as u32, 1];
-    // Its C against `attn_split`'s C: the same partials bit for bit. (Against the
-    // interpreter both differ in the last bits once a split has several tiles: the online
-    // softmax's rescales round differently there.)
-    let plain = model::kernels::attention::attn_split::KERNEL
-        .specialize(&[
-            ("D", int(d)),
-            ("BLOCK_N", int(block_n)),
-            ("SPLITS", int(splits)),
-        ])
-        .unwrap();
-    let ahead = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc);
-    let want = emulate(&plain, NUM_WARPS, 1, grid, &bufs, &sc);
-    let mut interp = bufs.clone();
-    interpret(&kern, grid, &mut interp, &sc);
+    // 3 splits of a 38-position context in 8-key tiles: 2 tiles a split, the last one
+    // ragged, each loaded one iteration early. Its C against `attn_split`'s C: the same
+    // partials bit for bit. (Against the interpreter both differ in the last bits once a
+    // split has several tiles: the online softmax's rescales round differently there.)
+    let ahead = split_attention(&attn_split_ahead::KERNEL, 17, 37, 8, 3, f32::NAN);
+    let plain = split_attention(&attn_split::KERNEL, 17, 37, 8, 3, f32::NAN);
+    let run = |a: &SplitAttention| emulate(&a.kern, NUM_WARPS, 1, a.grid, &a.bufs, &a.sc);
+    let (got, want) = (run(&ahead), run(&plain));
+    let mut interp = ahead.bufs.clone();
+    interpret(&ahead.kern, ahead.grid, &mut interp, &ahead.sc);
     for (i, what) in [(4, "m"), (5, "l"), (6, "acc")] {
-        let (a, b) = (ahead[i].to_f32s(), want[i].to_f32s());
+        let (a, b) = (got[i].to_f32s(), want[i].to_f32s());
         assert!(a.iter().all(|x| x.is_finite()), "{what}: a split left NaN");
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(
