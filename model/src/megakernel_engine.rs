@@ -1158,12 +1158,14 @@ impl MegakernelEngine {
             if (i as u64 + 1).is_multiple_of(CHECK_EVERY) {
                 self.check_errors()?;
             }
-            if !on_token(t)? || !ahead {
-                // What the caller has seen: positions up to pos + i are cached; the device
-                // holds this token for the next step unless a step beyond was queued.
+            let go = on_token(t);
+            if !matches!(go, Ok(true)) || !ahead {
+                // What the caller has seen (also when it failed): positions up to pos + i
+                // are cached; the device holds this token for the next step unless a step
+                // beyond was queued.
                 self.m.end_step(pos + i);
                 self.m.on_device = (!ahead).then_some((t, pos + i + 1));
-                return Ok(i + 1);
+                return go.map(|_| i + 1);
             }
         }
         Ok(0)

@@ -166,7 +166,8 @@ pub fn gpu() -> dsl_runtime::Device {
 /// previous one's token is read back) chooses the tokens one step at a time chooses, on
 /// every committed checkpoint: greedy through `generate` (transformers' decisive prefix,
 /// one launch per token but the last), and stopped at an EOS: then exactly one step beyond
-/// it ran, and decoding resumes where the caller stopped as if it had not.
+/// it ran, and decoding resumes where the caller stopped as if it had not; a caller that
+/// fails gets its error back, and decoding resumes after the last token it saw.
 pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
     use model::kernels_engine::Output;
     use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
@@ -176,7 +177,7 @@ pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
         let prompt = ids(&exp["prompt_ids"]);
         let want = ids(&exp["greedy_ids"]);
         let decisive = decisive_prefix(&exp);
-        assert!(decisive >= 3, "{name}: decisive prefix {decisive}");
+        assert!(decisive >= 6, "{name}: decisive prefix {decisive}");
         // Stop at the second generated token's id, wherever it first appears.
         let eos = want[1];
         let at = want.iter().position(|&t| t == eos).unwrap();
@@ -225,6 +226,25 @@ pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
                 next,
                 StepOutput::Token(want[at + 1]),
                 "{name} ahead={run_ahead}: resumed"
+            );
+            // A caller that fails at its second token gets the error back, and decoding
+            // resumes after the last token it saw.
+            let p = prompt.len() + at + 1;
+            let mut seen = vec![];
+            let r = m.decode(want[at + 1], p, 4, &mut |t| {
+                seen.push(t);
+                match seen.len() {
+                    2 => Err(model::ModelError::Prompt("the caller failed".into())),
+                    _ => Ok(true),
+                }
+            });
+            assert!(r.is_err(), "{name} ahead={run_ahead}: the error comes back");
+            assert_eq!(seen, want[at + 2..at + 4], "{name} ahead={run_ahead}");
+            let next = m.step(want[at + 3], p + 2).unwrap();
+            assert_eq!(
+                next,
+                StepOutput::Token(want[at + 4]),
+                "{name} ahead={run_ahead}: resumed after the error"
             );
         }
     }
