@@ -1385,7 +1385,7 @@ fn gemv_tiles_take_one_k_step_or_stay_one_per_program() {
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 18);
+    assert_eq!(all.len(), 19);
     let prefill = model::kernels::prefill_shipped();
     assert_eq!(prefill.len(), 8);
     for k in all.into_iter().chain(prefill) {
