@@ -983,12 +983,12 @@ impl MegakernelEngine {
 
     /// Reads the watchdog's error word: Err if a wait of some launch so far gave up.
     pub fn check_errors(&self) -> Result<(), ModelError> {
-        let constexprs = match self.ahead.last {
-            true => &self.ahead.constexprs,
-            false => &self.constexprs,
-        };
         decode_step::MEGAKERNEL
-            .check_errors(&self.m.dev, constexprs, &self.opts)
+            .check_errors(
+                &self.m.dev,
+                self.constexprs_for(self.ahead.last),
+                &self.opts,
+            )
             .map_err(|e| self.m.err(e))
     }
 
@@ -1128,6 +1128,9 @@ impl MegakernelEngine {
         max_steps: usize,
         on_token: &mut dyn FnMut(u32) -> Result<bool, ModelError>,
     ) -> Result<usize, ModelError> {
+        if max_steps == 0 {
+            return Ok(0);
+        }
         if pos + max_steps > self.m.max_seq {
             return Err(self.m.err(format!(
                 "{max_steps} steps from position {pos} pass the KV cache's {} positions",
@@ -1168,7 +1171,7 @@ impl MegakernelEngine {
                 return go.map(|_| i + 1);
             }
         }
-        Ok(0)
+        Ok(max_steps) // not reached: the last step returns above
     }
 
     /// Launches the step at `pos` (its token and position already on the device) and
@@ -1236,12 +1239,17 @@ impl MegakernelEngine {
             eps: cfg.rms_norm_eps as f32,
             scale: 1.0 / (cfg.head_dim as f32).sqrt(),
         };
-        // The constexprs bound once (`new`, `retune`), not rebuilt per step.
-        let constexprs = match ahead {
+        let constexprs = self.constexprs_for(ahead);
+        decode_step::MEGAKERNEL.launch(&m.dev, &self.opts, &args.list(), constexprs)
+    }
+
+    /// The bound constexprs (`new`, `retune`; not rebuilt per step) of the decode step, or
+    /// of its specialisation whose attention loads ahead ([`Ahead`]).
+    fn constexprs_for(&self, ahead: bool) -> &[Binding] {
+        match ahead {
             true => &self.ahead.constexprs,
             false => &self.constexprs,
-        };
-        decode_step::MEGAKERNEL.launch(&m.dev, &self.opts, &args.list(), constexprs)
+        }
     }
 }
 
@@ -1287,7 +1295,7 @@ impl Engine for MegakernelEngine {
         max_steps: usize,
         on_token: &mut dyn FnMut(u32) -> Result<bool, ModelError>,
     ) -> Result<usize, ModelError> {
-        if self.run_ahead && self.output == Output::Token && max_steps > 0 {
+        if self.run_ahead && self.output == Output::Token {
             self.decode_ahead(token, pos, max_steps, on_token)
         } else {
             crate::engine::decode_stepwise(self, token, pos, max_steps, on_token)
