@@ -28,8 +28,8 @@ use crate::error::ModelError;
 use crate::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{
-    gemv_head_residual, gemv_head_residual_tiles, gemv_residual, gemv_residual_copy,
-    gemv_residual_tiles,
+    attn_head_residual, gemv_head_residual, gemv_head_residual_tiles, gemv_residual,
+    gemv_residual_copy, gemv_residual_tiles,
 };
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
@@ -140,6 +140,9 @@ pub fn decode_step(
     // The attention's next K/V tile in flight while one reduces (`attn_split_ahead`, with
     // O_HEADS; `Tiles::attn_ahead`, a candidate).
     #[constexpr] ATTN_AHEAD: bool,
+    // The attention computed by o_proj's programs, each head's whole (`attn_head_residual`,
+    // with O_HEADS; `Tiles::attn_in_o`, a specialisation for short contexts).
+    #[constexpr] ATTN_IN_O: bool,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -227,75 +230,98 @@ pub fn decode_step(
             );
         }
         if O_HEADS {
-            // Partials only: o_proj merges each head (`gemv_head_residual`).
-            if ATTN_AHEAD {
-                attn_split_ahead(
-                    grid(HEADS, ATTN_SPLITS),
-                    q,
-                    k_cache.layer(layer, kv_layer),
-                    v_cache.layer(layer, kv_layer),
-                    pos,
-                    part_m,
-                    part_l,
-                    part_acc,
-                    HEADS / KV_HEADS,
-                    max_seq,
-                    scale,
-                    HEAD_DIM,
-                    ATTN_BLOCK_N,
-                    ATTN_SPLITS,
-                );
-            } else {
-                attn_split(
-                    grid(HEADS, ATTN_SPLITS),
-                    q,
-                    k_cache.layer(layer, kv_layer),
-                    v_cache.layer(layer, kv_layer),
-                    pos,
-                    part_m,
-                    part_l,
-                    part_acc,
-                    HEADS / KV_HEADS,
-                    max_seq,
-                    scale,
-                    HEAD_DIM,
-                    ATTN_BLOCK_N,
-                    ATTN_SPLITS,
-                );
-            }
-            if OH_TILED {
-                gemv_head_residual_tiles(
-                    grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
-                    o_proj.layer(layer, HIDDEN * q_dim),
-                    part_m,
-                    part_l,
-                    part_acc,
-                    x,
-                    x_mlp,
-                    HIDDEN,
-                    q_dim,
-                    OH_BM,
-                    HEAD_DIM,
-                    ATTN_SPLITS,
-                    RESID_COPIES,
-                    OH_TILES,
-                );
-            } else {
-                gemv_head_residual(
+            if ATTN_IN_O {
+                // One stage: each o_proj program attends its head over every position.
+                attn_head_residual(
                     grid(HEADS, cdiv(HIDDEN, OH_BM)),
                     o_proj.layer(layer, HIDDEN * q_dim),
-                    part_m,
-                    part_l,
-                    part_acc,
+                    q,
+                    k_cache.layer(layer, kv_layer),
+                    v_cache.layer(layer, kv_layer),
+                    pos,
                     x,
                     x_mlp,
+                    HEADS / KV_HEADS,
+                    max_seq,
+                    scale,
                     HIDDEN,
                     q_dim,
                     OH_BM,
                     HEAD_DIM,
-                    ATTN_SPLITS,
+                    ATTN_BLOCK_N,
                     RESID_COPIES,
                 );
+            } else {
+                // Partials only: o_proj merges each head (`gemv_head_residual`).
+                if ATTN_AHEAD {
+                    attn_split_ahead(
+                        grid(HEADS, ATTN_SPLITS),
+                        q,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        part_m,
+                        part_l,
+                        part_acc,
+                        HEADS / KV_HEADS,
+                        max_seq,
+                        scale,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        ATTN_SPLITS,
+                    );
+                } else {
+                    attn_split(
+                        grid(HEADS, ATTN_SPLITS),
+                        q,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        part_m,
+                        part_l,
+                        part_acc,
+                        HEADS / KV_HEADS,
+                        max_seq,
+                        scale,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        ATTN_SPLITS,
+                    );
+                }
+                if OH_TILED {
+                    gemv_head_residual_tiles(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
+                        o_proj.layer(layer, HIDDEN * q_dim),
+                        part_m,
+                        part_l,
+                        part_acc,
+                        x,
+                        x_mlp,
+                        HIDDEN,
+                        q_dim,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_SPLITS,
+                        RESID_COPIES,
+                        OH_TILES,
+                    );
+                } else {
+                    gemv_head_residual(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM)),
+                        o_proj.layer(layer, HIDDEN * q_dim),
+                        part_m,
+                        part_l,
+                        part_acc,
+                        x,
+                        x_mlp,
+                        HIDDEN,
+                        q_dim,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_SPLITS,
+                        RESID_COPIES,
+                    );
+                }
             }
         } else {
             attn_split_merge(
@@ -545,6 +571,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_BLOCK_N: t.attn_block_n,
         ATTN_SPLITS: t.attn_splits,
         ATTN_AHEAD: t.attn_ahead && t.o_heads,
+        ATTN_IN_O: t.attn_in_o && t.o_heads,
         ARGMAX_BLOCK: t.argmax_block,
     }
 }
@@ -626,6 +653,11 @@ pub struct MegakernelOptions {
     /// Some(true) from position 0. `TESSERA_ATTN_AHEAD=0` (or `1`) sets it. Only where o_proj
     /// runs per head.
     pub attn_ahead: Option<bool>,
+    /// Below which position a step launches the decode step whose o_proj programs compute
+    /// the attention themselves (`Tiles::attn_in_o`, `gemv::attn_head_residual`: one hop
+    /// less a layer; a third specialisation of the same source): None, [`attn_in_o_until`]'s
+    /// rule; Some(0) never. `TESSERA_ATTN_IN_O=N` sets it. Only where o_proj runs per head.
+    pub attn_in_o: Option<usize>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -661,6 +693,9 @@ impl Default for MegakernelOptions {
                 .and_then(|v| v.parse().ok()),
             run_ahead: std::env::var("TESSERA_RUN_AHEAD").map_or(true, |v| v != "0"),
             attn_ahead: std::env::var("TESSERA_ATTN_AHEAD").ok().map(|v| v != "0"),
+            attn_in_o: std::env::var("TESSERA_ATTN_IN_O")
+                .ok()
+                .and_then(|v| v.parse().ok()),
         }
     }
 }
@@ -716,41 +751,137 @@ pub fn o_heads_rule(cfg: &Config) -> bool {
     cfg.hidden_size <= 2560
 }
 
-/// The decode step specialised with the attention loading each K/V tile one iteration
-/// early (`Tiles::attn_ahead`, `attention::attn_split_ahead`: the same partials bit for
-/// bit), and the positions whose steps launch it.
-struct Ahead {
-    /// The first position whose step launches it; None: no step does.
-    from: Option<usize>,
-    /// Its constexprs (empty when no step launches it).
-    constexprs: Vec<Binding>,
-    /// `MegakernelOptions::attn_ahead`, kept for a retune.
-    option: Option<bool>,
-    /// Launches of it so far, and whether the last launch was one.
-    launches: u64,
-    last: bool,
+/// Which specialisation of the decode step a launch runs; the engine picks by position
+/// ([`Specialisations::at`]). The same source and the same sync protocol each time, only
+/// constexprs differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// The tiles' own constexprs.
+    Plain,
+    /// The attention loads each K/V tile one iteration early (`Tiles::attn_ahead`,
+    /// `attention::attn_split_ahead`: the same partials bit for bit).
+    Ahead,
+    /// o_proj's programs compute the attention (`Tiles::attn_in_o`,
+    /// `gemv::attn_head_residual`; the same bits up to ATTN_BLOCK_N positions).
+    AttnInO,
 }
 
-impl Ahead {
-    fn new(cfg: &Config, t: &Tiles, option: Option<bool>) -> Ahead {
-        let from = attn_ahead_from(t, option);
-        let constexprs = match from {
-            Some(_) => constexprs(
-                cfg,
-                &Tiles {
-                    attn_ahead: true,
-                    ..t.clone()
-                },
-            ),
-            None => vec![],
+/// The decode step's specialisations, and the positions whose steps launch each: the
+/// engine's choice per launch, and what `tessera explain` says of it.
+pub struct Specialisations {
+    /// The first position whose step launches `Variant::Ahead`; None: no step does.
+    ahead_from: Option<usize>,
+    /// Steps at positions below this launch `Variant::AttnInO` (0: none).
+    in_o_until: usize,
+    /// Each variant's constexprs (empty where no step launches it).
+    plain: Vec<Binding>,
+    ahead: Vec<Binding>,
+    in_o: Vec<Binding>,
+    /// `MegakernelOptions::attn_ahead` and `attn_in_o`, kept for a retune.
+    options: (Option<bool>, Option<usize>),
+    /// Launches so far of `Variant::Ahead` and of `Variant::AttnInO`, and the last one's
+    /// variant.
+    launches: [u64; 2],
+    last: Variant,
+}
+
+impl Specialisations {
+    pub fn new(
+        cfg: &Config,
+        t: &Tiles,
+        attn_ahead: Option<bool>,
+        attn_in_o: Option<usize>,
+    ) -> Specialisations {
+        let ahead_from = attn_ahead_from(t, attn_ahead);
+        let in_o_until = attn_in_o_until(t, attn_in_o);
+        let with = |on: bool, f: fn(&mut Tiles)| {
+            let mut t = t.clone();
+            f(&mut t);
+            match on {
+                true => constexprs(cfg, &t),
+                false => vec![],
+            }
         };
-        Ahead {
-            from,
-            constexprs,
-            option,
-            launches: 0,
-            last: false,
+        Specialisations {
+            ahead_from,
+            in_o_until,
+            plain: constexprs(cfg, t),
+            ahead: with(ahead_from.is_some(), |t| t.attn_ahead = true),
+            in_o: with(in_o_until > 0, |t| t.attn_in_o = true),
+            options: (attn_ahead, attn_in_o),
+            launches: [0; 2],
+            last: Variant::Plain,
         }
+        .first_at_zero()
+    }
+
+    /// `last` as the step at position 0's variant (what `check_errors` reads before any
+    /// launch).
+    fn first_at_zero(mut self) -> Specialisations {
+        self.last = self.at(0);
+        self
+    }
+
+    /// The variant a step at `pos` launches.
+    pub fn at(&self, pos: usize) -> Variant {
+        if pos < self.in_o_until {
+            Variant::AttnInO
+        } else if self.ahead_from.is_some_and(|from| pos >= from) {
+            Variant::Ahead
+        } else {
+            Variant::Plain
+        }
+    }
+
+    /// The constexprs of variant `v` (empty if no step launches it).
+    pub fn constexprs(&self, v: Variant) -> &[Binding] {
+        match v {
+            Variant::Plain => &self.plain,
+            Variant::Ahead => &self.ahead,
+            Variant::AttnInO => &self.in_o,
+        }
+    }
+
+    /// The variants that steps below position `max_seq` launch.
+    pub fn used(&self, max_seq: usize) -> Vec<Variant> {
+        let ahead = self.ahead_from.map(|from| from.max(self.in_o_until));
+        let plain_until = ahead.unwrap_or(usize::MAX).min(max_seq);
+        [
+            (Variant::AttnInO, self.in_o_until > 0 && max_seq > 0),
+            (Variant::Plain, self.in_o_until < plain_until),
+            (Variant::Ahead, ahead.is_some_and(|from| from < max_seq)),
+        ]
+        .into_iter()
+        .filter_map(|(v, on)| on.then_some(v))
+        .collect()
+    }
+
+    /// Which positions launch which variant, in words (for `explain`; empty when every
+    /// step launches the plain one).
+    pub fn describe(&self) -> String {
+        let mut text = String::new();
+        if self.in_o_until > 0 {
+            text += &format!(
+                "Steps below position {0} launch this program with ATTN_IN_O=true (o_proj's programs compute the attention, each its head's whole: attn_head_residual, one stage and one hop a layer less); from position {0} on, the same with ATTN_IN_O=false (the split attention in its own stage).\n",
+                self.in_o_until
+            );
+        }
+        if let Some(from) = self.ahead_from {
+            text += &format!(
+                "From position {} on, a step launches the same program with ATTN_AHEAD=true (the attention loads each K/V tile one iteration early: attn_split_ahead).\n",
+                from.max(self.in_o_until)
+            );
+        }
+        text
+    }
+
+    fn count(&mut self, v: Variant) {
+        match v {
+            Variant::Plain => {}
+            Variant::Ahead => self.launches[0] += 1,
+            Variant::AttnInO => self.launches[1] += 1,
+        }
+        self.last = v;
     }
 }
 
@@ -769,6 +900,16 @@ pub fn attn_ahead_from(t: &Tiles, option: Option<bool>) -> Option<usize> {
         Some(true) => Some(0),
         None => Some(t.attn_splits * t.attn_block_n),
     }
+}
+
+/// Below which position a step launches the decode step whose o_proj programs compute the
+/// attention themselves ([`MegakernelOptions::attn_in_o`]; only with o_proj per head):
+/// by default none yet (a candidate, not measured on a GPU).
+pub fn attn_in_o_until(t: &Tiles, option: Option<usize>) -> usize {
+    if !t.o_heads {
+        return 0;
+    }
+    option.unwrap_or(0)
 }
 
 /// Row blocks per o_proj-per-head program by default (`Tiles::o_heads_tiles`): spread over
@@ -804,7 +945,11 @@ pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
     if cfg.hidden_size > 2048 {
         return vec![];
     }
-    let mut k = vec!["gemv_head_residual", "gemv_head_residual_tiles"];
+    let mut k = vec![
+        "gemv_head_residual",
+        "gemv_head_residual_tiles",
+        "attn_head_residual",
+    ];
     if cfg.hidden_size > 1024 {
         k.extend([
             "rmsnorm_qkv_rope",
@@ -879,9 +1024,8 @@ pub struct MegakernelEngine {
     m: DeviceModel,
     output: Output,
     opts: MegaOptions,
-    constexprs: Vec<Binding>,
-    /// The decode step with the attention's tiles loaded ahead, and from where it runs.
-    ahead: Ahead,
+    /// The decode step's specialisations, and the positions that launch them.
+    variants: Specialisations,
     /// Megakernel launches so far: exactly one per step.
     launches: u64,
     /// Why the KV cache is smaller than asked, if it is.
@@ -922,8 +1066,7 @@ impl MegakernelEngine {
         )
         .map_err(err)?;
         let m = DeviceModel::new(name, cfg, weights, dev, max_seq, Some(tiles))?;
-        let constexprs = constexprs(&m.cfg, &m.tiles);
-        let ahead = Ahead::new(&m.cfg, &m.tiles, opts.attn_ahead);
+        let variants = Specialisations::new(&m.cfg, &m.tiles, opts.attn_ahead, opts.attn_in_o);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
         // is the CTAs the tiles spread their rows over, unless asked otherwise.
         mega.num_warps = m.tiles.warps;
@@ -935,8 +1078,7 @@ impl MegakernelEngine {
             m,
             output: opts.output,
             opts: mega,
-            constexprs,
-            ahead,
+            variants,
             launches: 0,
             note,
             run_ahead: opts.run_ahead,
@@ -964,7 +1106,11 @@ impl MegakernelEngine {
     }
     /// Of those, the launches of the step whose attention loads its tiles ahead.
     pub fn ahead_launches(&self) -> u64 {
-        self.ahead.launches
+        self.variants.launches[0]
+    }
+    /// Of those, the launches of the step whose o_proj computes the attention.
+    pub fn attn_in_o_launches(&self) -> u64 {
+        self.variants.launches[1]
     }
     /// Why the KV cache holds fewer positions than the model allows, if it does.
     pub fn capacity_note(&self) -> Option<&str> {
@@ -976,9 +1122,10 @@ impl MegakernelEngine {
     pub fn set_mega_options(&mut self, opts: MegaOptions) {
         self.opts = opts;
     }
-    /// The bound constexprs (for `explain`, the CUDA source, compile timing).
+    /// The bound constexprs of the plain specialisation (for `explain`, the CUDA source,
+    /// compile timing).
     pub fn constexprs(&self) -> &[Binding] {
-        &self.constexprs
+        self.variants.constexprs(Variant::Plain)
     }
 
     /// Reads the watchdog's error word: Err if a wait of some launch so far gave up.
@@ -986,7 +1133,7 @@ impl MegakernelEngine {
         decode_step::MEGAKERNEL
             .check_errors(
                 &self.m.dev,
-                self.constexprs_for(self.ahead.last),
+                self.constexprs_for(self.variants.last),
                 &self.opts,
             )
             .map_err(|e| self.m.err(e))
@@ -1007,8 +1154,8 @@ impl MegakernelEngine {
             o_heads,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
-        self.constexprs = constexprs(&self.m.cfg, &self.m.tiles);
-        self.ahead = Ahead::new(&self.m.cfg, &self.m.tiles, self.ahead.option);
+        let (ahead, in_o) = self.variants.options;
+        self.variants = Specialisations::new(&self.m.cfg, &self.m.tiles, ahead, in_o);
         opts.num_warps = self.m.tiles.warps;
         opts.wait_in_body = self.opts.wait_in_body;
         opts.wait_in_body_only = self.opts.wait_in_body_only.clone();
@@ -1019,7 +1166,7 @@ impl MegakernelEngine {
     /// The schedule: stages, syncs and the hazards behind them, prefetches.
     pub fn explain(&self) -> Result<String, ModelError> {
         decode_step::MEGAKERNEL
-            .explain(&self.constexprs, &self.opts)
+            .explain(self.constexprs(), &self.opts)
             .map_err(|e| self.m.err(e))
     }
 
@@ -1056,11 +1203,9 @@ impl MegakernelEngine {
     /// instead of in the first token, or the first long context's. Counts as one launch or
     /// two.
     pub fn compile(&mut self) -> Result<(), ModelError> {
-        self.m.begin_step(0, 0)?;
-        self.launch_as(false).map_err(|e| self.m.err(e))?;
-        if self.ahead.from.is_some_and(|from| from < self.m.max_seq) {
+        for v in self.variants.used(self.m.max_seq) {
             self.m.begin_step(0, 0)?;
-            self.launch_as(true).map_err(|e| self.m.err(e))?;
+            self.launch_as(v).map_err(|e| self.m.err(e))?;
         }
         self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
         // On a GPU, the prefill kernels too: a prompt of 16 rows and one of 17 (their row
@@ -1190,17 +1335,15 @@ impl MegakernelEngine {
     /// The one launch of the step at `pos`; its token id and position are already on the
     /// device.
     fn launch(&mut self, pos: usize) -> Result<(), dsl_runtime::Error> {
-        let ahead = self.ahead.from.is_some_and(|from| pos >= from);
-        self.launch_as(ahead)
+        self.launch_as(self.variants.at(pos))
     }
 
-    /// One launch of the decode step, its attention loading ahead or not ([`Ahead`]).
-    fn launch_as(&mut self, ahead: bool) -> Result<(), dsl_runtime::Error> {
+    /// One launch of the decode step's specialisation `v` ([`Variant`]).
+    fn launch_as(&mut self, v: Variant) -> Result<(), dsl_runtime::Error> {
+        self.launches += 1;
+        self.variants.count(v);
         let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
         let cfg = &m.cfg;
-        self.launches += 1;
-        self.ahead.launches += u64::from(ahead);
-        self.ahead.last = ahead;
         let args = decode_step::Args {
             token: ptr(&a.token),
             pos: ptr(&a.pos),
@@ -1239,17 +1382,14 @@ impl MegakernelEngine {
             eps: cfg.rms_norm_eps as f32,
             scale: 1.0 / (cfg.head_dim as f32).sqrt(),
         };
-        let constexprs = self.constexprs_for(ahead);
+        let constexprs = self.constexprs_for(v);
         decode_step::MEGAKERNEL.launch(&m.dev, &self.opts, &args.list(), constexprs)
     }
 
-    /// The bound constexprs (`new`, `retune`; not rebuilt per step) of the decode step, or
-    /// of its specialisation whose attention loads ahead ([`Ahead`]).
-    fn constexprs_for(&self, ahead: bool) -> &[Binding] {
-        match ahead {
-            true => &self.ahead.constexprs,
-            false => &self.constexprs,
-        }
+    /// The bound constexprs (`new`, `retune`; not rebuilt per step) of the decode step's
+    /// specialisation `v`.
+    fn constexprs_for(&self, v: Variant) -> &[Binding] {
+        self.variants.constexprs(v)
     }
 }
 

@@ -152,6 +152,46 @@ fn gpu_attention_tiles_loaded_ahead_compute_the_same_logits() {
     }
 }
 
+/// The decode step whose o_proj programs compute the attention (`MegakernelOptions::
+/// attn_in_o`, `attn_head_residual`) on the GPU: the logits of the plain step within the
+/// fused MLP's 1e-2, on every committed checkpoint, at every prompt position, with tiles of
+/// 4 positions (so the later positions take several) and 3 splits; every step launches it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_attention_inside_o_proj_computes_the_same_logits() {
+    for name in CHECKPOINTS {
+        let ck = Checkpoint::load(&data_dir(name), false).unwrap();
+        let with = |attn_in_o| MegakernelOptions {
+            tiles: Some(model::kernels::Tiles {
+                attn_block_n: 4,
+                attn_splits: 3,
+                ..model::kernels::Tiles::for_config(&ck.config)
+            }),
+            attn_in_o,
+            attn_ahead: Some(false),
+            ..mega_opts(Output::Logits, Some(256))
+        };
+        let mut a =
+            MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), with(Some(0))).unwrap();
+        let mut b =
+            MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), with(Some(256))).unwrap();
+        let exp = expected(name);
+        let prompt = ids(&exp["prompt_ids"]);
+        for (pos, &t) in prompt.iter().enumerate() {
+            let e = rel_err(
+                &logits(b.step(t, pos).unwrap()),
+                &logits(a.step(t, pos).unwrap()),
+            );
+            assert!(
+                e < 1e-2,
+                "{name} pos {pos}: attention inside o_proj vs split {e}"
+            );
+        }
+        assert_eq!(b.attn_in_o_launches(), prompt.len() as u64, "{name}");
+        assert_eq!(a.attn_in_o_launches(), 0, "{name}");
+    }
+}
+
 /// Decoding one step ahead on the GPU (`common::decode_ahead_check`).
 #[test]
 #[ignore = "needs a CUDA GPU"]

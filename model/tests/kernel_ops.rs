@@ -1031,6 +1031,141 @@ fn split_kv_attention_matches_softmax_attention() {
     }
 }
 
+/// o_proj's programs computing the attention themselves (`attn_head_residual`, the decode
+/// step's specialisation for short contexts) add what the split attention then o_proj per
+/// head (`attn_split`, `gemv_head_residual`) add: bit for bit while the context is one tile
+/// (where the megakernel launches it), and against the softmax reference over several
+/// tiles. GQA, a ragged last tile, rows past the hidden size, one and two residual copies;
+/// the residual and the MLP's input start nonzero.
+#[test]
+fn attention_inside_o_proj_adds_what_split_attention_then_o_proj_add() {
+    let mut rng = SplitMix64::new(41);
+    // (heads, kv_heads, head_dim, max_seq, pos, BLOCK_N, SPLITS, hidden, BM, COPIES)
+    let cases = [
+        (4, 2, 32, 64, 0, 32, 4, 40, 16, 2),
+        (4, 2, 32, 64, 31, 32, 4, 40, 16, 2),
+        (8, 2, 16, 64, 9, 16, 4, 33, 16, 1),
+        (2, 1, 16, 100, 70, 16, 3, 24, 8, 1),
+        (4, 4, 24, 50, 49, 8, 2, 20, 8, 2),
+    ];
+    for (nh, nkv, hd, max_seq, pos, block_n, splits, hidden, bm, copies) in cases {
+        let q = rand_bf16(&mut rng, nh * hd, 2.0);
+        let (kc, vc) = (
+            rand_bf16(&mut rng, nkv * max_seq * hd, 2.0),
+            rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
+        );
+        let q_dim = nh * hd;
+        let w = rand_bf16(&mut rng, hidden * q_dim, 0.5);
+        let res0 = f32s(&rand_bf16(&mut rng, copies * hidden, 1.0));
+        let xm0 = f32s(&rand_bf16(&mut rng, hidden, 1.0));
+        let (qb, kb, vb, pb, wb) = (up(&q), up(&kc), up(&vc), up(&[pos as i32]), up(&w));
+        let group = (nh / nkv) as i32;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let heads_grid = Launch::grid((nh as u32, hidden.div_ceil(bm) as u32)).warps(NUM_WARPS);
+        // The split attention, then o_proj per head merging its partials.
+        let parts = nh * splits;
+        let (pm, pl, pa) = (
+            up(&vec![f32::NAN; parts]),
+            up(&vec![f32::NAN; parts]),
+            up(&vec![f32::NAN; parts * hd]),
+        );
+        let (res_a, xm_a) = (up(&res0), up(&xm0));
+        let split = Launch::grid((nh as u32, splits as u32)).warps(NUM_WARPS);
+        attention::attn_split::launch(
+            &dev(),
+            &split,
+            &qb,
+            &kb,
+            &vb,
+            &pb,
+            &pm,
+            &pl,
+            &pa,
+            group,
+            max_seq as i32,
+            scale,
+            hd,
+            block_n,
+            splits,
+        )
+        .unwrap();
+        gemv::gemv_head_residual::launch(
+            &dev(),
+            &heads_grid,
+            &wb,
+            &pm,
+            &pl,
+            &pa,
+            &res_a,
+            &xm_a,
+            hidden as i32,
+            q_dim as i32,
+            bm,
+            hd,
+            splits,
+            copies,
+        )
+        .unwrap();
+        // One stage: each program attends its head itself.
+        let (res_b, xm_b) = (up(&res0), up(&xm0));
+        gemv::attn_head_residual::launch(
+            &dev(),
+            &heads_grid,
+            &wb,
+            &qb,
+            &kb,
+            &vb,
+            &pb,
+            &res_b,
+            &xm_b,
+            group,
+            max_seq as i32,
+            scale,
+            hidden as i32,
+            q_dim as i32,
+            bm,
+            hd,
+            block_n,
+            copies,
+        )
+        .unwrap();
+        let what = format!("heads {nh}/{nkv} hd {hd} len {} BLOCK_N {block_n}", pos + 1);
+        if pos < block_n {
+            let bits = |b: &Buffer<f32>| down(b).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&res_b), bits(&res_a), "{what}: the residual");
+            assert_eq!(bits(&xm_b), bits(&xm_a), "{what}: the MLP's input");
+        }
+        // Against the reference: the softmax attention, then each head's o_proj share in f64.
+        let attn = attention_ref(
+            &f32s(&q),
+            &f32s(&kc),
+            &f32s(&vc),
+            nh,
+            nh / nkv as usize,
+            hd,
+            max_seq,
+            pos + 1,
+        );
+        let (mut want_res, mut want_xm) = (res0.clone(), xm0.clone());
+        for h in 0..nh {
+            for r in 0..hidden {
+                let y: f64 = (0..hd)
+                    .map(|j| w[r * q_dim + h * hd + j].to_f32() as f64 * attn[h * hd + j] as f64)
+                    .sum();
+                want_res[(h % copies) * hidden + r] += y as f32;
+                want_xm[r] += y as f32;
+            }
+        }
+        for (part, got, want) in [
+            ("the residual", &res_b, &want_res),
+            ("the MLP's input", &xm_b, &want_xm),
+        ] {
+            let e = rel_err(&down(got), want);
+            assert!(e < 1e-5, "{what}: {part}: relative error {e:.2e}");
+        }
+    }
+}
+
 /// The norm-once variant (`lm_head_argmax_tiles`: TILES blocks per program, the next
 /// block's weights loaded while one reduces) writes the same logits and per-block
 /// (max, argmax) bits as one program per block, greedy and sampling, with an odd vocab, the
@@ -1385,7 +1520,7 @@ fn gemv_tiles_take_one_k_step_or_stay_one_per_program() {
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 19);
+    assert_eq!(all.len(), 20);
     let prefill = model::kernels::prefill_shipped();
     assert_eq!(prefill.len(), 8);
     for k in all.into_iter().chain(prefill) {

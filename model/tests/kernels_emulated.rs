@@ -603,6 +603,69 @@ fn o_proj_per_head_emulated_merges_and_adds() {
     }
 }
 
+/// `attn_head_residual`'s C (program (head, row block) attends its head over every
+/// position itself, then adds its share of o_proj as `gemv_head_residual` does) against the
+/// interpreter: one tile of context (where the decode step launches it) and five, ragged;
+/// GQA, rows past the hidden size, two residual copies. The atomics land in whatever order
+/// the threads reach them, so the sums are compared to 1e-6.
+#[test]
+fn attention_inside_o_proj_emulated_equals_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(31);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    // (heads, kv heads, D, max_seq, pos, BLOCK_N, hidden, BM, COPIES)
+    for (heads, kv, d, max_seq, pos, block_n, h, bm, copies) in [
+        (
+            4usize, 2usize, 32usize, 40usize, 6usize, 8usize, 40usize, 16usize, 2usize,
+        ),
+        (2, 1, 16, 50, 37, 8, 24, 8, 1),
+    ] {
+        let k = model::kernels::gemv::attn_head_residual::KERNEL
+            .specialize(&[
+                ("BM", int(bm)),
+                ("D", int(d)),
+                ("BLOCK_N", int(block_n)),
+                ("COPIES", int(copies)),
+            ])
+            .unwrap();
+        let q_dim = heads * d;
+        let bf = |v: Vec<f32>| HostMem::from_f32s(DType::BF16, &v);
+        let f32m = |v: Vec<f32>| HostMem::from_f32s(DType::F32, &v);
+        let bufs = vec![
+            bf(rand(&mut rng, h * q_dim, 0.5)),
+            bf(rand(&mut rng, q_dim, 2.0)),
+            bf(rand(&mut rng, kv * max_seq * d, 2.0)),
+            bf(rand(&mut rng, kv * max_seq * d, 1.0)),
+            HostMem::from_f32s(DType::I32, &[pos as f32]),
+            f32m(rand(&mut rng, copies * h, 1.0)),
+            f32m(rand(&mut rng, h, 1.0)),
+        ];
+        let sc = [
+            Scalar::I32((heads / kv) as i32),
+            Scalar::I32(max_seq as i32),
+            Scalar::F32(1.0 / (d as f32).sqrt()),
+            Scalar::I32(h as i32),
+            Scalar::I32(q_dim as i32),
+        ];
+        let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
+        let got = emulate(&k, NUM_WARPS, 1, grid, &bufs, &sc);
+        let mut want = bufs.clone();
+        interpret(&k, grid, &mut want, &sc);
+        for (what, i) in [("residual", 5), ("MLP input", 6)] {
+            let (g, w) = (got[i].to_f32s(), want[i].to_f32s());
+            let err = g
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+                .fold(0.0f32, f32::max);
+            assert!(err < 1e-6, "{what}: error {err:.2e} (len {})", pos + 1);
+        }
+    }
+}
+
 /// `gemv_head_residual_tiles`' C (a head's TILES row blocks a program, the merge once, the
 /// next block's weights carried across the loop) adds the same bits into the residual and
 /// the MLP's input as `gemv_head_residual`'s C with one block per program: blocks past the

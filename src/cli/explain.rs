@@ -166,7 +166,7 @@ pub fn decode_step_text(
 ) -> Result<String, String> {
     use model::kernels::TileRule;
     use model::megakernel_engine::{
-        attn_ahead_from, constexprs, decode_step, default_tiles, with_options, MegakernelOptions,
+        decode_step, default_tiles, with_options, MegakernelOptions, Specialisations,
     };
     let t = default_tiles(cfg, &TileRule::default(), gemv_tiles);
     let o = MegakernelOptions {
@@ -175,25 +175,15 @@ pub fn decode_step_text(
     };
     let (t, opts) = with_options(cfg, t, &o);
     let opts = opts.warps(warps.unwrap_or(t.warps));
-    // The specialisation a step at position 0 launches (`TESSERA_ATTN_AHEAD=1`: the one
-    // whose attention loads its tiles ahead).
-    let ahead = attn_ahead_from(&t, o.attn_ahead);
-    let first = model::kernels::Tiles {
-        attn_ahead: ahead == Some(0),
-        ..t.clone()
-    };
-    let cx = constexprs(cfg, &first);
+    // The specialisation a step at position 0 launches, and which others run where.
+    let variants = Specialisations::new(cfg, &t, o.attn_ahead, o.attn_in_o);
+    let cx = variants.constexprs(variants.at(0));
     let m = &decode_step::MEGAKERNEL;
     if cuda {
-        Ok(m.cuda_source(&cx, &opts).map_err(|e| e.to_string())?.code)
+        Ok(m.cuda_source(cx, &opts).map_err(|e| e.to_string())?.code)
     } else {
-        let mut text = m.explain(&cx, &opts).map_err(|e| e.to_string())?;
-        if let Some(from) = ahead.filter(|&p| p > 0) {
-            text += &format!(
-                "From position {from} on, a step launches the same program with ATTN_AHEAD=true (the attention loads each K/V tile one iteration early: attn_split_ahead).\n"
-            );
-        }
-        Ok(text)
+        let text = m.explain(cx, &opts).map_err(|e| e.to_string())?;
+        Ok(text + &variants.describe())
     }
 }
 

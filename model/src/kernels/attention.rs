@@ -72,6 +72,49 @@ fn attend_chunk(
     store(part_acc + slot * D + d, acc);
 }
 
+/// Head `head`'s attention over all of 0..=pos in one pass, normalised: `attend_chunk`'s
+/// online softmax over the whole range, for a program that needs the head itself
+/// (`gemv::attn_head_residual`). Up to BLOCK_N positions (one tile) it equals the split
+/// partials merged (`merged_head`) bit for bit: the splits past the first are empty and
+/// merge with weight exp(-3e38 - m) = 0, the first with exp(0) = 1.
+#[tile_fn]
+pub fn attend_head(
+    q: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    head: i32,
+    group: i32,
+    max_seq: i32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+) -> Tile<f32, D> {
+    let len = load(pos) + 1;
+    let d = arange(0, D);
+    let qv = load(q + head * D + d).to(f32).expand_dims(0);
+    let base = (head / group) * max_seq * D;
+    let mut m = -3.0e38;
+    let mut l = 0.0;
+    let mut acc = zeros([D], f32);
+    // `attend_chunk`'s loop over the chunk [0, len).
+    for start in (0..len).step_by(BLOCK_N) {
+        let n = start + arange(0, BLOCK_N);
+        let valid = n < len;
+        let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
+        let kt = load(k_cache + offs, valid.expand_dims(1), 0.0).to(f32);
+        let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
+        let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
+        let m_new = maximum(m, max(s, 0));
+        let alpha = exp(m - m_new);
+        let pr = where_(valid, exp(s - m_new), 0.0);
+        l = l * alpha + sum(pr, 0);
+        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
+        m = m_new;
+    }
+    acc / l
+}
+
 /// `attend_chunk` with the next tile's K and V in flight while one reduces: the same
 /// arithmetic in the same order (the partials are equal bit for bit), each tile's loads
 /// issued one iteration early, so a long chunk's round trips overlap its reductions. Two

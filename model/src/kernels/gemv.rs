@@ -16,7 +16,7 @@
 //!   reduction before the first weight load, and the normed vector never goes to memory.
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream (f32), so it updates it in place.
-use super::attention::merged_head;
+use super::attention::{attend_head, merged_head};
 use dsl_runtime::prelude::*;
 
 /// The residual stream at `cols`: the sum of its `COPIES` copies (`x` is `[COPIES, n]`).
@@ -284,6 +284,45 @@ pub fn gemv_head_residual(
     let wt = load_head_block(w, rows, row_mask, head, k, D).to(f32);
     let a = merged_head(part_m, part_l, part_acc, head, D, SPLITS);
     let y = sum(wt * a.expand_dims(0), 1);
+    add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+}
+
+/// The attention and o_proj per head in one stage, for short contexts: program (h, j)
+/// computes head h's attention over every position itself (`attention::attend_head`, no
+/// splits, no partials), multiplies it by the [BM, D] block of W at rows j·BM.. and
+/// columns h·D.., and adds into `copy` and `res` as `gemv_head_residual` does. The
+/// hidden / BM programs of a head each compute it (the K/V rows come from L2 after the
+/// first), which costs little while the context is a tile or two, and the step loses the
+/// hop between the attention's stage and o_proj's (`MegakernelOptions::attn_in_o`). Up to
+/// BLOCK_N positions it adds what `attn_split` then `gemv_head_residual` add, bit for bit.
+#[kernel(helpers(attend_head, add_head_rows, load_head_block))]
+pub fn attn_head_residual(
+    w: Ptr<bf16>,
+    q: Ptr<bf16>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    group: i32,
+    max_seq: i32,
+    scale: f32,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] COPIES: usize,
+) {
+    let head = program_id(0);
+    let rows = program_id(1) * BM + arange(0, BM);
+    let row_mask = rows < m;
+    // The weights first: nothing they need is written by another stage.
+    let wt = load_head_block(w, rows, row_mask, head, k, D);
+    let a = attend_head(
+        q, k_cache, v_cache, pos, head, group, max_seq, scale, D, BLOCK_N,
+    );
+    let y = sum(wt.to(f32) * a.expand_dims(0), 1);
     add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
 }
 

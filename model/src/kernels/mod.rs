@@ -207,6 +207,11 @@ pub struct Tiles {
     /// launches a second specialisation with it on from some position
     /// (`megakernel_engine::attn_ahead_from`).
     pub attn_ahead: bool,
+    /// The megakernel's attention computed inside o_proj per head, each program its head's
+    /// whole (`gemv::attn_head_residual`: one stage and one hop less, the K/V read once per
+    /// program): off in the rule; the engine launches a specialisation with it on below
+    /// some position (`megakernel_engine::attn_in_o_until`).
+    pub attn_in_o: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -262,6 +267,7 @@ impl Tiles {
             attn_splits: (r.ctas.max(ATTN_TARGET_PROGRAMS / 2) / cfg.num_attention_heads)
                 .clamp(1, 32),
             attn_ahead: false,
+            attn_in_o: false,
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
                 .programs(cfg.vocab_size)
@@ -504,6 +510,16 @@ pub fn shipped() -> Vec<Shipped> {
             &gemv::gemv_head_residual::KERNEL,
             head_gemv.clone(),
             "the megakernel's o_proj: program (head, row block) merges the head's attention partials, res += W[rows, head] · a and the MLP's copy too (f32 atomics)",
+        ),
+        k(
+            &gemv::attn_head_residual::KERNEL,
+            vec![
+                ("BM", int(crate::megakernel_engine::o_heads_bm(&cfg, &t))),
+                ("D", int(hd)),
+                ("BLOCK_N", int(t.attn_block_n)),
+                ("COPIES", int(1)),
+            ],
+            "the megakernel's candidate for short contexts: o_proj per head whose programs attend their head over every position themselves (one stage, no partials)",
         ),
         k(
             &gemv::gemv_head_residual_tiles::KERNEL,
