@@ -656,7 +656,8 @@ pub struct MegakernelOptions {
     /// Below which position a step launches the decode step whose o_proj programs compute
     /// the attention themselves (`Tiles::attn_in_o`, `gemv::attn_head_residual`: one hop
     /// less a layer; a third specialisation of the same source): None, [`attn_in_o_until`]'s
-    /// rule; Some(0) never. `TESSERA_ATTN_IN_O=N` sets it. Only where o_proj runs per head.
+    /// rule (below one attention tile at 0.6B and 1.7B); Some(0) never.
+    /// `TESSERA_ATTN_IN_O=N` sets it. Only where o_proj runs per head.
     pub attn_in_o: Option<usize>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
@@ -793,7 +794,7 @@ impl Specialisations {
         attn_in_o: Option<usize>,
     ) -> Specialisations {
         let ahead_from = attn_ahead_from(t, attn_ahead);
-        let in_o_until = attn_in_o_until(t, attn_in_o);
+        let in_o_until = attn_in_o_until(cfg, t, attn_in_o);
         let with = |on: bool, f: fn(&mut Tiles)| {
             let mut t = t.clone();
             f(&mut t);
@@ -903,13 +904,21 @@ pub fn attn_ahead_from(t: &Tiles, option: Option<bool>) -> Option<usize> {
 }
 
 /// Below which position a step launches the decode step whose o_proj programs compute the
-/// attention themselves ([`MegakernelOptions::attn_in_o`]; only with o_proj per head):
-/// by default none yet (a candidate, not measured on a GPU).
-pub fn attn_in_o_until(t: &Tiles, option: Option<usize>) -> usize {
+/// attention themselves ([`MegakernelOptions::attn_in_o`]; only with o_proj per head): by
+/// default below one attention tile (ATTN_BLOCK_N positions, 128 at 0.6B: the same bits as
+/// the split attention there) where o_proj per head runs one row block a program (0.6B,
+/// 1.7B). On an H100 it was 8.0% faster at 0.6B's context 1 and 3.7% at 1.7B's (every
+/// repetition); up to four tiles it was 16% and 8% slower at position 256, where every
+/// program of a head reads the head's whole context (docs/PERF.md, session 23).
+pub fn attn_in_o_until(cfg: &Config, t: &Tiles, option: Option<usize>) -> usize {
     if !t.o_heads {
         return 0;
     }
-    option.unwrap_or(0)
+    match option {
+        Some(n) => n,
+        None if o_heads_tiles(cfg, t) == 1 => t.attn_block_n,
+        None => 0,
+    }
 }
 
 /// Row blocks per o_proj-per-head program by default (`Tiles::o_heads_tiles`): spread over

@@ -134,6 +134,8 @@ fn gpu_attention_tiles_loaded_ahead_compute_the_same_logits() {
                 ..model::kernels::Tiles::for_config(&ck.config)
             }),
             attn_ahead,
+            // The split attention at every position (no step attends inside o_proj).
+            attn_in_o: Some(0),
             ..mega_opts(Output::Logits, Some(256))
         };
         let mut a = MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), with(Some(false)))

@@ -1141,7 +1141,7 @@ fn attention_inside_o_proj_adds_what_split_attention_then_o_proj_add() {
             &f32s(&kc),
             &f32s(&vc),
             nh,
-            nh / nkv as usize,
+            nh / nkv,
             hd,
             max_seq,
             pos + 1,

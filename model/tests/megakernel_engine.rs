@@ -1027,6 +1027,8 @@ fn attention_tiles_loaded_ahead_compute_the_same_logits() {
                     ..model::kernels::Tiles::for_config(&cfg)
                 }),
                 attn_ahead,
+                // The split attention at every position (no step attends inside o_proj).
+                attn_in_o: Some(0),
                 ..opts.clone()
             };
             let mut never = mega(name, Output::Logits, &with(Some(false)));

@@ -209,8 +209,8 @@ pub struct Tiles {
     pub attn_ahead: bool,
     /// The megakernel's attention computed inside o_proj per head, each program its head's
     /// whole (`gemv::attn_head_residual`: one stage and one hop less, the K/V read once per
-    /// program): off in the rule; the engine launches a specialisation with it on below
-    /// some position (`megakernel_engine::attn_in_o_until`).
+    /// program): off in the rule; the megakernel engine launches a specialisation with it
+    /// on below one tile of context (`megakernel_engine::attn_in_o_until`).
     pub attn_in_o: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
