@@ -808,7 +808,16 @@ impl Specialisations {
             in_o_until,
             plain: constexprs(cfg, t),
             ahead: with(ahead_from.is_some(), |t| t.attn_ahead = true),
-            in_o: with(in_o_until > 0, |t| t.attn_in_o = true),
+            in_o: with(in_o_until > 0, |t| {
+                t.attn_in_o = true;
+                // An experiment (session 23): the specialisation's K/V tiles of N positions.
+                if let Some(n) = std::env::var("TESSERA_ATTN_IN_O_BLOCK_N")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                {
+                    t.attn_block_n = n;
+                }
+            }),
             options: (attn_ahead, attn_in_o),
             launches: [0; 2],
             last: Variant::Plain,

@@ -294,6 +294,10 @@ pub fn run(
         }
     }
 
+    // Every specialisation of the step loaded, as `generate` and `serve` start (the step at
+    // position 0 loaded one; a decode row crossing into another must not time its load).
+    engine.compile()?;
+
     let bw = if gpu {
         Some(read_bandwidth(&dev, plan.probe_bytes)?)
     } else {
