@@ -28,8 +28,8 @@ use crate::error::ModelError;
 use crate::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{
-    attn_head_residual, gemv_head_residual, gemv_head_residual_tiles, gemv_residual,
-    gemv_residual_copy, gemv_residual_tiles,
+    attn_head_residual, attn_rope_head_residual, gemv_head_residual, gemv_head_residual_tiles,
+    gemv_residual, gemv_residual_copy, gemv_residual_tiles,
 };
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
@@ -143,6 +143,10 @@ pub fn decode_step(
     // The attention computed by o_proj's programs, each head's whole (`attn_head_residual`,
     // with O_HEADS; `Tiles::attn_in_o`, a specialisation for short contexts).
     #[constexpr] ATTN_IN_O: bool,
+    // With ATTN_IN_O: o_proj's programs norm and rope the raw heads too
+    // (`attn_rope_head_residual`), and the QKV stage leaves them raw (QKV_FINISH false).
+    #[constexpr] ATTN_ROPE: bool,
+    #[constexpr] QKV_FINISH: bool,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -198,6 +202,7 @@ pub fn decode_step(
                 RESID_COPIES,
                 O_HEADS,
                 QKV_COPY_ROWS,
+                QKV_FINISH,
             );
         } else {
             rmsnorm_qkv_rope(
@@ -227,30 +232,58 @@ pub fn decode_step(
                 RESID_COPIES,
                 O_HEADS,
                 QKV_COPY_ROWS,
+                QKV_FINISH,
             );
         }
         if O_HEADS {
             if ATTN_IN_O {
-                // One stage: each o_proj program attends its head over every position.
-                attn_head_residual(
-                    grid(HEADS, cdiv(HIDDEN, OH_BM)),
-                    o_proj.layer(layer, HIDDEN * q_dim),
-                    q,
-                    k_cache.layer(layer, kv_layer),
-                    v_cache.layer(layer, kv_layer),
-                    pos,
-                    x,
-                    x_mlp,
-                    HEADS / KV_HEADS,
-                    max_seq,
-                    scale,
-                    HIDDEN,
-                    q_dim,
-                    OH_BM,
-                    HEAD_DIM,
-                    ATTN_BLOCK_N,
-                    RESID_COPIES,
-                );
+                if ATTN_ROPE {
+                    attn_rope_head_residual(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM)),
+                        o_proj.layer(layer, HIDDEN * q_dim),
+                        qkv,
+                        q_norm.layer(layer, HEAD_DIM),
+                        k_norm.layer(layer, HEAD_DIM),
+                        rope,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        x,
+                        x_mlp,
+                        HEADS,
+                        KV_HEADS,
+                        max_seq,
+                        eps,
+                        scale,
+                        HIDDEN,
+                        q_dim,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        RESID_COPIES,
+                    );
+                } else {
+                    // One stage: each o_proj program attends its head over every position.
+                    attn_head_residual(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM)),
+                        o_proj.layer(layer, HIDDEN * q_dim),
+                        q,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        x,
+                        x_mlp,
+                        HEADS / KV_HEADS,
+                        max_seq,
+                        scale,
+                        HIDDEN,
+                        q_dim,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        RESID_COPIES,
+                    );
+                }
             } else {
                 // Partials only: o_proj merges each head (`gemv_head_residual`).
                 if ATTN_AHEAD {
@@ -572,6 +605,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_SPLITS: t.attn_splits,
         ATTN_AHEAD: t.attn_ahead && t.o_heads,
         ATTN_IN_O: t.attn_in_o && t.o_heads,
+        ATTN_ROPE: t.attn_in_o && t.o_heads && t.attn_rope,
+        QKV_FINISH: !(t.attn_in_o && t.o_heads && t.attn_rope),
         ARGMAX_BLOCK: t.argmax_block,
     }
 }
@@ -810,13 +845,8 @@ impl Specialisations {
             ahead: with(ahead_from.is_some(), |t| t.attn_ahead = true),
             in_o: with(in_o_until > 0, |t| {
                 t.attn_in_o = true;
-                // An experiment (session 23): the specialisation's K/V tiles of N positions.
-                if let Some(n) = std::env::var("TESSERA_ATTN_IN_O_BLOCK_N")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                {
-                    t.attn_block_n = n;
-                }
+                // An experiment (session 23): o_proj's programs norm and rope the heads.
+                t.attn_rope |= std::env::var("TESSERA_ATTN_ROPE").is_ok_and(|v| v != "0");
             }),
             options: (attn_ahead, attn_in_o),
             launches: [0; 2],

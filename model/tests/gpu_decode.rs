@@ -163,33 +163,33 @@ fn gpu_attention_tiles_loaded_ahead_compute_the_same_logits() {
 fn gpu_attention_inside_o_proj_computes_the_same_logits() {
     for name in CHECKPOINTS {
         let ck = Checkpoint::load(&data_dir(name), false).unwrap();
-        let with = |attn_in_o| MegakernelOptions {
+        let with = |attn_in_o, attn_rope| MegakernelOptions {
             tiles: Some(model::kernels::Tiles {
                 attn_block_n: 4,
                 attn_splits: 3,
+                attn_rope,
                 ..model::kernels::Tiles::for_config(&ck.config)
             }),
             attn_in_o,
             attn_ahead: Some(false),
             ..mega_opts(Output::Logits, Some(256))
         };
-        let mut a =
-            MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), with(Some(0))).unwrap();
-        let mut b =
-            MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), with(Some(256))).unwrap();
+        let engine = |o| MegakernelEngine::new(ck.config.clone(), &ck.weights, gpu(), o).unwrap();
+        let mut a = engine(with(Some(0), false));
+        // Inside o_proj at every position, and with the heads normed and roped there too.
+        let mut b = engine(with(Some(256), false));
+        let mut c = engine(with(Some(256), true));
         let exp = expected(name);
         let prompt = ids(&exp["prompt_ids"]);
         for (pos, &t) in prompt.iter().enumerate() {
-            let e = rel_err(
-                &logits(b.step(t, pos).unwrap()),
-                &logits(a.step(t, pos).unwrap()),
-            );
-            assert!(
-                e < 1e-2,
-                "{name} pos {pos}: attention inside o_proj vs split {e}"
-            );
+            let want = logits(a.step(t, pos).unwrap());
+            for (what, e) in [("inside o_proj", &mut b), ("with the rope", &mut c)] {
+                let err = rel_err(&logits(e.step(t, pos).unwrap()), &want);
+                assert!(err < 1e-2, "{name} pos {pos}: {what} vs split {err}");
+            }
         }
         assert_eq!(b.attn_in_o_launches(), prompt.len() as u64, "{name}");
+        assert_eq!(c.attn_in_o_launches(), prompt.len() as u64, "{name}");
         assert_eq!(a.attn_in_o_launches(), 0, "{name}");
     }
 }

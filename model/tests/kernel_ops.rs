@@ -686,6 +686,7 @@ impl Qkv {
                 1,
                 copy,
                 rows,
+                true,
             ),
             Some(t) => rope::rmsnorm_qkv_rope_tiles::launch(
                 &dev(),
@@ -716,6 +717,7 @@ impl Qkv {
                 1,
                 copy,
                 rows,
+                true,
             ),
         }
         .unwrap();

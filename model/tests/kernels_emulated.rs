@@ -390,6 +390,7 @@ fn qkv_gemv_with_its_head_epilogue_emulated_equals_the_interpreter() {
             ("COPIES", int(1)),
             ("COPY", ConstVal::Bool(false)),
             ("COPY_ROWS", int(1)),
+            ("FINISH", ConstVal::Bool(true)),
         ])
         .unwrap();
     let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
@@ -435,6 +436,7 @@ fn qkv_tiles_emulated_equal_one_program_per_tile() {
             ("COPIES", int(1)),
             ("COPY", ConstVal::Bool(false)),
             ("COPY_ROWS", int(1)),
+            ("FINISH", ConstVal::Bool(true)),
         ])
         .unwrap();
     let (bufs, sc) = qkv_args(&mut rng, (heads, kv, d, h), 12, 7);
@@ -449,6 +451,7 @@ fn qkv_tiles_emulated_equal_one_program_per_tile() {
                 ("COPIES", int(1)),
                 ("COPY", ConstVal::Bool(false)),
                 ("COPY_ROWS", int(1)),
+                ("FINISH", ConstVal::Bool(true)),
             ])
             .unwrap();
         let grid = [(m / bm).div_ceil(tiles) as u32, 1, 1];
@@ -490,6 +493,7 @@ fn qkv_copy_emulated_leaves_the_residual_rows() {
                 ("COPIES", int(1)),
                 ("COPY", ConstVal::Bool(copy)),
                 ("COPY_ROWS", int(rows)),
+                ("FINISH", ConstVal::Bool(true)),
             ];
             match tiles {
                 None => rmsnorm_qkv_rope::KERNEL.specialize(&c).unwrap(),

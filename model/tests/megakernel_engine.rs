@@ -1073,10 +1073,11 @@ fn attention_inside_o_proj_computes_the_same_logits() {
     for name in CHECKPOINTS {
         let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
         for (mode, opts) in modes() {
-            let with = |attn_in_o| MegakernelOptions {
+            let with_rope = |attn_in_o, attn_rope| MegakernelOptions {
                 tiles: Some(model::kernels::Tiles {
                     attn_block_n: 4,
                     attn_splits: 3,
+                    attn_rope,
                     ..model::kernels::Tiles::for_config(&cfg)
                 }),
                 attn_in_o,
@@ -1084,7 +1085,9 @@ fn attention_inside_o_proj_computes_the_same_logits() {
                 attn_ahead: Some(false),
                 ..opts.clone()
             };
+            let with = |attn_in_o| with_rope(attn_in_o, false);
             let mut never = mega(name, Output::Logits, &with(Some(0)));
+            let mut rope = mega(name, Output::Logits, &with_rope(Some(4), true));
             let mut below_a_tile = mega(name, Output::Logits, &with(Some(4)));
             let mut always = mega(name, Output::Logits, &with(Some(usize::MAX)));
             let prompt = ids(&expected(name)["prompt_ids"]);
@@ -1096,6 +1099,7 @@ fn attention_inside_o_proj_computes_the_same_logits() {
                 let want = logits(never.step(t, pos).unwrap());
                 for (what, e, exact) in [
                     ("below a tile", &mut below_a_tile, same_order),
+                    ("norm and rope there too", &mut rope, same_order),
                     ("always", &mut always, same_order && pos < 4),
                 ] {
                     let got = logits(e.step(t, pos).unwrap());

@@ -115,6 +115,56 @@ pub fn attend_head(
     acc / l
 }
 
+/// `attend_head` for a program that holds q and the new position's K and V itself
+/// (`k_cur`, `v_cur`: position len - 1, which the cache does not hold yet): the cache's rows
+/// below it, that row from registers. The same arithmetic, so the same bits as `attend_head`
+/// once the cache holds those values. `base`: the KV head's first cache row.
+#[tile_fn]
+pub fn attend_head_cur(
+    qv: Tile<f32, D>,
+    k_cur: Tile<f32, D>,
+    v_cur: Tile<f32, D>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    base: i32,
+    len: i32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+) -> Tile<f32, D> {
+    let d = arange(0, D);
+    let q2 = qv.expand_dims(0);
+    let cur = len - 1;
+    let mut m = -3.0e38;
+    let mut l = 0.0;
+    let mut acc = zeros([D], f32);
+    for start in (0..len).step_by(BLOCK_N) {
+        let n = start + arange(0, BLOCK_N);
+        let valid = n < len;
+        let cached = (n < cur).expand_dims(1);
+        let now = (n == cur).expand_dims(1);
+        let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
+        let kt = where_(
+            now,
+            k_cur.expand_dims(0),
+            load(k_cache + offs, cached, 0.0).to(f32),
+        );
+        let vt = where_(
+            now,
+            v_cur.expand_dims(0),
+            load(v_cache + offs, cached, 0.0).to(f32),
+        );
+        let s = where_(valid, sum(kt * q2, 1) * scale, -3.0e38);
+        let m_new = maximum(m, max(s, 0));
+        let alpha = exp(m - m_new);
+        let pr = where_(valid, exp(s - m_new), 0.0);
+        l = l * alpha + sum(pr, 0);
+        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
+        m = m_new;
+    }
+    acc / l
+}
+
 /// `attend_chunk` with the next tile's K and V in flight while one reduces: the same
 /// arithmetic in the same order (the partials are equal bit for bit), each tile's loads
 /// issued one iteration early, so a long chunk's round trips overlap its reductions. Two

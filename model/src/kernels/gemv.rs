@@ -16,7 +16,8 @@
 //!   reduction before the first weight load, and the normed vector never goes to memory.
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream (f32), so it updates it in place.
-use super::attention::{attend_head, merged_head};
+use super::attention::{attend_head, attend_head_cur, merged_head};
+use super::rope::norm_rope;
 use dsl_runtime::prelude::*;
 
 /// The residual stream at `cols`: the sum of its `COPIES` copies (`x` is `[COPIES, n]`).
@@ -321,6 +322,75 @@ pub fn attn_head_residual(
     let wt = load_head_block(w, rows, row_mask, head, k, D);
     let a = attend_head(
         q, k_cache, v_cache, pos, head, group, max_seq, scale, D, BLOCK_N,
+    );
+    let y = sum(wt.to(f32) * a.expand_dims(0), 1);
+    add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+}
+
+/// `attn_head_residual` reading the QKV stage's raw heads (`rmsnorm_qkv_rope` with FINISH
+/// off: no ticket, no head finished there): program (h, j) norms and ropes head h's q and
+/// its KV head's k itself (`rope::norm_rope`, rounded to bf16 as the cache and `q` hold
+/// them), takes the new position's K and V from registers and the older ones from the cache
+/// (`attention::attend_head_cur`), and program (h, 0) of the first query head of each KV
+/// head writes them into the cache for the later steps. A candidate (session 23): the QKV
+/// stage's ticket chain off the critical path, a norm and a rope in every program here.
+#[kernel(helpers(attend_head_cur, norm_rope, add_head_rows, load_head_block))]
+pub fn attn_rope_head_residual(
+    w: Ptr<bf16>,
+    qkv: Ptr<bf16>,
+    q_norm: Ptr<bf16>,
+    k_norm: Ptr<bf16>,
+    rope: Ptr<f32>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    scale: f32,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] COPIES: usize,
+) {
+    let head = program_id(0);
+    let rows = program_id(1) * BM + arange(0, BM);
+    let row_mask = rows < m;
+    // The weights first: nothing they need is written by another stage.
+    let wt = load_head_block(w, rows, row_mask, head, k, D);
+    let p = load(pos);
+    let cs = rope + p * D;
+    let group = n_heads / n_kv_heads;
+    let kvh = head / group;
+    let d = arange(0, D);
+    let qv = norm_rope(qkv + head * D, q_norm, cs, eps, D)
+        .to(bf16)
+        .to(f32);
+    let kn = norm_rope(qkv + (n_heads + kvh) * D, k_norm, cs, eps, D).to(bf16);
+    let vn = load(qkv + (n_heads + n_kv_heads + kvh) * D + d);
+    if program_id(1) == 0 {
+        if head % group == 0 {
+            let slot = (kvh * max_seq + p) * D;
+            store(k_cache + slot + d, kn);
+            store(v_cache + slot + d, vn);
+        }
+    }
+    let a = attend_head_cur(
+        qv,
+        kn.to(f32),
+        vn.to(f32),
+        k_cache,
+        v_cache,
+        kvh * max_seq * D,
+        p + 1,
+        scale,
+        D,
+        BLOCK_N,
     );
     let y = sum(wt.to(f32) * a.expand_dims(0), 1);
     add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);

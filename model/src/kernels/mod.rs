@@ -212,6 +212,10 @@ pub struct Tiles {
     /// program): off in the rule; the megakernel engine launches a specialisation with it
     /// on below one tile of context (`megakernel_engine::attn_in_o_until`).
     pub attn_in_o: bool,
+    /// With `attn_in_o`: o_proj's programs also norm and rope the raw QKV heads and write
+    /// the new K/V row (`gemv::attn_rope_head_residual`), the QKV stage no ticket (a
+    /// candidate, off).
+    pub attn_rope: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -268,6 +272,7 @@ impl Tiles {
                 .clamp(1, 32),
             attn_ahead: false,
             attn_in_o: false,
+            attn_rope: false,
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
                 .programs(cfg.vocab_size)

@@ -29,7 +29,7 @@ use dsl_runtime::prelude::*;
 /// by the position's cosines and sines (`cs`, a row of the rope table): rotate-half RoPE,
 /// the arithmetic of `qk_norm_rope` and `rmsnorm_qkv_rope`, written once.
 #[tile_fn]
-fn norm_rope(
+pub fn norm_rope(
     src: Ptr<bf16>,
     w: Ptr<bf16>,
     cs: Ptr<f32>,
@@ -188,6 +188,9 @@ pub fn rmsnorm_qkv_rope(
     #[constexpr] COPIES: usize,
     #[constexpr] COPY: bool,
     #[constexpr] COPY_ROWS: usize,
+    // false: the heads stay raw in `qkv`, no ticket; the stage that reads them norms and
+    // ropes them itself (`gemv::attn_rope_head_residual`).
+    #[constexpr] FINISH: bool,
 ) {
     let rows = program_id(0) * BM + arange(0, BM);
     let row_mask = rows < m;
@@ -197,14 +200,16 @@ pub fn rmsnorm_qkv_rope(
         copy_resid_rows(x, x_copy, program_id(0), k, COPY_ROWS, COPIES);
     }
     store(qkv + rows, out.to(bf16), row_mask);
-    let unit = program_id(0) * BM / D;
-    let done = atomic_add(tickets + unit, 1);
-    if done == D / BM - 1 {
-        store(tickets + unit, 0);
-        finish_head(
-            qkv, q_norm, k_norm, rope, pos, q_out, k_cache, v_cache, unit, n_heads, n_kv_heads,
-            max_seq, eps, D,
-        );
+    if FINISH {
+        let unit = program_id(0) * BM / D;
+        let done = atomic_add(tickets + unit, 1);
+        if done == D / BM - 1 {
+            store(tickets + unit, 0);
+            finish_head(
+                qkv, q_norm, k_norm, rope, pos, q_out, k_cache, v_cache, unit, n_heads, n_kv_heads,
+                max_seq, eps, D,
+            );
+        }
     }
 }
 
@@ -243,6 +248,8 @@ pub fn rmsnorm_qkv_rope_tiles(
     #[constexpr] COPIES: usize,
     #[constexpr] COPY: bool,
     #[constexpr] COPY_ROWS: usize,
+    // false: no ticket and no head finished, as `rmsnorm_qkv_rope`'s FINISH.
+    #[constexpr] FINISH: bool,
 ) {
     let cols = arange(0, BK);
     let col_mask = cols < k;
@@ -279,7 +286,7 @@ pub fn rmsnorm_qkv_rope_tiles(
         );
         store(qkv + rows, (sum(acc, 1) * inv).to(bf16), row_mask);
         // A tile past the last row counts nothing (its head's count would never reset).
-        if tile * BM < m {
+        if FINISH & (tile * BM < m) {
             let unit = tile * BM / D;
             let done = atomic_add(tickets + unit, 1);
             if done == D / BM - 1 {
