@@ -239,7 +239,7 @@ pub fn decode_step(
             if ATTN_IN_O {
                 if ATTN_ROPE {
                     attn_rope_head_residual(
-                        grid(HEADS, cdiv(HIDDEN, OH_BM)),
+                        grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
                         o_proj.layer(layer, HIDDEN * q_dim),
                         qkv,
                         q_norm.layer(layer, HEAD_DIM),
@@ -261,6 +261,7 @@ pub fn decode_step(
                         HEAD_DIM,
                         ATTN_BLOCK_N,
                         RESID_COPIES,
+                        OH_TILES,
                     );
                 } else {
                     // One stage: each o_proj program attends its head over every position.

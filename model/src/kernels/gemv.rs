@@ -17,7 +17,7 @@
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream (f32), so it updates it in place.
 use super::attention::{attend_head, attend_head_cur, merged_head};
-use super::rope::norm_rope;
+use super::rope::norm_rope_qk;
 use dsl_runtime::prelude::*;
 
 /// The residual stream at `cols`: the sum of its `COPIES` copies (`x` is `[COPIES, n]`).
@@ -334,7 +334,7 @@ pub fn attn_head_residual(
 /// (`attention::attend_head_cur`), and program (h, 0) of the first query head of each KV
 /// head writes them into the cache for the later steps. A candidate (session 23): the QKV
 /// stage's ticket chain off the critical path, a norm and a rope in every program here.
-#[kernel(helpers(attend_head_cur, norm_rope, add_head_rows, load_head_block))]
+#[kernel(helpers(attend_head_cur, norm_rope_qk, add_head_rows, load_head_block))]
 pub fn attn_rope_head_residual(
     w: Ptr<bf16>,
     qkv: Ptr<bf16>,
@@ -357,21 +357,36 @@ pub fn attn_rope_head_residual(
     #[constexpr] D: usize,
     #[constexpr] BLOCK_N: usize,
     #[constexpr] COPIES: usize,
+    // Row blocks a program (grid (heads, ⌈m / (BM·TILES)⌉)): the head attended once for
+    // them all, each block's weights loaded while the previous one adds, as
+    // `gemv_head_residual_tiles` does.
+    #[constexpr] TILES: usize,
 ) {
     let head = program_id(0);
-    let rows = program_id(1) * BM + arange(0, BM);
-    let row_mask = rows < m;
-    // The weights first: nothing they need is written by another stage.
-    let wt = load_head_block(w, rows, row_mask, head, k, D);
+    let first_block = program_id(1) * TILES;
+    // The first block's weights first: nothing they need is written by another stage.
+    let rows0 = first_block * BM + arange(0, BM);
+    let mut wt = load_head_block(w, rows0, rows0 < m, head, k, D);
     let p = load(pos);
     let cs = rope + p * D;
     let group = n_heads / n_kv_heads;
     let kvh = head / group;
     let d = arange(0, D);
-    let qv = norm_rope(qkv + head * D, q_norm, cs, eps, D)
-        .to(bf16)
-        .to(f32);
-    let kn = norm_rope(qkv + (n_heads + kvh) * D, k_norm, cs, eps, D).to(bf16);
+    // q and k normed and roped in one [2, D] tile, one reduction; rows taken out by adding
+    // zeros.
+    let qk = norm_rope_qk(
+        qkv,
+        head * D,
+        (n_heads + kvh) * D,
+        q_norm,
+        k_norm,
+        cs,
+        eps,
+        D,
+    );
+    let first = (arange(0, 2) == 0).expand_dims(1);
+    let qv = sum(where_(first, qk, 0.0), 0).to(bf16).to(f32);
+    let kn = sum(where_(first, 0.0, qk), 0).to(bf16);
     let vn = load(qkv + (n_heads + n_kv_heads + kvh) * D + d);
     if program_id(1) == 0 {
         if head % group == 0 {
@@ -391,9 +406,16 @@ pub fn attn_rope_head_residual(
         scale,
         D,
         BLOCK_N,
-    );
-    let y = sum(wt.to(f32) * a.expand_dims(0), 1);
-    add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+    )
+    .expand_dims(0);
+    for t in 0..TILES {
+        let rows = (first_block + t) * BM + arange(0, BM);
+        let row_mask = rows < m;
+        let y = sum(wt.to(f32) * a, 1);
+        let next = rows + BM;
+        wt = load_head_block(w, next, (next < m) & (t + 1 < TILES), head, k, D);
+        add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+    }
 }
 
 /// `gemv_head_residual` for a program that owns `TILES` consecutive `BM`-row blocks of its

@@ -51,6 +51,48 @@ pub fn norm_rope(
     xn * cos_a + sign * xpn * sin_a
 }
 
+/// A query head (at `q_off` in the QKV output, weight `wq`) and a key head (`k_off`, `wk`)
+/// normed and roped at once: `norm_rope`'s arithmetic on a [2, D] tile (row 0 the query, row
+/// 1 the key), one reduction for both, so a program that needs both waits for one round
+/// trip, not two (`gemv::attn_rope_head_residual`).
+#[tile_fn]
+pub fn norm_rope_qk(
+    qkv: Ptr<bf16>,
+    q_off: i32,
+    k_off: i32,
+    wq: Ptr<bf16>,
+    wk: Ptr<bf16>,
+    cs: Ptr<f32>,
+    eps: f32,
+    #[constexpr] D: usize,
+) -> Tile<f32, 2, D> {
+    let d = arange(0, D);
+    let half = D / 2;
+    let partner = (d + half) % D;
+    let cos_a = load(cs + d % half).expand_dims(0);
+    let sin_a = load(cs + half + d % half).expand_dims(0);
+    let sign = where_(d < half, -1.0, 1.0).expand_dims(0);
+    let row = arange(0, 2);
+    let first = (row == 0).expand_dims(1);
+    let base = where_(row == 0, q_off, k_off).expand_dims(1);
+    let x = load(qkv + base + d.expand_dims(0)).to(f32);
+    let xp = load(qkv + base + partner.expand_dims(0)).to(f32);
+    let w = where_(
+        first,
+        load(wq + d).to(f32).expand_dims(0),
+        load(wk + d).to(f32).expand_dims(0),
+    );
+    let wp = where_(
+        first,
+        load(wq + partner).to(f32).expand_dims(0),
+        load(wk + partner).to(f32).expand_dims(0),
+    );
+    let inv = rsqrt(sum(x * x, 1) / D as f32 + eps).expand_dims(1);
+    let xn = x * inv * w;
+    let xpn = xp * inv * wp;
+    xn * cos_a + sign * xpn * sin_a
+}
+
 /// q/k RMSNorm + RoPE + K/V cache write for one head per program (the kernels engine's
 /// op; the megakernel finishes heads in `rmsnorm_qkv_rope` with the same `norm_rope`).
 #[kernel(helpers(norm_rope))]
