@@ -692,9 +692,13 @@ pub struct MegakernelOptions {
     /// Below which position a step launches the decode step whose o_proj programs compute
     /// the attention themselves (`Tiles::attn_in_o`, `gemv::attn_head_residual`: one hop
     /// less a layer; a third specialisation of the same source): None, [`attn_in_o_until`]'s
-    /// rule (below one attention tile at 0.6B and 1.7B); Some(0) never.
-    /// `TESSERA_ATTN_IN_O=N` sets it. Only where o_proj runs per head.
+    /// rule (below one attention tile from 0.6B to 4B); Some(0) never.
+    /// `TESSERA_ATTN_IN_O=N` sets it. o_proj runs per head there (with the fused MLP only).
     pub attn_in_o: Option<usize>,
+    /// Whether, there, o_proj's programs also norm and rope the raw QKV heads and write the
+    /// new K/V row (`Tiles::attn_rope`, `gemv::attn_rope_head_residual`): None,
+    /// [`attn_rope_rule`]. `TESSERA_ATTN_ROPE=0` (or `1`) sets it.
+    pub attn_rope: Option<bool>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -733,6 +737,7 @@ impl Default for MegakernelOptions {
             attn_in_o: std::env::var("TESSERA_ATTN_IN_O")
                 .ok()
                 .and_then(|v| v.parse().ok()),
+            attn_rope: std::env::var("TESSERA_ATTN_ROPE").ok().map(|v| v != "0"),
         }
     }
 }
@@ -808,14 +813,16 @@ pub enum Variant {
 pub struct Specialisations {
     /// The first position whose step launches `Variant::Ahead`; None: no step does.
     ahead_from: Option<usize>,
-    /// Steps at positions below this launch `Variant::AttnInO` (0: none).
+    /// Steps at positions below this launch `Variant::AttnInO` (0: none), with the heads
+    /// normed and roped inside it or not.
     in_o_until: usize,
+    rope: bool,
     /// Each variant's constexprs (empty where no step launches it).
     plain: Vec<Binding>,
     ahead: Vec<Binding>,
     in_o: Vec<Binding>,
-    /// `MegakernelOptions::attn_ahead` and `attn_in_o`, kept for a retune.
-    options: (Option<bool>, Option<usize>),
+    /// `MegakernelOptions::attn_ahead`, `attn_in_o` and `attn_rope`, kept for a retune.
+    options: (Option<bool>, Option<usize>, Option<bool>),
     /// Launches so far of `Variant::Ahead` and of `Variant::AttnInO`, and the last one's
     /// variant.
     launches: [u64; 2],
@@ -823,33 +830,42 @@ pub struct Specialisations {
 }
 
 impl Specialisations {
-    pub fn new(
-        cfg: &Config,
-        t: &Tiles,
-        attn_ahead: Option<bool>,
-        attn_in_o: Option<usize>,
-    ) -> Specialisations {
+    /// The specialisations for tiles `t` by `o`'s `attn_ahead`, `attn_in_o` and
+    /// `attn_rope` (each None: its rule).
+    pub fn new(cfg: &Config, t: &Tiles, o: &MegakernelOptions) -> Specialisations {
+        let (attn_ahead, attn_in_o, attn_rope) = (o.attn_ahead, o.attn_in_o, o.attn_rope);
+        let rope = attn_rope.unwrap_or_else(|| attn_rope_rule(cfg));
         let ahead_from = attn_ahead_from(t, attn_ahead);
-        let in_o_until = attn_in_o_until(cfg, t, attn_in_o);
-        let with = |on: bool, f: fn(&mut Tiles)| {
-            let mut t = t.clone();
-            f(&mut t);
-            match on {
-                true => constexprs(cfg, &t),
-                false => vec![],
-            }
+        let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope);
+        let with = |on: bool, t: Tiles| match on {
+            true => constexprs(cfg, &t),
+            false => vec![],
         };
         Specialisations {
             ahead_from,
             in_o_until,
+            rope,
             plain: constexprs(cfg, t),
-            ahead: with(ahead_from.is_some(), |t| t.attn_ahead = true),
-            in_o: with(in_o_until > 0, |t| {
-                t.attn_in_o = true;
-                // An experiment (session 23): o_proj's programs norm and rope the heads.
-                t.attn_rope |= std::env::var("TESSERA_ATTN_ROPE").is_ok_and(|v| v != "0");
-            }),
-            options: (attn_ahead, attn_in_o),
+            ahead: with(
+                ahead_from.is_some(),
+                Tiles {
+                    attn_ahead: true,
+                    ..t.clone()
+                },
+            ),
+            in_o: with(
+                in_o_until > 0,
+                Tiles {
+                    attn_in_o: true,
+                    attn_rope: rope,
+                    // o_proj per head there even where the other steps run it by rows
+                    // (8B), its blocks spread over the CTAs.
+                    o_heads: true,
+                    o_heads_tiles: if t.o_heads { t.o_heads_tiles } else { 0 },
+                    ..t.clone()
+                },
+            ),
+            options: (attn_ahead, attn_in_o, attn_rope),
             launches: [0; 2],
             last: Variant::Plain,
         }
@@ -903,8 +919,12 @@ impl Specialisations {
         let mut text = String::new();
         if self.in_o_until > 0 {
             text += &format!(
-                "Steps below position {0} launch this program with ATTN_IN_O=true (o_proj's programs compute the attention, each its head's whole: attn_head_residual, one stage and one hop a layer less); from position {0} on, the same with ATTN_IN_O=false (the split attention in its own stage).\n",
-                self.in_o_until
+                "Steps below position {0} launch this program with ATTN_IN_O=true (o_proj's programs compute the attention, each its head's whole: {1}, one stage and one hop a layer less); from position {0} on, the same with ATTN_IN_O=false (the split attention in its own stage).\n",
+                self.in_o_until,
+                match self.rope {
+                    true => "attn_rope_head_residual, which norms and ropes the raw QKV heads too, so the QKV stage runs no ticket",
+                    false => "attn_head_residual",
+                }
             );
         }
         if let Some(from) = self.ahead_from {
@@ -944,21 +964,35 @@ pub fn attn_ahead_from(t: &Tiles, option: Option<bool>) -> Option<usize> {
 }
 
 /// Below which position a step launches the decode step whose o_proj programs compute the
-/// attention themselves ([`MegakernelOptions::attn_in_o`]; only with o_proj per head): by
-/// default below one attention tile (ATTN_BLOCK_N positions, 128 at 0.6B: the same bits as
-/// the split attention there) where o_proj per head runs one row block a program (0.6B,
-/// 1.7B). On an H100 it was 8.0% faster at 0.6B's context 1 and 3.7% at 1.7B's (every
-/// repetition); up to four tiles it was 16% and 8% slower at position 256, where every
-/// program of a head reads the head's whole context (docs/PERF.md, session 23).
-pub fn attn_in_o_until(cfg: &Config, t: &Tiles, option: Option<usize>) -> usize {
-    if !t.o_heads {
+/// attention themselves ([`MegakernelOptions::attn_in_o`]; o_proj runs per head there, so
+/// only with the fused MLP): by
+/// default below one attention tile (ATTN_BLOCK_N positions, 128 from 0.6B to 4B: the same
+/// bits as the split attention there), where o_proj per head runs one row block a program
+/// (0.6B, 1.7B) or its programs norm and rope the heads too (`rope`, [`attn_rope_rule`]:
+/// 1.7B, 4B). On an H100 it was 8.0% faster at 0.6B's context 1 and 3.7% at 1.7B's, and
+/// with the rope 6.9% at 4B's (every repetition); up to four tiles it was 16% and 8%
+/// slower at position 256, where every program of a head reads the head's whole context;
+/// at 4B without the rope, 3.9% slower (docs/PERF.md, session 23).
+pub fn attn_in_o_until(cfg: &Config, t: &Tiles, option: Option<usize>, rope: bool) -> usize {
+    // Its stage is o_proj per head, which needs the fused MLP.
+    if !t.fused_mlp {
         return 0;
     }
     match option {
         Some(n) => n,
-        None if o_heads_tiles(cfg, t) == 1 => t.attn_block_n,
+        None if t.o_heads && (rope || o_heads_tiles(cfg, t) == 1) => t.attn_block_n,
         None => 0,
     }
+}
+
+/// Whether, inside o_proj's stage ([`attn_in_o_until`]), its programs also norm and rope
+/// the raw QKV heads and write the new K/V row (`gemv::attn_rope_head_residual`; the QKV
+/// stage then runs no ticket): above hidden 1024. On an H100 2.3-2.4% faster at 1.7B's
+/// context 1 (two calls) and, with o_proj per head's three blocks a program, 6.9% at 4B's;
+/// 2.7-4.7% slower at 0.6B's, where the QKV stage's ticket chain is shorter than the two
+/// norms it moves into the attention's critical path (docs/PERF.md, session 23).
+pub fn attn_rope_rule(cfg: &Config) -> bool {
+    cfg.hidden_size > 1024
 }
 
 /// Row blocks per o_proj-per-head program by default (`Tiles::o_heads_tiles`): spread over
@@ -1115,7 +1149,7 @@ impl MegakernelEngine {
         )
         .map_err(err)?;
         let m = DeviceModel::new(name, cfg, weights, dev, max_seq, Some(tiles))?;
-        let variants = Specialisations::new(&m.cfg, &m.tiles, opts.attn_ahead, opts.attn_in_o);
+        let variants = Specialisations::new(&m.cfg, &m.tiles, &opts);
         // Every stage is lowered for the tiles' block size; on a GPU the persistent grid
         // is the CTAs the tiles spread their rows over, unless asked otherwise.
         mega.num_warps = m.tiles.warps;
@@ -1203,8 +1237,14 @@ impl MegakernelEngine {
             o_heads,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
-        let (ahead, in_o) = self.variants.options;
-        self.variants = Specialisations::new(&self.m.cfg, &self.m.tiles, ahead, in_o);
+        let (attn_ahead, attn_in_o, attn_rope) = self.variants.options;
+        let o = MegakernelOptions {
+            attn_ahead,
+            attn_in_o,
+            attn_rope,
+            ..MegakernelOptions::default()
+        };
+        self.variants = Specialisations::new(&self.m.cfg, &self.m.tiles, &o);
         opts.num_warps = self.m.tiles.warps;
         opts.wait_in_body = self.opts.wait_in_body;
         opts.wait_in_body_only = self.opts.wait_in_body_only.clone();

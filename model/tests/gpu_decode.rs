@@ -167,10 +167,10 @@ fn gpu_attention_inside_o_proj_computes_the_same_logits() {
             tiles: Some(model::kernels::Tiles {
                 attn_block_n: 4,
                 attn_splits: 3,
-                attn_rope,
                 ..model::kernels::Tiles::for_config(&ck.config)
             }),
             attn_in_o,
+            attn_rope: Some(attn_rope),
             attn_ahead: Some(false),
             ..mega_opts(Output::Logits, Some(256))
         };

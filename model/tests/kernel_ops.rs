@@ -1168,6 +1168,125 @@ fn attention_inside_o_proj_adds_what_split_attention_then_o_proj_add() {
     }
 }
 
+/// o_proj's programs norming and roping the raw heads themselves
+/// (`attn_rope_head_residual`: the raw QKV output in, the new K/V row written by one
+/// program per KV head) add what `qk_norm_rope` then `attn_head_residual` add, and write the
+/// same cache row: one tile of context and three (ragged), GQA 2 and 1, one and two row
+/// blocks a program (the last program's second block past the hidden size), the older
+/// cache rows random.
+#[test]
+fn attention_inside_o_proj_ropes_the_raw_heads_as_qk_norm_rope() {
+    let mut rng = SplitMix64::new(43);
+    // (heads, kv_heads, head_dim, max_seq, pos, BLOCK_N, hidden, BM, TILES, COPIES)
+    let cases = [
+        (4, 2, 32, 40, 7, 16, 40, 16, 1, 2),
+        (4, 2, 32, 40, 37, 16, 40, 16, 2, 1),
+        (2, 2, 16, 30, 20, 8, 24, 8, 2, 2),
+    ];
+    for (nh, nkv, hd, max_seq, pos, block_n, hidden, bm, tiles, copies) in cases {
+        let qkv = rand_bf16(&mut rng, (nh + 2 * nkv) * hd, 3.0);
+        let (qn, kn) = (rand_bf16(&mut rng, hd, 1.5), rand_bf16(&mut rng, hd, 1.5));
+        let inv_freq: Vec<f32> = (0..hd / 2)
+            .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / hd as f64)) as f32)
+            .collect();
+        let table = up(&model::reference::rope_table(&inv_freq, max_seq));
+        let cache = (
+            rand_bf16(&mut rng, nkv * max_seq * hd, 2.0),
+            rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
+        );
+        let q_dim = nh * hd;
+        let w = rand_bf16(&mut rng, hidden * q_dim, 0.5);
+        let res0 = f32s(&rand_bf16(&mut rng, copies * hidden, 1.0));
+        let xm0 = f32s(&rand_bf16(&mut rng, hidden, 1.0));
+        let (qkvb, qnb, knb, pb, wb) = (up(&qkv), up(&qn), up(&kn), up(&[pos as i32]), up(&w));
+        let scale = 1.0 / (hd as f32).sqrt();
+        // The kernels engine's head epilogue, then the attention inside o_proj.
+        let (kc_a, vc_a) = (up(&cache.0), up(&cache.1));
+        let q = dev().zeros::<bf16>(q_dim).unwrap();
+        rope::qk_norm_rope::launch(
+            &dev(),
+            &grid(nh + nkv),
+            &qkvb,
+            &qnb,
+            &knb,
+            &table,
+            &pb,
+            &q,
+            &kc_a,
+            &vc_a,
+            nh as i32,
+            nkv as i32,
+            max_seq as i32,
+            1e-6,
+            hd,
+        )
+        .unwrap();
+        let (res_a, xm_a) = (up(&res0), up(&xm0));
+        gemv::attn_head_residual::launch(
+            &dev(),
+            &Launch::grid((nh as u32, hidden.div_ceil(bm) as u32)).warps(NUM_WARPS),
+            &wb,
+            &q,
+            &kc_a,
+            &vc_a,
+            &pb,
+            &res_a,
+            &xm_a,
+            (nh / nkv) as i32,
+            max_seq as i32,
+            scale,
+            hidden as i32,
+            q_dim as i32,
+            bm,
+            hd,
+            block_n,
+            copies,
+        )
+        .unwrap();
+        // The raw heads in, TILES row blocks a program.
+        let (kc_b, vc_b) = (up(&cache.0), up(&cache.1));
+        let (res_b, xm_b) = (up(&res0), up(&xm0));
+        let programs = hidden.div_ceil(bm * tiles);
+        gemv::attn_rope_head_residual::launch(
+            &dev(),
+            &Launch::grid((nh as u32, programs as u32)).warps(NUM_WARPS),
+            &wb,
+            &qkvb,
+            &qnb,
+            &knb,
+            &table,
+            &kc_b,
+            &vc_b,
+            &pb,
+            &res_b,
+            &xm_b,
+            nh as i32,
+            nkv as i32,
+            max_seq as i32,
+            1e-6,
+            scale,
+            hidden as i32,
+            q_dim as i32,
+            bm,
+            hd,
+            block_n,
+            copies,
+            tiles,
+        )
+        .unwrap();
+        let what = format!("heads {nh}/{nkv} len {} TILES {tiles}", pos + 1);
+        assert_eq!(down(&kc_b), down(&kc_a), "{what}: the K cache");
+        assert_eq!(down(&vc_b), down(&vc_a), "{what}: the V cache");
+        for (part, got, want) in [
+            ("the residual", &res_b, &res_a),
+            ("the MLP's input", &xm_b, &xm_a),
+        ] {
+            let e = rel_err(&down(got), &down(want));
+            assert!(e < 1e-6, "{what}: {part}: relative error {e:.2e}");
+        }
+    }
+}
+
 /// The norm-once variant (`lm_head_argmax_tiles`: TILES blocks per program, the next
 /// block's weights loaded while one reduces) writes the same logits and per-block
 /// (max, argmax) bits as one program per block, greedy and sampling, with an odd vocab, the
@@ -1522,7 +1641,7 @@ fn gemv_tiles_take_one_k_step_or_stay_one_per_program() {
 #[test]
 fn shipped_kernels_specialise_at_their_defaults() {
     let all = model::kernels::shipped();
-    assert_eq!(all.len(), 20);
+    assert_eq!(all.len(), 21);
     let prefill = model::kernels::prefill_shipped();
     assert_eq!(prefill.len(), 8);
     for k in all.into_iter().chain(prefill) {

@@ -670,6 +670,80 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
     }
 }
 
+/// `attn_rope_head_residual`'s C (program (head, row blocks) norms and ropes its head's q
+/// and its KV head's k from the raw QKV output, attends with the new position's K and V
+/// from registers, writes them into the cache from one program per KV head, and adds its
+/// blocks' share of o_proj) against the interpreter: one tile of context and three, GQA 2,
+/// two row blocks a program with the last one's second past the hidden size. The cache
+/// rows exactly; the atomics' sums to 1e-6.
+#[test]
+fn attention_inside_o_proj_with_the_rope_emulated_equals_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(37);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    // (heads, kv heads, D, max_seq, pos, BLOCK_N, hidden, BM, TILES)
+    for (heads, kv, d, max_seq, pos, block_n, h, bm, tiles) in [
+        (
+            4usize, 2usize, 32usize, 40usize, 5usize, 8usize, 40usize, 16usize, 1usize,
+        ),
+        (4, 2, 32, 40, 21, 8, 40, 16, 2),
+    ] {
+        let k = model::kernels::gemv::attn_rope_head_residual::KERNEL
+            .specialize(&[
+                ("BM", int(bm)),
+                ("D", int(d)),
+                ("BLOCK_N", int(block_n)),
+                ("COPIES", int(2)),
+                ("TILES", int(tiles)),
+            ])
+            .unwrap();
+        let q_dim = heads * d;
+        let bf = |v: Vec<f32>| HostMem::from_f32s(DType::BF16, &v);
+        let f32m = |v: Vec<f32>| HostMem::from_f32s(DType::F32, &v);
+        let bufs = vec![
+            bf(rand(&mut rng, h * q_dim, 0.5)),
+            bf(rand(&mut rng, (heads + 2 * kv) * d, 3.0)),
+            bf(rand(&mut rng, d, 1.5)),
+            bf(rand(&mut rng, d, 1.5)),
+            rope_rows(d, max_seq),
+            bf(rand(&mut rng, kv * max_seq * d, 2.0)),
+            bf(rand(&mut rng, kv * max_seq * d, 1.0)),
+            HostMem::from_f32s(DType::I32, &[pos as f32]),
+            f32m(rand(&mut rng, 2 * h, 1.0)),
+            f32m(rand(&mut rng, h, 1.0)),
+        ];
+        let sc = [
+            Scalar::I32(heads as i32),
+            Scalar::I32(kv as i32),
+            Scalar::I32(max_seq as i32),
+            Scalar::F32(1e-6),
+            Scalar::F32(1.0 / (d as f32).sqrt()),
+            Scalar::I32(h as i32),
+            Scalar::I32(q_dim as i32),
+        ];
+        let grid = [heads as u32, h.div_ceil(bm * tiles) as u32, 1];
+        let got = emulate(&k, NUM_WARPS, 1, grid, &bufs, &sc);
+        let mut want = bufs.clone();
+        interpret(&k, grid, &mut want, &sc);
+        let bits = |m: &HostMem| m.to_f32s().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (what, i) in [("K cache", 5), ("V cache", 6)] {
+            assert_eq!(bits(&got[i]), bits(&want[i]), "{what} (len {})", pos + 1);
+        }
+        for (what, i) in [("residual", 8), ("MLP input", 9)] {
+            let (g, w) = (got[i].to_f32s(), want[i].to_f32s());
+            let err = g
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+                .fold(0.0f32, f32::max);
+            assert!(err < 1e-6, "{what}: error {err:.2e} (len {})", pos + 1);
+        }
+    }
+}
+
 /// `gemv_head_residual_tiles`' C (a head's TILES row blocks a program, the merge once, the
 /// next block's weights carried across the loop) adds the same bits into the residual and
 /// the MLP's input as `gemv_head_residual`'s C with one block per program: blocks past the

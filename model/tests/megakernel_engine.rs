@@ -1058,7 +1058,8 @@ fn attention_tiles_loaded_ahead_compute_the_same_logits() {
 }
 
 /// The decode step whose o_proj programs compute the attention themselves
-/// (`MegakernelOptions::attn_in_o`, `attn_head_residual`: one stage a layer less): below
+/// (`MegakernelOptions::attn_in_o`, `attn_head_residual`: one stage a layer less; with
+/// `attn_rope`, `attn_rope_head_residual`, norming and roping the raw heads too): below
 /// BLOCK_N positions (one tile of context) its logits equal the plain step's bit for bit,
 /// and beyond, where its one pass over the context rounds otherwise than the split
 /// attention's merge (and a flipped bf16 rounding of q, K or V carries that on), they stay
@@ -1077,17 +1078,27 @@ fn attention_inside_o_proj_computes_the_same_logits() {
                 tiles: Some(model::kernels::Tiles {
                     attn_block_n: 4,
                     attn_splits: 3,
-                    attn_rope,
                     ..model::kernels::Tiles::for_config(&cfg)
                 }),
                 attn_in_o,
+                attn_rope: Some(attn_rope),
                 // The split attention's plain loop throughout (no ahead specialisation).
                 attn_ahead: Some(false),
                 ..opts.clone()
             };
             let with = |attn_in_o| with_rope(attn_in_o, false);
             let mut never = mega(name, Output::Logits, &with(Some(0)));
+            let mut never_again = mega(name, Output::Logits, &with(Some(0)));
             let mut rope = mega(name, Output::Logits, &with_rope(Some(4), true));
+            let mut rope_always = mega(name, Output::Logits, &with_rope(Some(usize::MAX), true));
+            // o_proj by rows in the other steps (as at 8B): per head inside the specialisation
+            // (the per-head step's bits there), by rows after it.
+            let by_rows_with = |attn_in_o| MegakernelOptions {
+                o_heads: Some(false),
+                ..with_rope(attn_in_o, true)
+            };
+            let mut by_rows = mega(name, Output::Logits, &by_rows_with(Some(4)));
+            let mut by_rows_never = mega(name, Output::Logits, &by_rows_with(Some(0)));
             let mut below_a_tile = mega(name, Output::Logits, &with(Some(4)));
             let mut always = mega(name, Output::Logits, &with(Some(usize::MAX)));
             let prompt = ids(&expected(name)["prompt_ids"]);
@@ -1101,6 +1112,11 @@ fn attention_inside_o_proj_computes_the_same_logits() {
                     ("below a tile", &mut below_a_tile, same_order),
                     ("norm and rope there too", &mut rope, same_order),
                     ("always", &mut always, same_order && pos < 4),
+                    (
+                        "norm and rope there, always",
+                        &mut rope_always,
+                        same_order && pos < 4,
+                    ),
                 ] {
                     let got = logits(e.step(t, pos).unwrap());
                     let err = rel_err(&got, &want);
@@ -1112,10 +1128,29 @@ fn attention_inside_o_proj_computes_the_same_logits() {
                 }
             }
             eprintln!("{name} ({mode}): worst relative error {worst:.2e}");
+            for (pos, &t) in prompt.iter().enumerate() {
+                let rows = logits(by_rows_never.step(t, pos).unwrap());
+                let got = logits(by_rows.step(t, pos).unwrap());
+                if pos >= 4 {
+                    // The same step from here, over K/V rows the other form rounded.
+                    let e = rel_err(&got, &rows);
+                    assert!(e < 1e-2, "{name} ({mode}, by rows) pos {pos}: {e:.2e}");
+                } else if same_order {
+                    // The specialisation is the per-head step's.
+                    let want = logits(never_again.step(t, pos).unwrap());
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{name} ({mode}, by rows) pos {pos}"
+                    );
+                }
+            }
             let n = prompt.len() as u64;
             assert_eq!(never.attn_in_o_launches(), 0, "{name} ({mode})");
             assert_eq!(below_a_tile.attn_in_o_launches(), 4, "{name} ({mode})");
             assert_eq!(always.attn_in_o_launches(), n, "{name} ({mode})");
+            assert_eq!(rope_always.attn_in_o_launches(), n, "{name} ({mode})");
+            assert_eq!(by_rows.attn_in_o_launches(), 4, "{name} ({mode})");
         }
     }
 }

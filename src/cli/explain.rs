@@ -176,7 +176,7 @@ pub fn decode_step_text(
     let (t, opts) = with_options(cfg, t, &o);
     let opts = opts.warps(warps.unwrap_or(t.warps));
     // The specialisation a step at position 0 launches, and which others run where.
-    let variants = Specialisations::new(cfg, &t, o.attn_ahead, o.attn_in_o);
+    let variants = Specialisations::new(cfg, &t, &o);
     let cx = variants.constexprs(variants.at(0));
     let m = &decode_step::MEGAKERNEL;
     if cuda {

@@ -213,8 +213,9 @@ pub struct Tiles {
     /// on below one tile of context (`megakernel_engine::attn_in_o_until`).
     pub attn_in_o: bool,
     /// With `attn_in_o`: o_proj's programs also norm and rope the raw QKV heads and write
-    /// the new K/V row (`gemv::attn_rope_head_residual`), the QKV stage no ticket (a
-    /// candidate, off).
+    /// the new K/V row (`gemv::attn_rope_head_residual`), the QKV stage no ticket. Off in
+    /// the rule; the megakernel engine sets it in that specialisation
+    /// (`megakernel_engine::attn_rope_rule`).
     pub attn_rope: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
@@ -524,7 +525,18 @@ pub fn shipped() -> Vec<Shipped> {
                 ("BLOCK_N", int(t.attn_block_n)),
                 ("COPIES", int(1)),
             ],
-            "the megakernel's candidate for short contexts: o_proj per head whose programs attend their head over every position themselves (one stage, no partials)",
+            "the megakernel's below one tile of context at 0.6B: o_proj per head whose programs attend their head over every position themselves (one stage, no partials)",
+        ),
+        k(
+            &gemv::attn_rope_head_residual::KERNEL,
+            vec![
+                ("BM", int(crate::megakernel_engine::o_heads_bm(&cfg, &t))),
+                ("D", int(hd)),
+                ("BLOCK_N", int(t.attn_block_n)),
+                ("COPIES", int(1)),
+                ("TILES", int(1)),
+            ],
+            "the megakernel's below one tile of context from 1.7B up: attn_head_residual that norms and ropes the raw QKV heads and writes the new K/V row itself (no QKV ticket)",
         ),
         k(
             &gemv::gemv_head_residual_tiles::KERNEL,
