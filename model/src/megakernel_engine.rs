@@ -692,7 +692,7 @@ pub struct MegakernelOptions {
     /// Below which position a step launches the decode step whose o_proj programs compute
     /// the attention themselves (`Tiles::attn_in_o`, `gemv::attn_head_residual`: one hop
     /// less a layer; a third specialisation of the same source): None, [`attn_in_o_until`]'s
-    /// rule (below one attention tile from 0.6B to 4B); Some(0) never.
+    /// rule (below one attention tile, at every Qwen3 size); Some(0) never.
     /// `TESSERA_ATTN_IN_O=N` sets it. o_proj runs per head there (with the fused MLP only).
     pub attn_in_o: Option<usize>,
     /// Whether, there, o_proj's programs also norm and rope the raw QKV heads and write the
@@ -965,12 +965,12 @@ pub fn attn_ahead_from(t: &Tiles, option: Option<bool>) -> Option<usize> {
 
 /// Below which position a step launches the decode step whose o_proj programs compute the
 /// attention themselves ([`MegakernelOptions::attn_in_o`]; o_proj runs per head there, so
-/// only with the fused MLP): by
-/// default below one attention tile (ATTN_BLOCK_N positions, 128 from 0.6B to 4B: the same
-/// bits as the split attention there), where o_proj per head runs one row block a program
-/// (0.6B, 1.7B) or its programs norm and rope the heads too (`rope`, [`attn_rope_rule`]:
-/// 1.7B, 4B). On an H100 it was 8.0% faster at 0.6B's context 1 and 3.7% at 1.7B's, and
-/// with the rope 6.9% at 4B's (every repetition); up to four tiles it was 16% and 8%
+/// only with the fused MLP): by default below one attention tile (ATTN_BLOCK_N positions,
+/// 128 at every Qwen3 size: the same bits as the split attention there), where o_proj per
+/// head runs one row block a program (0.6B) or its programs norm and rope the heads too
+/// (`rope`, [`attn_rope_rule`]: 1.7B, 4B, and 8B, whose other steps run o_proj by rows). On
+/// an H100 it was 8.0% faster at 0.6B's context 1 and 3.7% at 1.7B's, and with the rope
+/// 6.9% at 4B's and 3.7% at 8B's (every repetition); up to four tiles it was 16% and 8%
 /// slower at position 256, where every program of a head reads the head's whole context;
 /// at 4B without the rope, 3.9% slower (docs/PERF.md, session 23).
 pub fn attn_in_o_until(cfg: &Config, t: &Tiles, option: Option<usize>, rope: bool) -> usize {
@@ -980,7 +980,7 @@ pub fn attn_in_o_until(cfg: &Config, t: &Tiles, option: Option<usize>, rope: boo
     }
     match option {
         Some(n) => n,
-        None if t.o_heads && (rope || o_heads_tiles(cfg, t) == 1) => t.attn_block_n,
+        None if rope || (t.o_heads && o_heads_tiles(cfg, t) == 1) => t.attn_block_n,
         None => 0,
     }
 }
