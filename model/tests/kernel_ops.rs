@@ -1198,7 +1198,7 @@ fn attention_inside_o_proj_ropes_the_raw_heads_as_qk_norm_rope() {
         let w = rand_bf16(&mut rng, hidden * q_dim, 0.5);
         let res0 = f32s(&rand_bf16(&mut rng, copies * hidden, 1.0));
         let xm0 = f32s(&rand_bf16(&mut rng, hidden, 1.0));
-        let (qkvb, qnb, knb, pb, wb) = (up(&qkv), up(&qn), up(&kn), up(&[pos as i32]), up(&w));
+        let (qkvb, qnb, knb, pb, wb) = (up(&qkv), up(&qn), up(&kn), up(&[pos]), up(&w));
         let scale = 1.0 / (hd as f32).sqrt();
         // The kernels engine's head epilogue, then the attention inside o_proj.
         let (kc_a, vc_a) = (up(&cache.0), up(&cache.1));
