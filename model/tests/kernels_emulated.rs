@@ -607,6 +607,20 @@ fn o_proj_per_head_emulated_merges_and_adds() {
     }
 }
 
+/// Buffers `outs` (name, index) of `got` within 1e-6 of `want`'s, relative to
+/// max(|want|, 1): sums that f32 atomics add in whatever order the threads reach them.
+fn assert_close(got: &[HostMem], want: &[HostMem], outs: &[(&str, usize)], ctx: &str) {
+    for &(what, i) in outs {
+        let (g, w) = (got[i].to_f32s(), want[i].to_f32s());
+        let err = g
+            .iter()
+            .zip(&w)
+            .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+            .fold(0.0f32, f32::max);
+        assert!(err < 1e-6, "{what}: error {err:.2e} ({ctx})");
+    }
+}
+
 /// `attn_head_residual`'s C (program (head, row block) attends its head over every
 /// position itself, then adds its share of o_proj as `gemv_head_residual` does) against the
 /// interpreter: one tile of context (where the decode step launches it) and five, ragged;
@@ -658,15 +672,8 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
         let got = emulate(&k, NUM_WARPS, 1, grid, &bufs, &sc);
         let mut want = bufs.clone();
         interpret(&k, grid, &mut want, &sc);
-        for (what, i) in [("residual", 5), ("MLP input", 6)] {
-            let (g, w) = (got[i].to_f32s(), want[i].to_f32s());
-            let err = g
-                .iter()
-                .zip(&w)
-                .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-                .fold(0.0f32, f32::max);
-            assert!(err < 1e-6, "{what}: error {err:.2e} (len {})", pos + 1);
-        }
+        let ctx = format!("len {}", pos + 1);
+        assert_close(&got, &want, &[("residual", 5), ("MLP input", 6)], &ctx);
     }
 }
 
@@ -732,15 +739,8 @@ fn attention_inside_o_proj_with_the_rope_emulated_equals_the_interpreter() {
         for (what, i) in [("K cache", 5), ("V cache", 6)] {
             assert_eq!(bits(&got[i]), bits(&want[i]), "{what} (len {})", pos + 1);
         }
-        for (what, i) in [("residual", 8), ("MLP input", 9)] {
-            let (g, w) = (got[i].to_f32s(), want[i].to_f32s());
-            let err = g
-                .iter()
-                .zip(&w)
-                .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-                .fold(0.0f32, f32::max);
-            assert!(err < 1e-6, "{what}: error {err:.2e} (len {})", pos + 1);
-        }
+        let ctx = format!("len {}, TILES {tiles}", pos + 1);
+        assert_close(&got, &want, &[("residual", 8), ("MLP input", 9)], &ctx);
     }
 }
 

@@ -72,53 +72,14 @@ fn attend_chunk(
     store(part_acc + slot * D + d, acc);
 }
 
-/// Head `head`'s attention over all of 0..=pos in one pass, normalised: `attend_chunk`'s
+/// A head's attention over all of positions 0..len in one pass, normalised: `attend_chunk`'s
 /// online softmax over the whole range, for a program that needs the head itself
-/// (`gemv::attn_head_residual`). Up to BLOCK_N positions (one tile) it equals the split
-/// partials merged (`merged_head`) bit for bit: the splits past the first are empty and
-/// merge with weight exp(-3e38 - m) = 0, the first with exp(0) = 1.
-#[tile_fn]
-pub fn attend_head(
-    q: Ptr<bf16>,
-    k_cache: Ptr<bf16>,
-    v_cache: Ptr<bf16>,
-    pos: Ptr<i32>,
-    head: i32,
-    group: i32,
-    max_seq: i32,
-    scale: f32,
-    #[constexpr] D: usize,
-    #[constexpr] BLOCK_N: usize,
-) -> Tile<f32, D> {
-    let len = load(pos) + 1;
-    let d = arange(0, D);
-    let qv = load(q + head * D + d).to(f32).expand_dims(0);
-    let base = (head / group) * max_seq * D;
-    let mut m = -3.0e38;
-    let mut l = 0.0;
-    let mut acc = zeros([D], f32);
-    // `attend_chunk`'s loop over the chunk [0, len).
-    for start in (0..len).step_by(BLOCK_N) {
-        let n = start + arange(0, BLOCK_N);
-        let valid = n < len;
-        let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
-        let kt = load(k_cache + offs, valid.expand_dims(1), 0.0).to(f32);
-        let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
-        let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
-        let m_new = maximum(m, max(s, 0));
-        let alpha = exp(m - m_new);
-        let pr = where_(valid, exp(s - m_new), 0.0);
-        l = l * alpha + sum(pr, 0);
-        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
-        m = m_new;
-    }
-    acc / l
-}
-
-/// `attend_head` for a program that holds q and the new position's K and V itself
-/// (`k_cur`, `v_cur`: position len - 1, which the cache does not hold yet): the cache's rows
-/// below it, that row from registers. The same arithmetic, so the same bits as `attend_head`
-/// once the cache holds those values. `base`: the KV head's first cache row.
+/// (`gemv::attn_head_residual`, `attn_rope_head_residual`). q (`qv`) and the row at
+/// len - 1 (`k_cur`, `v_cur`) are given, the rows below it come from the cache (`base`: the
+/// KV head's first row), so a program that computed the new row need not wait for it to
+/// reach the cache. Up to BLOCK_N positions (one tile) it equals the split partials merged
+/// (`merged_head`) bit for bit: the splits past the first are empty and merge with weight
+/// exp(-3e38 - m) = 0, the first with exp(0) = 1.
 #[tile_fn]
 pub fn attend_head_cur(
     qv: Tile<f32, D>,

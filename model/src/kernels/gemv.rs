@@ -16,7 +16,7 @@
 //!   reduction before the first weight load, and the normed vector never goes to memory.
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream (f32), so it updates it in place.
-use super::attention::{attend_head, attend_head_cur, merged_head};
+use super::attention::{attend_head_cur, merged_head};
 use super::rope::norm_rope_qk;
 use dsl_runtime::prelude::*;
 
@@ -289,14 +289,14 @@ pub fn gemv_head_residual(
 }
 
 /// The attention and o_proj per head in one stage, for short contexts: program (h, j)
-/// computes head h's attention over every position itself (`attention::attend_head`, no
+/// computes head h's attention over every position itself (`attention::attend_head_cur`, no
 /// splits, no partials), multiplies it by the [BM, D] block of W at rows j·BM.. and
 /// columns h·D.., and adds into `copy` and `res` as `gemv_head_residual` does. The
 /// hidden / BM programs of a head each compute it (the K/V rows come from L2 after the
 /// first), which costs little while the context is a tile or two, and the step loses the
 /// hop between the attention's stage and o_proj's (`MegakernelOptions::attn_in_o`). Up to
 /// BLOCK_N positions it adds what `attn_split` then `gemv_head_residual` add, bit for bit.
-#[kernel(helpers(attend_head, add_head_rows, load_head_block))]
+#[kernel(helpers(attend_head_cur, add_head_rows, load_head_block))]
 pub fn attn_head_residual(
     w: Ptr<bf16>,
     q: Ptr<bf16>,
@@ -320,8 +320,22 @@ pub fn attn_head_residual(
     let row_mask = rows < m;
     // The weights first: nothing they need is written by another stage.
     let wt = load_head_block(w, rows, row_mask, head, k, D);
-    let a = attend_head(
-        q, k_cache, v_cache, pos, head, group, max_seq, scale, D, BLOCK_N,
+    let p = load(pos);
+    let d = arange(0, D);
+    let base = (head / group) * max_seq * D;
+    // The new position's row is in the cache already (the QKV stage finished the heads).
+    let cur = base + p * D + d;
+    let a = attend_head_cur(
+        load(q + head * D + d).to(f32),
+        load(k_cache + cur).to(f32),
+        load(v_cache + cur).to(f32),
+        k_cache,
+        v_cache,
+        base,
+        p + 1,
+        scale,
+        D,
+        BLOCK_N,
     );
     let y = sum(wt.to(f32) * a.expand_dims(0), 1);
     add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
