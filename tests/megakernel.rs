@@ -158,6 +158,27 @@ fn every_sync_removed_is_caught_by_the_adversarial_interpreter() {
     }
 }
 
+/// `drop_all_syncs` (`tune --no-waits`) leaves out every sync of whatever schedule is
+/// launched: none is left, the adversarial interpreter computes a wrong answer, the
+/// sequential one (stages in order) the right one.
+#[test]
+fn dropping_all_syncs_leaves_none() {
+    let none = MegaOptions {
+        drop_all_syncs: true,
+        ..MegaOptions::default()
+    };
+    let plan = toy_mlp::MEGAKERNEL.plan(&consts(32, 64), &none).unwrap();
+    assert!(plan.schedule.syncs.is_empty());
+    let (got, want) = run_both(&none, 7, 3, 32, 64);
+    assert_eq!(got.unwrap(), want);
+    let adversarial = MegaOptions {
+        drop_all_syncs: true,
+        ..MegaOptions::default().adversarial(3, Policy::RunAhead)
+    };
+    let (got, want) = run_both(&adversarial, 7, 3, 32, 64);
+    assert_ne!(got.unwrap(), want);
+}
+
 #[test]
 fn a_broken_sync_is_a_deadlock_naming_the_sync_and_stage() {
     for (sync, stage) in [(0, "stage 1 add_rmsnorm"), (3, "stage 4 silu_mul")] {

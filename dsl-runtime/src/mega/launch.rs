@@ -31,6 +31,9 @@ pub struct MegaOptions {
     pub interp: InterpMode,
     /// Syncs (by id) to leave out: for tests that show a sync is needed.
     pub drop_syncs: Vec<usize>,
+    /// Every sync of the schedule left out, whichever specialisation is launched (a
+    /// diagnostic: the step with no waits, `tessera tune --no-waits`).
+    pub drop_all_syncs: bool,
     /// A sync (by id) whose wait can never complete: for the watchdog test.
     pub break_sync: Option<usize>,
     /// GPU: wait for the launch and check the error word (a device→host copy). Off, the
@@ -61,6 +64,7 @@ impl Default for MegaOptions {
             timeout_ms: 2000,
             interp: InterpMode::Sequential,
             drop_syncs: vec![],
+            drop_all_syncs: false,
             break_sync: None,
             check: true,
             wait_prefetch_bytes: 4 << 20,
@@ -129,6 +133,7 @@ struct FnKey {
 struct GenKey {
     num_warps: u32,
     drop_syncs: Vec<usize>,
+    drop_all_syncs: bool,
     break_sync: Option<usize>,
     wait_prefetch_bytes: u64,
     wait_in_body: bool,
@@ -147,6 +152,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         timeout_ms: _,
         interp: _,
         drop_syncs,
+        drop_all_syncs,
         break_sync,
         check: _,
         wait_prefetch_bytes,
@@ -157,6 +163,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
     GenKey {
         num_warps: *num_warps,
         drop_syncs: drop_syncs.clone(),
+        drop_all_syncs: *drop_all_syncs,
         break_sync: *break_sync,
         wait_prefetch_bytes: *wait_prefetch_bytes,
         wait_in_body: *wait_in_body,
@@ -250,6 +257,11 @@ impl MegaDef {
                 )));
             }
             modified = Some(modified.as_ref().unwrap_or(&arc.1).without_sync(d));
+        }
+        if opts.drop_all_syncs {
+            for s in &arc.1.syncs {
+                modified = Some(modified.as_ref().unwrap_or(&arc.1).without_sync(s.id));
+            }
         }
         if let Some(b) = opts.break_sync {
             if !arc.1.syncs.iter().any(|s| s.id == b) {
@@ -648,6 +660,13 @@ mod tests {
                 "drop_syncs",
                 MegaOptions {
                     drop_syncs: vec![1],
+                    ..base.clone()
+                },
+            ),
+            (
+                "drop_all_syncs",
+                MegaOptions {
+                    drop_all_syncs: true,
                     ..base.clone()
                 },
             ),
