@@ -410,6 +410,8 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
     assert_eq!(
         vectorised,
         [
+            "attn_head_residual",
+            "attn_rope_head_residual",
             "gemv_head_residual",
             "gemv_head_residual_tiles",
             "gemv_residual",

@@ -804,7 +804,8 @@ pub enum Variant {
     /// `attention::attn_split_ahead`: the same partials bit for bit).
     Ahead,
     /// o_proj's programs compute the attention (`Tiles::attn_in_o`,
-    /// `gemv::attn_head_residual`; the same bits up to ATTN_BLOCK_N positions).
+    /// `gemv::attn_head_residual`, or `attn_rope_head_residual` with `Tiles::attn_rope`;
+    /// the same bits up to ATTN_BLOCK_N positions).
     AttnInO,
 }
 
