@@ -721,6 +721,10 @@ impl Default for MegakernelOptions {
             // The warps come from the tiles (`MegakernelEngine::new`).
             mega: MegaOptions {
                 wait_in_body_only: only,
+                // A candidate, off by default: `MegaOptions::prefetch_own`.
+                prefetch_own: std::env::var("TESSERA_PREFETCH_OWN")
+                    .map(|v| v.split(',').map(|k| k.trim().to_string()).collect())
+                    .unwrap_or_default(),
                 ..MegaOptions::default()
             },
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),

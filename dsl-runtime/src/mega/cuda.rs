@@ -56,6 +56,9 @@ pub struct BodyCode {
     pub stages: Vec<usize>,
     /// The C function: `<name>_body`.
     pub fn_name: String,
+    /// Its prefetch form (`<name>_prefetch_body`), where a stage wants one and some weight
+    /// load's address is known before the data (`dsl_ir::prefetch_slice`).
+    pub prefetch_fn: Option<String>,
     pub code: String,
     pub smem_bytes: usize,
 }
@@ -72,8 +75,23 @@ pub struct GenOptions {
     /// Per stage, `MegaOptions::waits_in_body`: its bodies take its counter waits as the
     /// callable `tsr_dep` (`EmitOptions::dep_hook`), called once, inlined.
     pub wait_in_body: Vec<bool>,
+    /// Per stage, `MegaOptions::own_prefetch`: where it warms its programs' weights into
+    /// L2 (its body's prefetch form, `BodyCode::prefetch_fn`).
+    pub own_prefetch: Vec<OwnPrefetch>,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
+}
+
+/// Where a stage's CTAs prefetch their own programs' weights into L2
+/// (`MegaOptions::prefetch_own`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnPrefetch {
+    /// Not at all (the stage prefetches its share of the weight windows instead).
+    Off,
+    /// Before the stage's wait.
+    AtWait,
+    /// As the stage before it in the same loop body starts.
+    Early,
 }
 
 /// The generated persistent kernel.
@@ -245,11 +263,17 @@ pub fn generate(
         .iter()
         .map(|s| body_of(s.index).map(|b| b.fn_name.clone()))
         .collect::<Result<_, _>>()?;
+    let pfns: Vec<Option<String>> = r
+        .stages
+        .iter()
+        .map(|s| body_of(s.index).map(|b| b.prefetch_fn.clone()))
+        .collect::<Result<_, _>>()?;
     let mut g = Gen {
         r,
         sched,
         opts,
         fns,
+        pfns,
         smem: if smem > 0 { "smem" } else { "nullptr" },
         w,
         loops: vec![],
@@ -274,6 +298,8 @@ struct Gen<'a> {
     opts: &'a GenOptions,
     /// Per stage: its body function.
     fns: Vec<String>,
+    /// Per stage: its body's prefetch form, if it has one.
+    pfns: Vec<Option<String>>,
     smem: &'static str,
     w: CWriter,
     /// Enclosing loop variables (C names), innermost last.
@@ -352,7 +378,7 @@ impl Gen<'_> {
     }
 
     fn nodes(&mut self, nodes: &[Node]) {
-        for n in nodes {
+        for (i, n) in nodes.iter().enumerate() {
             match n {
                 Node::Loop {
                     var,
@@ -372,7 +398,18 @@ impl Gen<'_> {
                     self.loops.pop();
                     self.w.close("}");
                 }
-                Node::Stage(s) => self.stage(*s),
+                Node::Stage(s) => {
+                    // The next stage of this body, if its weights are prefetched early.
+                    let early = match nodes.get(i + 1) {
+                        Some(Node::Stage(t))
+                            if self.opts.own_prefetch[*t] == OwnPrefetch::Early =>
+                        {
+                            Some(*t)
+                        }
+                        _ => None,
+                    };
+                    self.stage(*s, early)
+                }
             }
         }
     }
@@ -381,7 +418,7 @@ impl Gen<'_> {
     /// (A CTA with no program runs ahead to its next wait. Warming the next stages' weights
     /// into L2 there instead was 3% to 43% slower at every Qwen3 shape: docs/PERF.md,
     /// session 15.)
-    fn stage(&mut self, s: usize) {
+    fn stage(&mut self, s: usize, early: Option<usize>) {
         let (r, sched) = (self.r, self.sched);
         let st = &r.stages[s];
         self.w
@@ -399,6 +436,9 @@ impl Gen<'_> {
         self.w
             .line("const unsigned tsr_n = tsr_g0 * tsr_g1 * tsr_g2;");
         self.w.line("++tsr_step;");
+        if let Some(t) = early {
+            self.own_prefetch(t, "As this stage starts");
+        }
         if self.opts.profile {
             self.w.line("const unsigned long long tsr_t0 = tsr_now();");
             self.w
@@ -538,6 +578,13 @@ impl Gen<'_> {
     /// Productive waiting: stage `s`'s weights stream into L2 while the producers finish,
     /// each of threads `part` of `parts` taking its share.
     fn wait_prefetch(&mut self, s: usize, part: &str, parts: &str) {
+        match self.opts.own_prefetch[s] {
+            OwnPrefetch::AtWait if self.pfns[s].is_some() => {
+                return self.own_prefetch(s, "While waiting");
+            }
+            OwnPrefetch::Early if self.pfns[s].is_some() => return,
+            _ => {}
+        }
         if self.opts.wait_prefetch_bytes == 0 {
             return;
         }
@@ -553,6 +600,40 @@ impl Gen<'_> {
             let (name, size, lo, hi) = window_c(self.r, a);
             self.w.line(format!("tsr_prefetch_l2({name} + {lo}, tsr_min(({hi} - {lo}) * {size}LL, {bytes}LL), {part}, {parts});"));
         }
+    }
+
+    /// Stage `t`'s weights that this CTA's programs of it will load, into L2 (its body's
+    /// prefetch form, program by program; `MegaOptions::prefetch_own`).
+    fn own_prefetch(&mut self, t: usize, when: &str) {
+        let r = self.r;
+        let Some(f) = self.pfns[t].clone() else {
+            return;
+        };
+        let st = &r.stages[t];
+        let g: Vec<String> = st
+            .grid
+            .iter()
+            .map(|e| format!("(unsigned){}", c_expr(r, e)))
+            .collect();
+        let args: Vec<String> = st.args.iter().map(|a| c_arg(r, a)).collect();
+        let w = &mut self.w;
+        w.line(format!(
+            "// {when}: the weights this CTA's programs of {} will load, into L2.",
+            st.label()
+        ));
+        w.open("{");
+        w.line(format!(
+            "const unsigned tsr_h0 = {}, tsr_h1 = {}, tsr_h2 = {};",
+            g[0], g[1], g[2]
+        ));
+        w.line("for (unsigned tsr_q = blockIdx.x; tsr_q < tsr_h0 * tsr_h1 * tsr_h2; tsr_q += gridDim.x)");
+        w.line(format!(
+            "  {f}(tsr_q % tsr_h0, (tsr_q / tsr_h0) % tsr_h1, tsr_q / (tsr_h0 * tsr_h1), tsr_h0, tsr_h1, tsr_h2, {}{}{});",
+            args.join(", "),
+            if args.is_empty() { "" } else { ", " },
+            self.smem
+        ));
+        w.close("}");
     }
 
     /// The watchdog test's broken wait: a target no CTA reaches.
