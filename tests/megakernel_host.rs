@@ -317,6 +317,9 @@ fn toy_megakernel_prefetches_its_own_weights_on_emulated_ctas() {
             .iter()
             .filter(|(b, _)| !matches!(b, Some(2..=5)))
             .collect();
-        assert!(stray.is_empty(), "{own:?}: lines outside the weights: {stray:?}");
+        assert!(
+            stray.is_empty(),
+            "{own:?}: lines outside the weights: {stray:?}"
+        );
     }
 }

@@ -245,3 +245,81 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
         }
     }
 }
+
+/// `MegaOptions::prefetch_own` (a candidate, off by default): the decode step compiles at
+/// 0.6B and 8B with QKV prefetching its programs' weights before its wait and o_proj and
+/// the MLP as the stage before each starts. Each prefetch form keeps exactly the weight
+/// loads whose addresses are known before any data: QKV's rows and norm weight (not the
+/// q/k norms and rope table its last program loads after a ticket), o_proj's block, the
+/// MLP's three first tiles, their successors and its norm weight; none waits or syncs.
+#[test]
+fn decode_megakernel_prefetching_its_own_weights_compiles_with_nvrtc() {
+    need_nvrtc();
+    for cfg in [qwen3_0_6b(), qwen3_8b()] {
+        let rule = model::kernels::TileRule::default();
+        let t = model::megakernel_engine::default_tiles(&cfg, &rule, 1);
+        let mut t = model::megakernel_engine::with_mlp(t, &cfg, true, None);
+        // o_proj per head (8B's rule runs it by rows outside the rope specialisation).
+        t.o_heads = true;
+        let (t, opts) =
+            model::megakernel_engine::with_wait_in_body(&cfg, t, &MegakernelOptions::default());
+        // (The tiles kernel loads its first tile, then each next one in its loop.)
+        let (qkv, qkv_loads) = if t.qkv_tiles > 1 {
+            ("rmsnorm_qkv_rope_tiles", 3)
+        } else {
+            ("rmsnorm_qkv_rope", 2)
+        };
+        let opts = dsl_runtime::mega::MegaOptions {
+            prefetch_own: vec![
+                qkv.into(),
+                "^gemv_head_residual".into(),
+                "^rmsnorm_mlp_tiles".into(),
+            ],
+            ..opts.warps(t.warps)
+        };
+        let src = decode_step::MEGAKERNEL
+            .cuda_source(&constexprs(&cfg, &t), &opts)
+            .unwrap();
+        let body = |name: &str| {
+            let at = src
+                .code
+                .find(&format!("void {name}_prefetch_body("))
+                .unwrap_or_else(|| {
+                    panic!("hidden {}: no prefetch form of {name}", cfg.hidden_size)
+                });
+            let b = &src.code[at..];
+            b[..b.find("\n}\n").unwrap()].to_string()
+        };
+        for (name, loads) in [
+            (qkv, qkv_loads),
+            ("gemv_head_residual", 1),
+            ("rmsnorm_mlp_tiles", 7),
+        ] {
+            let b = body(name);
+            assert_eq!(
+                b.matches("tsr_prefetch_line(").count(),
+                loads,
+                "hidden {}: {name}'s prefetched loads",
+                cfg.hidden_size
+            );
+            for never in ["__syncthreads", "tsr_dep", "atomic", "tsr_wait"] {
+                assert!(!b.contains(never), "{name}'s prefetch form has {never}");
+            }
+        }
+        // Where each is called: QKV's in its own stage, the MLP's as o_proj's stage starts.
+        let stage_of = |call: &str| {
+            let at = src
+                .code
+                .find(call)
+                .unwrap_or_else(|| panic!("no call {call}"));
+            let head = src.code[..at].rfind("// ---- stage ").unwrap();
+            src.code[head..head + 60].to_string()
+        };
+        assert!(stage_of(&format!("{qkv}_prefetch_body(tsr_q")).contains(qkv));
+        assert!(stage_of("rmsnorm_mlp_tiles_prefetch_body(tsr_q").contains("gemv_head_residual"));
+        assert!(stage_of("gemv_head_residual_prefetch_body(tsr_q").contains("attn_split"));
+        if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
+            panic!("hidden {}: {e}", cfg.hidden_size);
+        }
+    }
+}

@@ -586,9 +586,14 @@ fn generate(
     facts: &MegaFacts,
 ) -> Result<MegaSource> {
     let gen = gen_options(r, opts);
-    let (prelude, bodies) =
-        stage_bodies(r, opts.num_warps, facts, &gen.wait_in_body, &gen.own_prefetch)
-            .map_err(Error::Lower)?;
+    let (prelude, bodies) = stage_bodies(
+        r,
+        opts.num_warps,
+        facts,
+        &gen.wait_in_body,
+        &gen.own_prefetch,
+    )
+    .map_err(Error::Lower)?;
     cuda::generate(r, s, &prelude, &bodies, &gen).map_err(Error::Lower)
 }
 
