@@ -838,7 +838,19 @@ impl Specialisations {
     /// The specialisations for tiles `t` by `o`'s `attn_ahead`, `attn_in_o` and
     /// `attn_rope` (each None: its rule).
     pub fn new(cfg: &Config, t: &Tiles, o: &MegakernelOptions) -> Specialisations {
-        let (attn_ahead, attn_in_o, attn_rope) = (o.attn_ahead, o.attn_in_o, o.attn_rope);
+        Self::with_options(cfg, t, (o.attn_ahead, o.attn_in_o, o.attn_rope))
+    }
+
+    /// The same options' specialisations for new tiles (`MegakernelEngine::retune`).
+    pub fn retiled(&self, cfg: &Config, t: &Tiles) -> Specialisations {
+        Self::with_options(cfg, t, self.options)
+    }
+
+    fn with_options(
+        cfg: &Config,
+        t: &Tiles,
+        (attn_ahead, attn_in_o, attn_rope): (Option<bool>, Option<usize>, Option<bool>),
+    ) -> Specialisations {
         let rope = attn_rope.unwrap_or_else(|| attn_rope_rule(cfg));
         let ahead_from = attn_ahead_from(t, attn_ahead);
         let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope);
@@ -1230,8 +1242,9 @@ impl MegakernelEngine {
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then), o_proj per head or not, and the stages wait inside their bodies
-    /// or not; `tiles.o_heads_tiles` is taken as given. The attention loads ahead from
+    /// uploaded only then), o_proj per head or not, the stages wait inside their bodies or
+    /// not and prefetch their own weights or not (`MegaOptions::prefetch_own`);
+    /// `tiles.o_heads_tiles` is taken as given. The attention loads ahead from
     /// where the options said, by the new tiles.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
@@ -1242,17 +1255,12 @@ impl MegakernelEngine {
             o_heads,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
-        let (attn_ahead, attn_in_o, attn_rope) = self.variants.options;
-        let o = MegakernelOptions {
-            attn_ahead,
-            attn_in_o,
-            attn_rope,
-            ..MegakernelOptions::default()
-        };
-        self.variants = Specialisations::new(&self.m.cfg, &self.m.tiles, &o);
+        self.variants = self.variants.retiled(&self.m.cfg, &self.m.tiles);
+        // The engine's own choices stay; `opts` brings the knobs a tune varies.
         opts.num_warps = self.m.tiles.warps;
         opts.wait_in_body = self.opts.wait_in_body;
         opts.wait_in_body_only = self.opts.wait_in_body_only.clone();
+        opts.prefetch_own = self.opts.prefetch_own.clone();
         self.opts = opts;
         Ok(())
     }

@@ -29,7 +29,7 @@ use dsl_runtime::prelude::*;
 /// by the position's cosines and sines (`cs`, a row of the rope table): rotate-half RoPE,
 /// the arithmetic of `qk_norm_rope` and `rmsnorm_qkv_rope`, written once.
 #[tile_fn]
-pub fn norm_rope(
+fn norm_rope(
     src: Ptr<bf16>,
     w: Ptr<bf16>,
     cs: Ptr<f32>,
