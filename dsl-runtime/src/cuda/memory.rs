@@ -173,22 +173,48 @@ impl Emitter<'_> {
     /// byte. Nothing returns to the SM, so nothing is ordered or kept.
     fn prefetch_lines(&mut self, ptr: ValueId, mask: Option<ValueId>) -> R<()> {
         let ty = self.k.ty(ptr).clone();
-        let size = ty
+        let d = ty
             .elem
             .pointee()
-            .ok_or_else(|| self.err("internal: a load through a non-pointer"))?
-            .size_bytes();
-        let first = |p: &str| format!("((size_t)({p}) & 127) < {size}");
+            .ok_or_else(|| self.err("internal: a load through a non-pointer"))?;
+        let size = d.size_bytes();
+        let first = |p: &str, bytes: usize| format!("((size_t)({p}) & 127) < {bytes}");
         if ty.is_scalar() {
             let p = strip(&self.access(ptr, &At::Idx(vec![]))?);
             let c = match mask {
-                Some(m) => format!("{} && {}", self.access(m, &At::Idx(vec![]))?, first(&p)),
-                None => first(&p),
+                Some(m) => format!(
+                    "{} && {}",
+                    self.access(m, &At::Idx(vec![]))?,
+                    first(&p, size)
+                ),
+                None => first(&p, size),
             };
             self.line(format!("if ({c}) tsr_prefetch_line({p});"));
             return Ok(());
         }
         let lay = self.lay_of_value(ptr)?;
+        // Contiguous, aligned vectors under one predicate each: one test per vector, not
+        // per element (the test's instructions sit on the stage's path).
+        if let Some(vb) = self.vector_bytes(ptr, lay, d) {
+            let epv = vb / size;
+            if self.mask_per_vector(lay, epv, mask, None) {
+                let s = format!("q * {epv}");
+                let at = At::Slot { lay, s: s.clone() };
+                let p = strip(&self.access(ptr, &at)?);
+                let c = match self.slot_cond(self.owned(lay, &s), mask, lay, &s)? {
+                    Some(c) => format!("{} && {}", strip(&c), first(&p, vb)),
+                    None => first(&p, vb),
+                };
+                self.line("#pragma unroll");
+                self.open(format!(
+                    "for (int q = 0; q < {}; ++q) {{  // one test per {vb} bytes",
+                    self.layouts[lay].slots() / epv
+                ));
+                self.line(format!("if ({c}) tsr_prefetch_line({p});"));
+                self.close("}");
+                return Ok(());
+            }
+        }
         let at = At::Slot {
             lay,
             s: "s".to_string(),
@@ -196,8 +222,8 @@ impl Emitter<'_> {
         let p = strip(&self.access(ptr, &at)?);
         // Owners only: a replica's copy would ask for the same line again.
         let c = match self.slot_cond(self.owned(lay, "s"), mask, lay, "s")? {
-            Some(c) => format!("{} && {}", strip(&c), first(&p)),
-            None => first(&p),
+            Some(c) => format!("{} && {}", strip(&c), first(&p, size)),
+            None => first(&p, size),
         };
         self.open_slots(lay, "s");
         self.line(format!("if ({c}) tsr_prefetch_line({p});"));
