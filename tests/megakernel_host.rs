@@ -258,8 +258,8 @@ fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
 }
 
 /// `MegaOptions::prefetch_own`: before its wait, each stage prefetches into L2 the weights
-/// its programs in this CTA will load (each body's prefetch slice), or, for `^gemv`, as the
-/// stage before it starts. On emulated CTAs: the same bits as without, and the lines asked
+/// its programs in this CTA will load (each body's prefetch slice), or, for `^gemv`, while
+/// the stage before it waits. On emulated CTAs: the same bits as without, and the lines asked
 /// for are exactly the weights' lines: every 128-byte line that starts inside norm_w,
 /// w_gate, w_up or w_down, and nothing in the activations.
 #[test]
@@ -294,7 +294,7 @@ fn toy_megakernel_prefetches_its_own_weights_on_emulated_ctas() {
             "silu_mul reads no weight"
         );
         assert_eq!(
-            code.contains("As this stage starts"),
+            code.contains("While this stage waits"),
             own[1].starts_with('^'),
             "{own:?}: where the GEMVs prefetch"
         );

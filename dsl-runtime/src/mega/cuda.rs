@@ -90,7 +90,7 @@ pub enum OwnPrefetch {
     Off,
     /// Before the stage's wait.
     AtWait,
-    /// As the stage before it in the same loop body starts.
+    /// While the stage before it in the same loop body waits (`MegaOptions::prefetch_own`).
     Early,
 }
 
@@ -436,7 +436,10 @@ impl Gen<'_> {
         self.w
             .line("const unsigned tsr_n = tsr_g0 * tsr_g1 * tsr_g2;");
         self.w.line("++tsr_step;");
-        if let Some(t) = early {
+        let sync = sched.sync_for(s);
+        let counter = sync.filter(|sy| sy.kind == SyncKind::Counter);
+        if let (Some(t), None) = (early, counter) {
+            // Nothing to wait for here: as this stage starts.
             self.own_prefetch(t, "As this stage starts");
         }
         if self.opts.profile {
@@ -444,7 +447,6 @@ impl Gen<'_> {
             self.w
                 .line("unsigned long long tsr_t1 = 0ull, tsr_t2 = 0ull;");
         }
-        let sync = sched.sync_for(s);
         if let Some(sy) = sync {
             self.w
                 .line(format!("// sync {}: {}", sy.id, sync_text(r, sy)));
@@ -468,7 +470,6 @@ impl Gen<'_> {
             }
         }
         self.w.open("if (blockIdx.x < tsr_n) {");
-        let counter = sync.filter(|sy| sy.kind == SyncKind::Counter);
         let hooked = self.opts.wait_in_body[s];
         if let Some(sy) = counter {
             self.w
@@ -499,6 +500,10 @@ impl Gen<'_> {
                 self.w.open("auto tsr_dep = [&]() -> bool {");
                 self.w.line("if (!tsr_pending) return !tsr_left;");
                 self.w.line("tsr_pending = false;");
+                if let Some(t) = early {
+                    // After this stage's first weight loads, before its wait.
+                    self.own_prefetch(t, "While this stage waits");
+                }
                 for wt in &waits {
                     self.w
                         .line(format!("if (!{wt}) {{ tsr_left = true; return false; }}"));
@@ -509,6 +514,9 @@ impl Gen<'_> {
                 self.w.line("return true;");
                 self.w.close("};");
             } else {
+                if let Some(t) = early {
+                    self.own_prefetch(t, "While this stage waits");
+                }
                 for wt in &waits {
                     self.w.line(format!("if (!{wt}) return;"));
                 }

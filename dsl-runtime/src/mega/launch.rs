@@ -55,7 +55,9 @@ pub struct MegaOptions {
     /// their wait, the weights their programs in this CTA will load (each body's
     /// `dsl_ir::prefetch_slice`), instead of their share of the first bytes of the weight
     /// windows (`wait_prefetch_bytes`). A name written `^kernel` is prefetched one stage
-    /// early, as the stage before it in the same loop body starts.
+    /// early: while the stage before it in the same loop body waits for its producers
+    /// (after its first weight loads where it waits in its bodies), or as that stage starts
+    /// if it waits for nothing.
     /// `TESSERA_PREFETCH_OWN=kernel,^kernel` in the Qwen3 engine.
     pub prefetch_own: Vec<String>,
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
