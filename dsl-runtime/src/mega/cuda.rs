@@ -537,6 +537,12 @@ impl Gen<'_> {
                 SyncWords::COUNTERS + s
             ));
         }
+        if let (Some(t), Some(_)) = (early, counter) {
+            // A CTA with no program here does not wait here: it prefetches now.
+            self.w.close("} else {");
+            self.w.indent();
+            self.own_prefetch(t, "No program here");
+        }
         self.w.close("}");
         if self.opts.profile {
             self.w.open("if (threadIdx.x == 0) {");
