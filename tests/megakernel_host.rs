@@ -27,26 +27,6 @@ fn run_emulated(
     d: usize,
     f: usize,
 ) -> Vec<bf16> {
-    run_emulated_logged(opts, ctas, b, layers, d, f).0
-}
-
-/// What the emulated kernel prefetched into L2: every line, as (buffer, byte offset) in
-/// the order of the megakernel's pointer parameters (buffer None: in none), and each
-/// buffer's address modulo 128.
-struct Prefetched {
-    lines: Vec<(Option<usize>, usize)>,
-    base_mod_128: Vec<usize>,
-}
-
-/// [`run_emulated`], and the lines it prefetched.
-fn run_emulated_logged(
-    opts: &MegaOptions,
-    ctas: u32,
-    b: &ToyBuffers,
-    layers: usize,
-    d: usize,
-    f: usize,
-) -> (Vec<bf16>, Prefetched) {
     let cx = toy_mlp::constexprs(d, f);
     let src = toy_mlp::MEGAKERNEL.cuda_source(&cx, opts).unwrap();
     let stages = toy_mlp::MEGAKERNEL
@@ -105,38 +85,11 @@ fn run_emulated_logged(
     for i in 0..bufs.len() {
         main += &format!("  write_file(argv[{}], b{i}, b{i}.size() - 64);\n", i + 1);
     }
-    // The prefetched lines, each as "buffer offset" (-1 and the address: in no buffer).
-    for i in 0..bufs.len() {
-        main += &format!("  std::printf(\"B {i} %zu\\n\", (size_t)b{i}.data() % 128);\n");
-    }
-    main += "  for (const char* p : tsr_prefetched) {\n    int in = -1; size_t off = (size_t)p;\n";
-    for i in 0..bufs.len() {
-        main += &format!(
-            "    if (p >= (const char*)b{i}.data() && p < (const char*)b{i}.data() + (b{i}.size() - 64)) {{ in = {i}; off = p - (const char*)b{i}.data(); }}\n"
-        );
-    }
-    main += "    std::printf(\"P %d %zu\\n\", in, off);\n  }\n  return 0;\n}\n";
+    main += "  return 0;\n}\n";
     let paths: Vec<PathBuf> = (0..bufs.len())
         .map(|i| dir.join(format!("b{i}.bin")))
         .collect();
-    let stdout = harness::compile_and_run(&format!("{code}\n{main}"), &dir, &paths, 300);
-    let pairs = |tag: &str| -> Vec<(i64, usize)> {
-        stdout
-            .lines()
-            .filter_map(|l| l.strip_prefix(tag))
-            .map(|l| {
-                let (i, v) = l.split_once(' ').unwrap();
-                (i.parse().unwrap(), v.parse().unwrap())
-            })
-            .collect()
-    };
-    let prefetched = Prefetched {
-        lines: pairs("P ")
-            .into_iter()
-            .map(|(i, off)| (usize::try_from(i).ok(), off))
-            .collect(),
-        base_mod_128: pairs("B ").into_iter().map(|(_, m)| m).collect(),
-    };
+    harness::compile_and_run(&format!("{code}\n{main}"), &dir, &paths, 300);
     let read_bf16 = |i: usize| -> Vec<bf16> {
         std::fs::read(&paths[i])
             .unwrap()
@@ -150,7 +103,7 @@ fn run_emulated_logged(
         outs.extend(read_bf16(i));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    (outs, prefetched)
+    outs
 }
 
 /// Within bf16 rounding of the reference (the emulator's libm `expf` may differ from the
@@ -253,73 +206,6 @@ fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
         assert_eq!(
             got, plain,
             "the GEMVs wait inside their bodies, {ctas} CTAs"
-        );
-    }
-}
-
-/// `MegaOptions::prefetch_own`: before its wait, each stage prefetches into L2 the weights
-/// its programs in this CTA will load (each body's prefetch slice), or, for `^gemv`, while
-/// the stage before it waits. On emulated CTAs: the same bits as without, and the lines asked
-/// for are exactly the weights' lines: every 128-byte line that starts inside norm_w,
-/// w_gate, w_up or w_down, and nothing in the activations.
-#[test]
-fn toy_megakernel_prefetches_its_own_weights_on_emulated_ctas() {
-    let (layers, d, f) = (3, 64, 128);
-    let (input, want) = toy_case(13, layers, d, f);
-    let plain = MegaOptions::default().warps(2);
-    let base = run_emulated(&plain, 3, &input, layers, d, f);
-    assert_close(&base, &want, "no prefetch");
-    let cx = toy_mlp::constexprs(d, f);
-    // (buffer index in the pointer parameters, its bytes)
-    let weights = [
-        (2, layers * d * 2),
-        (3, layers * f * d * 2),
-        (4, layers * f * d * 2),
-        (5, layers * d * f * 2),
-    ];
-    for (own, ctas) in [(["add_rmsnorm", "gemv"], 3), (["add_rmsnorm", "^gemv"], 40)] {
-        let opts = MegaOptions {
-            prefetch_own: own.iter().map(|k| k.to_string()).collect(),
-            ..plain.clone()
-        };
-        let code = toy_mlp::MEGAKERNEL.cuda_source(&cx, &opts).unwrap().code;
-        for body in ["add_rmsnorm", "gemv_BM8_BK64", "gemv_BM4_BK64"] {
-            assert!(
-                code.contains(&format!("{body}_prefetch_body(")),
-                "{own:?}: no prefetch form of {body}"
-            );
-        }
-        assert!(
-            !code.contains("silu_mul_prefetch"),
-            "silu_mul reads no weight"
-        );
-        assert_eq!(
-            code.contains("While this stage waits"),
-            own[1].starts_with('^'),
-            "{own:?}: where the GEMVs prefetch"
-        );
-        let (got, pf) = run_emulated_logged(&opts, ctas, &input, layers, d, f);
-        assert_eq!(got, base, "{own:?}, {ctas} CTAs: other outputs");
-        for (buf, bytes) in weights {
-            let first = (128 - pf.base_mod_128[buf]) % 128;
-            let want: Vec<usize> = (first..bytes).step_by(128).collect();
-            let mut asked: Vec<usize> = pf
-                .lines
-                .iter()
-                .filter(|(b, _)| *b == Some(buf))
-                .map(|&(_, off)| off)
-                .collect();
-            asked.sort_unstable();
-            assert_eq!(asked, want, "{own:?}: the lines of weight buffer {buf}");
-        }
-        let stray: Vec<_> = pf
-            .lines
-            .iter()
-            .filter(|(b, _)| !matches!(b, Some(2..=5)))
-            .collect();
-        assert!(
-            stray.is_empty(),
-            "{own:?}: lines outside the weights: {stray:?}"
         );
     }
 }

@@ -196,39 +196,6 @@ pub enum Op {
     Trans(ValueId),
 }
 
-impl Op {
-    /// The values an op reads (a `ReadVar` reads a variable, not a value: none).
-    pub fn operands(&self) -> Vec<ValueId> {
-        match self {
-            Op::Unary(_, x)
-            | Op::Cast(x)
-            | Op::ExpandDims(x, _)
-            | Op::Broadcast(x)
-            | Op::Trans(x)
-            | Op::Reduce { x, .. } => vec![*x],
-            Op::Binary(_, x, y) => vec![*x, *y],
-            Op::Where(c, x, y) => vec![*c, *x, *y],
-            Op::Load { ptr, mask, other } => {
-                let mut v = vec![*ptr];
-                v.extend(mask.iter().chain(other.iter()));
-                v
-            }
-            Op::Dot { a, b, acc } => {
-                let mut v = vec![*a, *b];
-                v.extend(acc.iter());
-                v
-            }
-            Op::ProgramId(_)
-            | Op::NumPrograms(_)
-            | Op::Param(_)
-            | Op::Const(_)
-            | Op::Lit(_)
-            | Op::Arange { .. }
-            | Op::ReadVar(_) => vec![],
-        }
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Lit {
     Int(i64),

@@ -9,7 +9,6 @@ pub mod builder;
 pub mod error;
 pub mod ir;
 pub mod print;
-pub mod slice;
 pub mod spec;
 pub mod types;
 
@@ -17,5 +16,4 @@ pub use analysis::Effects;
 pub use builder::{broadcast_shapes, promote, Builder};
 pub use error::{BResult, BuildError, Operand};
 pub use ir::*;
-pub use slice::prefetch_slice;
 pub use types::*;

@@ -721,10 +721,6 @@ impl Default for MegakernelOptions {
             // The warps come from the tiles (`MegakernelEngine::new`).
             mega: MegaOptions {
                 wait_in_body_only: only,
-                // A candidate, off by default: `MegaOptions::prefetch_own`.
-                prefetch_own: std::env::var("TESSERA_PREFETCH_OWN")
-                    .map(|v| v.split(',').map(|k| k.trim().to_string()).collect())
-                    .unwrap_or_default(),
                 ..MegaOptions::default()
             },
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),
@@ -1242,9 +1238,8 @@ impl MegakernelEngine {
     /// New tiles and megakernel options (same weights; the activations are reallocated).
     /// The warps come from the tiles, as in `new`.
     /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then), o_proj per head or not, the stages wait inside their bodies or
-    /// not and prefetch their own weights or not (`MegaOptions::prefetch_own`);
-    /// `tiles.o_heads_tiles` is taken as given. The attention loads ahead from
+    /// uploaded only then), o_proj per head or not, and the stages wait inside their bodies
+    /// or not; `tiles.o_heads_tiles` is taken as given. The attention loads ahead from
     /// where the options said, by the new tiles.
     pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
@@ -1260,7 +1255,6 @@ impl MegakernelEngine {
         opts.num_warps = self.m.tiles.warps;
         opts.wait_in_body = self.opts.wait_in_body;
         opts.wait_in_body_only = self.opts.wait_in_body_only.clone();
-        opts.prefetch_own = self.opts.prefetch_own.clone();
         self.opts = opts;
         Ok(())
     }

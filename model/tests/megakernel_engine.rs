@@ -479,19 +479,6 @@ fn the_wait_goes_inside_the_bodies_above_hidden_1024() {
     );
 }
 
-/// `MegaOptions::prefetch_own` (a candidate: `TESSERA_PREFETCH_OWN`) is the engine's, as
-/// the wait in the bodies is: a retune with a tune's options keeps it.
-#[test]
-fn a_retune_keeps_the_own_weights_prefetch() {
-    let mut o = MegakernelOptions::default();
-    o.mega.prefetch_own = vec!["rmsnorm_qkv_rope".into(), "^rmsnorm_mlp_tiles".into()];
-    let mut m = mega("tied_gqa2_v4", Output::Logits, &o);
-    let tiles = model::kernels::Tiles::for_config(m.config());
-    m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
-        .unwrap();
-    assert_eq!(m.mega_options().prefetch_own, o.mega.prefetch_own);
-}
-
 /// Every sync of the schedule is needed: with any one left out, one of a few adversarial
 /// interleavings (CTAs running ahead as far as the remaining syncs allow, or picked at
 /// random) computes different logits, or reports the hazard, within a few steps.

@@ -129,8 +129,6 @@ pub(crate) struct Emitter<'a> {
     dep_covered: bool,
     /// Nesting of `body` calls (0: the kernel's top level).
     block_depth: usize,
-    /// Every load is an L2 prefetch (`emit_prefetch_body`).
-    pub(super) prefetch: bool,
 }
 
 /// Names the generated code itself uses (beside `c_syntax::C_KEYWORDS`).
@@ -193,7 +191,6 @@ impl<'a> Emitter<'a> {
             dep_hook: opts.dep_hook.clone(),
             dep_covered: false,
             block_depth: 0,
-            prefetch: false,
         };
         (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.ring_unroll);

@@ -26,9 +26,6 @@ impl Emitter<'_> {
         other: Option<ValueId>,
         src: &Src,
     ) -> R<()> {
-        if self.prefetch {
-            return self.prefetch_lines(ptr, mask);
-        }
         let mut m = self.mem_op_of(ptr, MemKind::Load);
         let replicated = !self.k.ty(ptr).is_scalar() && {
             let l = self.lay_of_value(ptr)?;
@@ -165,69 +162,6 @@ impl Emitter<'_> {
             None => scalar_path(self)?,
         }
         self.regs[id.0 as usize] = true;
-        Ok(())
-    }
-
-    /// A load as an L2 prefetch (`emit_prefetch_body`): each 128-byte line its unmasked
-    /// elements start, once, from the thread that owns the element at the line's first
-    /// byte. Nothing returns to the SM, so nothing is ordered or kept.
-    fn prefetch_lines(&mut self, ptr: ValueId, mask: Option<ValueId>) -> R<()> {
-        let ty = self.k.ty(ptr).clone();
-        let d = ty
-            .elem
-            .pointee()
-            .ok_or_else(|| self.err("internal: a load through a non-pointer"))?;
-        let size = d.size_bytes();
-        let first = |p: &str, bytes: usize| format!("((size_t)({p}) & 127) < {bytes}");
-        if ty.is_scalar() {
-            let p = strip(&self.access(ptr, &At::Idx(vec![]))?);
-            let c = match mask {
-                Some(m) => format!(
-                    "{} && {}",
-                    self.access(m, &At::Idx(vec![]))?,
-                    first(&p, size)
-                ),
-                None => first(&p, size),
-            };
-            self.line(format!("if ({c}) tsr_prefetch_line({p});"));
-            return Ok(());
-        }
-        let lay = self.lay_of_value(ptr)?;
-        // Contiguous, aligned vectors under one predicate each: one test per vector, not
-        // per element (the test's instructions sit on the stage's path).
-        if let Some(vb) = self.vector_bytes(ptr, lay, d) {
-            let epv = vb / size;
-            if self.mask_per_vector(lay, epv, mask, None) {
-                let s = format!("q * {epv}");
-                let at = At::Slot { lay, s: s.clone() };
-                let p = strip(&self.access(ptr, &at)?);
-                let c = match self.slot_cond(self.owned(lay, &s), mask, lay, &s)? {
-                    Some(c) => format!("{} && {}", strip(&c), first(&p, vb)),
-                    None => first(&p, vb),
-                };
-                self.line("#pragma unroll");
-                self.open(format!(
-                    "for (int q = 0; q < {}; ++q) {{  // one test per {vb} bytes",
-                    self.layouts[lay].slots() / epv
-                ));
-                self.line(format!("if ({c}) tsr_prefetch_line({p});"));
-                self.close("}");
-                return Ok(());
-            }
-        }
-        let at = At::Slot {
-            lay,
-            s: "s".to_string(),
-        };
-        let p = strip(&self.access(ptr, &at)?);
-        // Owners only: a replica's copy would ask for the same line again.
-        let c = match self.slot_cond(self.owned(lay, "s"), mask, lay, "s")? {
-            Some(c) => format!("{} && {}", strip(&c), first(&p, size)),
-            None => first(&p, size),
-        };
-        self.open_slots(lay, "s");
-        self.line(format!("if ({c}) tsr_prefetch_line({p});"));
-        self.close("}");
         Ok(())
     }
 

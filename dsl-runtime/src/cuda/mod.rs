@@ -169,20 +169,8 @@ pub struct CudaBody {
 }
 
 pub fn emit_body(kernel: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String> {
-    body_code(kernel, opts, false)
-}
-
-/// A megakernel's prefetch body: `sliced` (from [`dsl_ir::prefetch_slice`]) with each load
-/// an L2 prefetch of the lines it would read (`tsr_prefetch_line`, from the megakernel's
-/// prelude), one per line. It loads, stores and waits for nothing.
-pub fn emit_prefetch_body(sliced: &Kernel, opts: &EmitOptions) -> Result<CudaBody, String> {
-    body_code(sliced, opts, true)
-}
-
-fn body_code(kernel: &Kernel, opts: &EmitOptions, prefetch: bool) -> Result<CudaBody, String> {
     let entry = c_ident(&kernel.name);
     let mut e = emit::Emitter::new(kernel, opts)?;
-    e.prefetch = prefetch;
     e.body(&kernel.body)?;
     let params = e.params_c();
     let mut w = CWriter::new(0);

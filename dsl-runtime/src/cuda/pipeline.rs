@@ -135,7 +135,7 @@ pub(crate) fn readers(k: &Kernel) -> BTreeMap<ValueId, Vec<Option<ValueId>>> {
     let mut out: BTreeMap<ValueId, Vec<Option<ValueId>>> = BTreeMap::new();
     walk(&k.body, &mut |s| {
         let (me, reads): (Option<ValueId>, Vec<ValueId>) = match s {
-            Stmt::Let { id, op, .. } => (Some(*id), op.operands()),
+            Stmt::Let { id, op, .. } => (Some(*id), operands(op)),
             Stmt::DeclVar { init, .. } => (None, vec![*init]),
             Stmt::Assign { value, .. } => (None, vec![*value]),
             Stmt::Store {
@@ -158,6 +158,30 @@ pub(crate) fn readers(k: &Kernel) -> BTreeMap<ValueId, Vec<Option<ValueId>>> {
         }
     });
     out
+}
+
+pub(crate) fn operands(op: &Op) -> Vec<ValueId> {
+    match op {
+        Op::Unary(_, x)
+        | Op::Cast(x)
+        | Op::ExpandDims(x, _)
+        | Op::Broadcast(x)
+        | Op::Trans(x)
+        | Op::Reduce { x, .. } => vec![*x],
+        Op::Binary(_, x, y) => vec![*x, *y],
+        Op::Where(c, x, y) => vec![*c, *x, *y],
+        Op::Load { ptr, mask, other } => {
+            let mut v = vec![*ptr];
+            v.extend(mask.iter().chain(other.iter()));
+            v
+        }
+        Op::Dot { a, b, acc } => {
+            let mut v = vec![*a, *b];
+            v.extend(acc.iter());
+            v
+        }
+        _ => vec![],
+    }
 }
 
 /// Whether `v` is a literal zero (possibly converted or broadcast).
@@ -248,7 +272,7 @@ pub(crate) fn plan(
                 continue;
             }
             if let Some(op) = &f.defs[v.0 as usize] {
-                stack.extend(op.operands());
+                stack.extend(operands(op));
             }
         }
         let scalars: Vec<ValueId> = body
@@ -363,7 +387,7 @@ fn counter_dependent(iv: ValueId, body: &[Stmt]) -> BTreeSet<ValueId> {
     let mut dep = BTreeSet::from([iv]);
     walk(body, &mut |s| {
         if let Stmt::Let { id, op, .. } = s {
-            if op.operands().iter().any(|x| dep.contains(x)) {
+            if operands(op).iter().any(|x| dep.contains(x)) {
                 dep.insert(*id);
             }
         }

@@ -3,7 +3,7 @@
 //! and `offset × element size` is a multiple of 16 for every value of the loop variables;
 //! an i32 argument is divisible by 16 when its expression is. Facts allow vector loads;
 //! without them the emitter takes the scalar path (always correct).
-use super::cuda::{BodyCode, OwnPrefetch};
+use super::cuda::BodyCode;
 use super::program::{ArgExpr, Expr, Op, Val};
 use super::resolve::Resolved;
 use crate::cuda::{self, EmitOptions};
@@ -82,14 +82,12 @@ fn stage_read_only(r: &Resolved, s: usize) -> Vec<bool> {
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
 /// one kernel binding with different facts get two bodies (`name_v2`). For a stage that
 /// waits in its bodies (`wait_in_body`, per stage), which parameters are read-only is part
-/// of a body too. A body some stage prefetches for (`own_prefetch`) comes with its
-/// prefetch form.
+/// of a body too.
 pub fn stage_bodies(
     r: &Resolved,
     num_warps: u32,
     facts: &MegaFacts,
     wait_in_body: &[bool],
-    own_prefetch: &[OwnPrefetch],
 ) -> Result<(String, Vec<BodyCode>), String> {
     type Group = (String, Vec<bool>, Option<Vec<bool>>, Vec<usize>);
     let mut groups: Vec<Group> = vec![];
@@ -111,37 +109,21 @@ pub fn stage_bodies(
         if variant > 0 {
             kernel.name = format!("{name}_v{}", variant + 1);
         }
-        let opts = EmitOptions {
-            num_warps,
-            divisible16: f.clone(),
-            num_stages: 1,
-            ring_unroll: false,
-            wgmma: false,
-            wgmma_in_flight: false,
-            acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
-            vector_atomics: crate::kernel_def::vector_atomics(),
-            dep_hook: ro.clone(),
-        };
-        let label = r.stages[stages[0]].label();
-        let b = cuda::emit_body(&kernel, &opts).map_err(|e| format!("{label}: {e}"))?;
-        let mut code = b.code;
-        let mut prefetch_fn = None;
-        let wants = stages.iter().any(|&s| own_prefetch[s] != OwnPrefetch::Off);
-        if let Some(sliced) = wants
-            .then(|| dsl_ir::prefetch_slice(&kernel, &stage_read_only(r, stages[0])))
-            .flatten()
-        {
-            let p = cuda::emit_prefetch_body(
-                &sliced,
-                &EmitOptions {
-                    dep_hook: None,
-                    ..opts
-                },
-            )
-            .map_err(|e| format!("{label} (its prefetch form): {e}"))?;
-            code = format!("{code}\n{}", p.code);
-            prefetch_fn = Some(p.name);
-        }
+        let b = cuda::emit_body(
+            &kernel,
+            &EmitOptions {
+                num_warps,
+                divisible16: f.clone(),
+                num_stages: 1,
+                ring_unroll: false,
+                wgmma: false,
+                wgmma_in_flight: false,
+                acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
+                vector_atomics: crate::kernel_def::vector_atomics(),
+                dep_hook: ro.clone(),
+            },
+        )
+        .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;
         if b.block_threads != 32 * num_warps {
             return Err(format!(
                 "{}: the emitter lowered it for {} threads, the megakernel runs {}",
@@ -153,8 +135,7 @@ pub fn stage_bodies(
         bodies.push(BodyCode {
             stages: stages.clone(),
             fn_name: b.name,
-            prefetch_fn,
-            code,
+            code: b.code,
             smem_bytes: b.smem_bytes,
         });
     }

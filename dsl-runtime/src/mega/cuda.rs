@@ -56,9 +56,6 @@ pub struct BodyCode {
     pub stages: Vec<usize>,
     /// The C function: `<name>_body`.
     pub fn_name: String,
-    /// Its prefetch form (`<name>_prefetch_body`), where a stage wants one and some weight
-    /// load's address is known before the data (`dsl_ir::prefetch_slice`).
-    pub prefetch_fn: Option<String>,
     pub code: String,
     pub smem_bytes: usize,
 }
@@ -75,23 +72,8 @@ pub struct GenOptions {
     /// Per stage, `MegaOptions::waits_in_body`: its bodies take its counter waits as the
     /// callable `tsr_dep` (`EmitOptions::dep_hook`), called once, inlined.
     pub wait_in_body: Vec<bool>,
-    /// Per stage, `MegaOptions::own_prefetch`: where it warms its programs' weights into
-    /// L2 (its body's prefetch form, `BodyCode::prefetch_fn`).
-    pub own_prefetch: Vec<OwnPrefetch>,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
-}
-
-/// Where a stage's CTAs prefetch their own programs' weights into L2
-/// (`MegaOptions::prefetch_own`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OwnPrefetch {
-    /// Not at all (the stage prefetches its share of the weight windows instead).
-    Off,
-    /// Before the stage's wait.
-    AtWait,
-    /// While the stage before it in the same loop body waits (`MegaOptions::prefetch_own`).
-    Early,
 }
 
 /// The generated persistent kernel.
@@ -263,17 +245,11 @@ pub fn generate(
         .iter()
         .map(|s| body_of(s.index).map(|b| b.fn_name.clone()))
         .collect::<Result<_, _>>()?;
-    let pfns: Vec<Option<String>> = r
-        .stages
-        .iter()
-        .map(|s| body_of(s.index).map(|b| b.prefetch_fn.clone()))
-        .collect::<Result<_, _>>()?;
     let mut g = Gen {
         r,
         sched,
         opts,
         fns,
-        pfns,
         smem: if smem > 0 { "smem" } else { "nullptr" },
         w,
         loops: vec![],
@@ -298,8 +274,6 @@ struct Gen<'a> {
     opts: &'a GenOptions,
     /// Per stage: its body function.
     fns: Vec<String>,
-    /// Per stage: its body's prefetch form, if it has one.
-    pfns: Vec<Option<String>>,
     smem: &'static str,
     w: CWriter,
     /// Enclosing loop variables (C names), innermost last.
@@ -378,7 +352,7 @@ impl Gen<'_> {
     }
 
     fn nodes(&mut self, nodes: &[Node]) {
-        for (i, n) in nodes.iter().enumerate() {
+        for n in nodes {
             match n {
                 Node::Loop {
                     var,
@@ -398,18 +372,7 @@ impl Gen<'_> {
                     self.loops.pop();
                     self.w.close("}");
                 }
-                Node::Stage(s) => {
-                    // The next stage of this body, if its weights are prefetched early.
-                    let early = match nodes.get(i + 1) {
-                        Some(Node::Stage(t))
-                            if self.opts.own_prefetch[*t] == OwnPrefetch::Early =>
-                        {
-                            Some(*t)
-                        }
-                        _ => None,
-                    };
-                    self.stage(*s, early)
-                }
+                Node::Stage(s) => self.stage(*s),
             }
         }
     }
@@ -418,7 +381,7 @@ impl Gen<'_> {
     /// (A CTA with no program runs ahead to its next wait. Warming the next stages' weights
     /// into L2 there instead was 3% to 43% slower at every Qwen3 shape: docs/PERF.md,
     /// session 15.)
-    fn stage(&mut self, s: usize, early: Option<usize>) {
+    fn stage(&mut self, s: usize) {
         let (r, sched) = (self.r, self.sched);
         let st = &r.stages[s];
         self.w
@@ -436,17 +399,12 @@ impl Gen<'_> {
         self.w
             .line("const unsigned tsr_n = tsr_g0 * tsr_g1 * tsr_g2;");
         self.w.line("++tsr_step;");
-        let sync = sched.sync_for(s);
-        let counter = sync.filter(|sy| sy.kind == SyncKind::Counter);
-        if let (Some(t), None) = (early, counter) {
-            // Nothing to wait for here: as this stage starts.
-            self.own_prefetch(t, "As this stage starts");
-        }
         if self.opts.profile {
             self.w.line("const unsigned long long tsr_t0 = tsr_now();");
             self.w
                 .line("unsigned long long tsr_t1 = 0ull, tsr_t2 = 0ull;");
         }
+        let sync = sched.sync_for(s);
         if let Some(sy) = sync {
             self.w
                 .line(format!("// sync {}: {}", sy.id, sync_text(r, sy)));
@@ -470,6 +428,7 @@ impl Gen<'_> {
             }
         }
         self.w.open("if (blockIdx.x < tsr_n) {");
+        let counter = sync.filter(|sy| sy.kind == SyncKind::Counter);
         let hooked = self.opts.wait_in_body[s];
         if let Some(sy) = counter {
             self.w
@@ -500,10 +459,6 @@ impl Gen<'_> {
                 self.w.open("auto tsr_dep = [&]() -> bool {");
                 self.w.line("if (!tsr_pending) return !tsr_left;");
                 self.w.line("tsr_pending = false;");
-                if let Some(t) = early {
-                    // After this stage's first weight loads, before its wait.
-                    self.own_prefetch(t, "While this stage waits");
-                }
                 for wt in &waits {
                     self.w
                         .line(format!("if (!{wt}) {{ tsr_left = true; return false; }}"));
@@ -514,9 +469,6 @@ impl Gen<'_> {
                 self.w.line("return true;");
                 self.w.close("};");
             } else {
-                if let Some(t) = early {
-                    self.own_prefetch(t, "While this stage waits");
-                }
                 for wt in &waits {
                     self.w.line(format!("if (!{wt}) return;"));
                 }
@@ -536,12 +488,6 @@ impl Gen<'_> {
                 "tsr_arrive(tsr_sync, {}, tsr_mine);",
                 SyncWords::COUNTERS + s
             ));
-        }
-        if let (Some(t), Some(_)) = (early, counter) {
-            // A CTA with no program here does not wait here: it prefetches now.
-            self.w.close("} else {");
-            self.w.indent();
-            self.own_prefetch(t, "No program here");
         }
         self.w.close("}");
         if self.opts.profile {
@@ -592,13 +538,6 @@ impl Gen<'_> {
     /// Productive waiting: stage `s`'s weights stream into L2 while the producers finish,
     /// each of threads `part` of `parts` taking its share.
     fn wait_prefetch(&mut self, s: usize, part: &str, parts: &str) {
-        match self.opts.own_prefetch[s] {
-            OwnPrefetch::AtWait if self.pfns[s].is_some() => {
-                return self.own_prefetch(s, "While waiting");
-            }
-            OwnPrefetch::Early if self.pfns[s].is_some() => return,
-            _ => {}
-        }
         if self.opts.wait_prefetch_bytes == 0 {
             return;
         }
@@ -614,40 +553,6 @@ impl Gen<'_> {
             let (name, size, lo, hi) = window_c(self.r, a);
             self.w.line(format!("tsr_prefetch_l2({name} + {lo}, tsr_min(({hi} - {lo}) * {size}LL, {bytes}LL), {part}, {parts});"));
         }
-    }
-
-    /// Stage `t`'s weights that this CTA's programs of it will load, into L2 (its body's
-    /// prefetch form, program by program; `MegaOptions::prefetch_own`).
-    fn own_prefetch(&mut self, t: usize, when: &str) {
-        let r = self.r;
-        let Some(f) = self.pfns[t].clone() else {
-            return;
-        };
-        let st = &r.stages[t];
-        let g: Vec<String> = st
-            .grid
-            .iter()
-            .map(|e| format!("(unsigned){}", c_expr(r, e)))
-            .collect();
-        let args: Vec<String> = st.args.iter().map(|a| c_arg(r, a)).collect();
-        let w = &mut self.w;
-        w.line(format!(
-            "// {when}: the weights this CTA's programs of {} will load, into L2.",
-            st.label()
-        ));
-        w.open("{");
-        w.line(format!(
-            "const unsigned tsr_h0 = {}, tsr_h1 = {}, tsr_h2 = {};",
-            g[0], g[1], g[2]
-        ));
-        w.line("for (unsigned tsr_q = blockIdx.x; tsr_q < tsr_h0 * tsr_h1 * tsr_h2; tsr_q += gridDim.x)");
-        w.line(format!(
-            "  {f}(tsr_q % tsr_h0, (tsr_q / tsr_h0) % tsr_h1, tsr_q / (tsr_h0 * tsr_h1), tsr_h0, tsr_h1, tsr_h2, {}{}{});",
-            args.join(", "),
-            if args.is_empty() { "" } else { ", " },
-            self.smem
-        ));
-        w.close("}");
     }
 
     /// The watchdog test's broken wait: a target no CTA reaches.

@@ -51,15 +51,6 @@ pub struct MegaOptions {
     /// With `wait_in_body`: only the stages of these kernels wait in their bodies (empty:
     /// every stage). A candidate's knob (`TESSERA_WAIT_IN_BODY=kernel,kernel`).
     pub wait_in_body_only: Vec<String>,
-    /// GPU, a candidate (empty: off): the stages of these kernels prefetch into L2, before
-    /// their wait, the weights their programs in this CTA will load (each body's
-    /// `dsl_ir::prefetch_slice`), instead of their share of the first bytes of the weight
-    /// windows (`wait_prefetch_bytes`). A name written `^kernel` is prefetched one stage
-    /// early: while the stage before it in the same loop body waits for its producers
-    /// (after its first weight loads where it waits in its bodies), or as that stage starts
-    /// if it waits for nothing.
-    /// `TESSERA_PREFETCH_OWN=kernel,^kernel` in the Qwen3 engine.
-    pub prefetch_own: Vec<String>,
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
@@ -79,7 +70,6 @@ impl Default for MegaOptions {
             wait_prefetch_bytes: 4 << 20,
             wait_in_body: false,
             wait_in_body_only: vec![],
-            prefetch_own: vec![],
             profile: false,
         }
     }
@@ -91,19 +81,6 @@ impl MegaOptions {
         self.wait_in_body
             && (self.wait_in_body_only.is_empty()
                 || self.wait_in_body_only.iter().any(|k| k == kernel))
-    }
-    /// Where a stage of kernel `kernel` prefetches its own programs' weights
-    /// (`prefetch_own`).
-    pub fn own_prefetch(&self, kernel: &str) -> cuda::OwnPrefetch {
-        for k in &self.prefetch_own {
-            if k == kernel {
-                return cuda::OwnPrefetch::AtWait;
-            }
-            if k.strip_prefix('^') == Some(kernel) {
-                return cuda::OwnPrefetch::Early;
-            }
-        }
-        cuda::OwnPrefetch::Off
     }
     pub fn warps(mut self, n: u32) -> Self {
         self.num_warps = n;
@@ -161,7 +138,6 @@ struct GenKey {
     wait_prefetch_bytes: u64,
     wait_in_body: bool,
     wait_in_body_only: Vec<String>,
-    prefetch_own: Vec<String>,
     profile: bool,
 }
 
@@ -182,7 +158,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes,
         wait_in_body,
         wait_in_body_only,
-        prefetch_own,
         profile,
     } = opts;
     GenKey {
@@ -193,7 +168,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes: *wait_prefetch_bytes,
         wait_in_body: *wait_in_body,
         wait_in_body_only: wait_in_body_only.clone(),
-        prefetch_own: prefetch_own.clone(),
         profile: *profile,
     }
 }
@@ -588,14 +562,8 @@ fn generate(
     facts: &MegaFacts,
 ) -> Result<MegaSource> {
     let gen = gen_options(r, opts);
-    let (prelude, bodies) = stage_bodies(
-        r,
-        opts.num_warps,
-        facts,
-        &gen.wait_in_body,
-        &gen.own_prefetch,
-    )
-    .map_err(Error::Lower)?;
+    let (prelude, bodies) =
+        stage_bodies(r, opts.num_warps, facts, &gen.wait_in_body).map_err(Error::Lower)?;
     cuda::generate(r, s, &prelude, &bodies, &gen).map_err(Error::Lower)
 }
 
@@ -609,11 +577,6 @@ fn gen_options(r: &Resolved, opts: &MegaOptions) -> GenOptions {
             .iter()
             // By kernel: a kernel bound twice has two stage names (`gemv_BM8_BK64`).
             .map(|s| opts.waits_in_body(s.kernel_name))
-            .collect(),
-        own_prefetch: r
-            .stages
-            .iter()
-            .map(|s| opts.own_prefetch(s.kernel_name))
             .collect(),
         profile: opts.profile,
     }
