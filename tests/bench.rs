@@ -111,7 +111,7 @@ fn bandwidth_probe_compiles_with_nvrtc() {
 
 /// `tessera tune --no-waits` (a diagnostic: every sync of the step left out) on the
 /// interpreter: the run drops exactly the schedule's syncs (an id it does not have is an
-/// error) and times the step.
+/// error) and times the step; with `--launch-only` also the steps launched back to back.
 #[test]
 fn tune_without_the_waits_drops_every_sync() {
     let cfg = model::embedded::config();
@@ -122,6 +122,7 @@ fn tune_without_the_waits_drops_every_sync() {
             tokens: 3,
             profile: false,
             no_waits,
+            launch_only: no_waits,
             watchdog_ms: 2000,
         };
         let knobs = [tessera::bench::tune::Knobs::default()];
@@ -132,6 +133,11 @@ fn tune_without_the_waits_drops_every_sync() {
         let row = run(no_waits);
         assert_eq!(row.error, None, "no_waits {no_waits}");
         assert!(row.ms_per_token.is_some_and(|ms| ms > 0.0));
+        // (`--launch-only` rides along with the waits left out.)
+        assert_eq!(
+            row.ms_per_launch_unread.is_some_and(|ms| ms > 0.0),
+            no_waits
+        );
     }
 }
 
@@ -147,6 +153,7 @@ fn tune_sweeps_o_proj_per_head_blocks() {
         tokens: 3,
         profile: false,
         no_waits: false,
+        launch_only: false,
         watchdog_ms: 2000,
     };
     let knobs = [1, 2, 0].map(|o_heads_tiles| tessera::bench::tune::Knobs {

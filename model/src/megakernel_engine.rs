@@ -1415,6 +1415,28 @@ impl MegakernelEngine {
         Ok(max_steps) // not reached: the last step returns above
     }
 
+    /// Queues `n` steps from `pos` (`token` uploaded first) with nothing between the
+    /// launches: each step reads the token and position the last one left on the device,
+    /// and no token is read back. Waits for them. A diagnostic (`tessera tune
+    /// --launch-only`): the steps' GPU time without the per-step token copy and host loop.
+    pub fn run_steps_unread(&mut self, token: u32, pos: usize, n: usize) -> Result<(), ModelError> {
+        if pos + n > self.m.max_seq {
+            return Err(self.m.err(format!(
+                "{n} steps from position {pos} pass the KV cache's {} positions",
+                self.m.max_seq
+            )));
+        }
+        self.m.begin_step(token, pos)?;
+        for i in 0..n {
+            self.launch(pos + i).map_err(|e| self.m.err(e))?;
+            self.m.end_step(pos + i);
+        }
+        self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
+        // Which token the device holds now is not known here.
+        self.m.on_device = None;
+        self.check_errors()
+    }
+
     /// Launches the step at `pos` (its token and position already on the device) and
     /// queues the copy of the token it chooses into host slot `slot`.
     fn queue_step(&mut self, pos: usize, slot: usize) -> Result<(), ModelError> {

@@ -1154,3 +1154,30 @@ fn attention_inside_o_proj_computes_the_same_logits() {
         }
     }
 }
+
+/// `MegakernelEngine::run_steps_unread` (`tessera tune --launch-only`): steps launched back
+/// to back, no token read back, chain their tokens on the device as decoding does: after n
+/// of them the device holds the token n decode steps choose and the position after them,
+/// and decoding goes on from there.
+#[test]
+fn steps_launched_back_to_back_chain_their_tokens() {
+    let n = 5;
+    let mut a = mega("tied_gqa2_v4", Output::Token, &MegakernelOptions::default());
+    let mut want = vec![];
+    a.decode(1, 0, n + 2, &mut |t| {
+        want.push(t);
+        Ok(true)
+    })
+    .unwrap();
+    let mut b = mega("tied_gqa2_v4", Output::Token, &MegakernelOptions::default());
+    b.run_steps_unread(1, 0, n).unwrap();
+    assert_eq!(b.next_inputs().unwrap(), (want[n - 1], n));
+    let mut more = vec![];
+    b.decode(want[n - 1], n, 2, &mut |t| {
+        more.push(t);
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(more, want[n..]);
+    assert!(b.run_steps_unread(1, 0, 1 << 30).is_err(), "past the cache");
+}

@@ -73,6 +73,10 @@ pub struct TuneRow {
     pub error: Option<String>,
     /// Per-stage profile (one step), when asked for.
     pub profile: Option<String>,
+    /// ms per step launched back to back with no token read back between (`Timing::
+    /// launch_only`), when asked for.
+    #[serde(default)]
+    pub ms_per_launch_unread: Option<f64>,
 }
 
 /// How each configuration of a tuning run is timed.
@@ -87,6 +91,9 @@ pub struct Timing {
     /// Every sync of the step left out (`MegaOptions::drop_all_syncs`): a diagnostic whose
     /// tokens are wrong, the time of the stream and the compute without dependency waits.
     pub no_waits: bool,
+    /// Also time the same steps launched back to back, no token read back between them
+    /// (`MegakernelEngine::run_steps_unread`): what the per-step copy and host loop cost.
+    pub launch_only: bool,
     /// The megakernel's wait watchdog (`MegaOptions::timeout_ms`): raised under
     /// compute-sanitizer, whose instrumentation makes a step far slower.
     pub watchdog_ms: u64,
@@ -147,12 +154,13 @@ pub fn run(
             .unwrap_or_else(|| model::megakernel_engine::o_heads_tiles_rule(cfg));
         let res = one(&mut engine, tiles, mega, &timing);
         rows.push(match res {
-            Ok((ms, tokens, prof)) => TuneRow {
+            Ok((ms, tokens, prof, unread)) => TuneRow {
                 knobs: *k,
                 ms_per_token: Some(ms),
                 same_tokens: Some(*first_tokens.get_or_insert_with(|| tokens.clone()) == tokens),
                 error: None,
                 profile: prof,
+                ms_per_launch_unread: unread,
             },
             Err(e) => TuneRow {
                 knobs: *k,
@@ -160,6 +168,7 @@ pub fn run(
                 same_tokens: None,
                 error: Some(e.to_string()),
                 profile: None,
+                ms_per_launch_unread: None,
             },
         });
     }
@@ -171,12 +180,13 @@ fn one(
     tiles: Tiles,
     mega: MegaOptions,
     timing: &Timing,
-) -> Result<(f64, Vec<u32>, Option<String>), ModelError> {
+) -> Result<(f64, Vec<u32>, Option<String>, Option<f64>), ModelError> {
     let &Timing {
         position,
         tokens,
         profile,
         no_waits,
+        launch_only,
         ..
     } = timing;
     engine.retune(tiles, mega)?;
@@ -201,6 +211,13 @@ fn one(
     let ms = start.elapsed().as_secs_f64() * 1e3 / tokens as f64;
     t = out.last().copied().unwrap_or(t);
     engine.check_errors()?;
+    let mut unread = None;
+    if launch_only {
+        engine.assume_cached(position)?;
+        let start = Instant::now();
+        engine.run_steps_unread(t, position, tokens)?;
+        unread = Some(start.elapsed().as_secs_f64() * 1e3 / tokens as f64);
+    }
     let mut prof = None;
     if profile && engine.mega_options().ctas.is_some() {
         let mut o = engine.mega_options().clone();
@@ -212,7 +229,7 @@ fn one(
         engine.set_mega_options(o);
         prof = decode_step::MEGAKERNEL.take_profile().map(|p| p.summary());
     }
-    Ok((ms, out, prof))
+    Ok((ms, out, prof, unread))
 }
 
 /// The grid's results, fastest first.

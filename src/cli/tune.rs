@@ -71,6 +71,11 @@ pub struct TuneArgs {
     /// wrong): what the weight stream and the compute cost without the dependency waits.
     #[arg(long)]
     pub no_waits: bool,
+    /// A diagnostic: also time each configuration's steps launched back to back with no
+    /// token read back between them (the tokens still chain on the device): what the
+    /// per-step copy and the host's loop cost beside the step itself.
+    #[arg(long)]
+    pub launch_only: bool,
     /// Milliseconds a megakernel wait may last before the launch gives up with an error
     /// naming it (raise it under compute-sanitizer).
     #[arg(long, value_name = "MS", default_value_t = crate::runtime::mega::MegaOptions::default().timeout_ms)]
@@ -213,6 +218,7 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
             tokens: a.tokens,
             profile: a.profile,
             no_waits: a.no_waits,
+            launch_only: a.launch_only,
             watchdog_ms: a.watchdog_ms,
         },
     )?;
@@ -225,6 +231,12 @@ pub fn run_tune(a: TuneArgs) -> Result<(), ModelError> {
     );
     out += &crate::bench::tune::table(&rows);
     for r in &rows {
+        if let Some(ms) = r.ms_per_launch_unread {
+            out += &format!(
+                "\nlaunched back to back, no token read back between steps: {ms:.3} ms/step ({:?})\n",
+                r.knobs
+            );
+        }
         if let Some(p) = &r.profile {
             out += &format!("\nprofile of {:?}:\n{p}", r.knobs);
         }
