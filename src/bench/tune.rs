@@ -154,13 +154,15 @@ pub fn run(
             .unwrap_or_else(|| model::megakernel_engine::o_heads_tiles_rule(cfg));
         let res = one(&mut engine, tiles, mega, &timing);
         rows.push(match res {
-            Ok((ms, tokens, prof, unread)) => TuneRow {
+            Ok(t) => TuneRow {
                 knobs: *k,
-                ms_per_token: Some(ms),
-                same_tokens: Some(*first_tokens.get_or_insert_with(|| tokens.clone()) == tokens),
+                ms_per_token: Some(t.ms),
+                same_tokens: Some(
+                    *first_tokens.get_or_insert_with(|| t.tokens.clone()) == t.tokens,
+                ),
                 error: None,
-                profile: prof,
-                ms_per_launch_unread: unread,
+                profile: t.profile,
+                ms_per_launch_unread: t.unread,
             },
             Err(e) => TuneRow {
                 knobs: *k,
@@ -180,7 +182,7 @@ fn one(
     tiles: Tiles,
     mega: MegaOptions,
     timing: &Timing,
-) -> Result<(f64, Vec<u32>, Option<String>, Option<f64>), ModelError> {
+) -> Result<Timed, ModelError> {
     let &Timing {
         position,
         tokens,
@@ -229,7 +231,20 @@ fn one(
         engine.set_mega_options(o);
         prof = decode_step::MEGAKERNEL.take_profile().map(|p| p.summary());
     }
-    Ok((ms, out, prof, unread))
+    Ok(Timed {
+        ms,
+        tokens: out,
+        profile: prof,
+        unread,
+    })
+}
+
+/// One configuration's measurements (`one`).
+struct Timed {
+    ms: f64,
+    tokens: Vec<u32>,
+    profile: Option<String>,
+    unread: Option<f64>,
 }
 
 /// The grid's results, fastest first.
