@@ -898,6 +898,25 @@ fn attention_ref(
     out
 }
 
+/// A random K and V cache of `n` elements each (keys at scale 2, values at 1).
+fn rand_kv_cache(rng: &mut SplitMix64, n: usize) -> (Vec<bf16>, Vec<bf16>) {
+    (rand_bf16(rng, n, 2.0), rand_bf16(rng, n, 1.0))
+}
+
+/// o_proj's random weights `[hidden, q_dim]`, the residual's `copies` and the MLP's input:
+/// what the o_proj-per-head tests add into.
+fn rand_o_proj(
+    rng: &mut SplitMix64,
+    hidden: usize,
+    q_dim: usize,
+    copies: usize,
+) -> (Vec<bf16>, Vec<f32>, Vec<f32>) {
+    let w = rand_bf16(rng, hidden * q_dim, 0.5);
+    let res0 = f32s(&rand_bf16(rng, copies * hidden, 1.0));
+    let xm0 = f32s(&rand_bf16(rng, hidden, 1.0));
+    (w, res0, xm0)
+}
+
 #[test]
 fn split_kv_attention_matches_softmax_attention() {
     let mut rng = SplitMix64::new(7);
@@ -912,10 +931,7 @@ fn split_kv_attention_matches_softmax_attention() {
     ];
     for (nh, nkv, hd, max_seq, pos, block_n, splits) in cases {
         let q = rand_bf16(&mut rng, nh * hd, 2.0);
-        let (kc, vc) = (
-            rand_bf16(&mut rng, nkv * max_seq * hd, 2.0),
-            rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
-        );
+        let (kc, vc) = rand_kv_cache(&mut rng, nkv * max_seq * hd);
         let parts = nh * splits;
         // Partial slots start as garbage (what the last layer or step left): every split
         // must write its own, empty or not.
@@ -1052,14 +1068,9 @@ fn attention_inside_o_proj_adds_what_split_attention_then_o_proj_add() {
     ];
     for (nh, nkv, hd, max_seq, pos, block_n, splits, hidden, bm, copies) in cases {
         let q = rand_bf16(&mut rng, nh * hd, 2.0);
-        let (kc, vc) = (
-            rand_bf16(&mut rng, nkv * max_seq * hd, 2.0),
-            rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
-        );
+        let (kc, vc) = rand_kv_cache(&mut rng, nkv * max_seq * hd);
         let q_dim = nh * hd;
-        let w = rand_bf16(&mut rng, hidden * q_dim, 0.5);
-        let res0 = f32s(&rand_bf16(&mut rng, copies * hidden, 1.0));
-        let xm0 = f32s(&rand_bf16(&mut rng, hidden, 1.0));
+        let (w, res0, xm0) = rand_o_proj(&mut rng, hidden, q_dim, copies);
         let (qb, kb, vb, pb, wb) = (up(&q), up(&kc), up(&vc), up(&[pos as i32]), up(&w));
         let group = (nh / nkv) as i32;
         let scale = 1.0 / (hd as f32).sqrt();
@@ -1190,14 +1201,9 @@ fn attention_inside_o_proj_ropes_the_raw_heads_as_qk_norm_rope() {
             .map(|i| (1.0 / f64::powf(1e6, (2 * i) as f64 / hd as f64)) as f32)
             .collect();
         let table = up(&model::reference::rope_table(&inv_freq, max_seq));
-        let cache = (
-            rand_bf16(&mut rng, nkv * max_seq * hd, 2.0),
-            rand_bf16(&mut rng, nkv * max_seq * hd, 1.0),
-        );
+        let cache = rand_kv_cache(&mut rng, nkv * max_seq * hd);
         let q_dim = nh * hd;
-        let w = rand_bf16(&mut rng, hidden * q_dim, 0.5);
-        let res0 = f32s(&rand_bf16(&mut rng, copies * hidden, 1.0));
-        let xm0 = f32s(&rand_bf16(&mut rng, hidden, 1.0));
+        let (w, res0, xm0) = rand_o_proj(&mut rng, hidden, q_dim, copies);
         let (qkvb, qnb, knb, pb, wb) = (up(&qkv), up(&qn), up(&kn), up(&[pos]), up(&w));
         let scale = 1.0 / (hd as f32).sqrt();
         // The kernels engine's head epilogue, then the attention inside o_proj.
