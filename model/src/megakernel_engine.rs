@@ -705,6 +705,14 @@ pub struct MegakernelOptions {
     /// 4B and 1.4% / 1.3% at 8B (docs/PERF.md, session 22). `TESSERA_RUN_AHEAD=0` turns it
     /// off.
     pub run_ahead: bool,
+    /// With `run_ahead`: the tokens of this many steps come back in one copy (each step
+    /// writes its token into a device ring; the host reads a batch while the next one
+    /// runs), so the launches of a batch follow each other with no copy between them (a
+    /// copy and the host's loop cost 11-12 µs a token at 0.6B on an H100, docs/PERF.md
+    /// session 24). The caller sees each token up to this many steps later. 1 (a copy a
+    /// step) by default until an A/B on a GPU says otherwise; `TESSERA_TOKENS_PER_READBACK=N`
+    /// sets it.
+    pub tokens_per_readback: usize,
 }
 
 impl Default for MegakernelOptions {
@@ -733,6 +741,10 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             run_ahead: std::env::var("TESSERA_RUN_AHEAD").map_or(true, |v| v != "0"),
+            tokens_per_readback: std::env::var("TESSERA_TOKENS_PER_READBACK")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1),
             attn_ahead: std::env::var("TESSERA_ATTN_AHEAD").ok().map(|v| v != "0"),
             attn_in_o: std::env::var("TESSERA_ATTN_IN_O")
                 .ok()
@@ -1126,10 +1138,37 @@ pub struct MegakernelEngine {
     launches: u64,
     /// Why the KV cache is smaller than asked, if it is.
     note: Option<String>,
-    /// `MegakernelOptions::run_ahead`, and its two host slots for the chosen tokens (made
-    /// at the first such decode).
+    /// `MegakernelOptions::run_ahead` and `tokens_per_readback`, and the ring the chosen
+    /// tokens go through (made at the first such decode).
     run_ahead: bool,
-    slots: Option<[Readback<i32>; 2]>,
+    per_readback: usize,
+    ring: Option<TokenRing>,
+}
+
+/// Where `decode_ahead`'s steps leave their tokens: two halves of `per` slots on the
+/// device, one filled while the other's copy is read, and a host readback per half. A
+/// slot is 16 bytes (its token first), so every slot's pointer is as aligned as `next`
+/// and the step compiles once.
+struct TokenRing {
+    per: usize,
+    dev: [Buffer<i32>; 2],
+    host: [Readback<i32>; 2],
+}
+
+/// i32 words per ring slot (16 bytes).
+const SLOT_WORDS: usize = 4;
+
+impl TokenRing {
+    fn new(m: &DeviceModel, per: usize) -> Result<TokenRing, ModelError> {
+        let n = per * SLOT_WORDS;
+        let dev = || m.dev.zeros::<i32>(n).map_err(|e| m.err(e));
+        let host = || m.dev.readback::<i32>(n).map_err(|e| m.err(e));
+        Ok(TokenRing {
+            per,
+            dev: [dev()?, dev()?],
+            host: [host()?, host()?],
+        })
+    }
 }
 
 impl MegakernelEngine {
@@ -1178,7 +1217,8 @@ impl MegakernelEngine {
             launches: 0,
             note,
             run_ahead: opts.run_ahead,
-            slots: None,
+            per_readback: opts.tokens_per_readback.max(1),
+            ring: None,
         })
     }
 
@@ -1301,7 +1341,7 @@ impl MegakernelEngine {
     pub fn compile(&mut self) -> Result<(), ModelError> {
         for v in self.variants.used(self.m.max_seq) {
             self.m.begin_step(0, 0)?;
-            self.launch_as(v).map_err(|e| self.m.err(e))?;
+            self.launch_as(v, None).map_err(|e| self.m.err(e))?;
         }
         self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
         // On a GPU, the prefill kernels too: a prompt of 16 rows and one of 17 (their row
@@ -1378,38 +1418,46 @@ impl MegakernelEngine {
                 self.m.max_seq
             )));
         }
-        if self.slots.is_none() {
-            let slot = || self.m.dev.readback::<i32>(1).map_err(|e| self.m.err(e));
-            self.slots = Some([slot()?, slot()?]);
+        let per = self.per_readback;
+        if self.ring.as_ref().is_none_or(|r| r.per != per) {
+            self.ring = Some(TokenRing::new(&self.m, per)?);
         }
         self.m.begin_step(token, pos)?;
-        self.queue_step(pos, 0)?;
-        for i in 0..max_steps {
-            let ahead = i + 1 < max_steps;
+        // Batch b: steps b·per.. (the last one shorter), their tokens in ring half b % 2.
+        let batch = |b: usize| b * per..((b + 1) * per).min(max_steps);
+        let batches = max_steps.div_ceil(per);
+        self.queue_batch(pos, batch(0), 0)?;
+        for b in 0..batches {
+            let ahead = b + 1 < batches;
             if ahead {
-                // The step reads its token and position where the last one left them.
-                self.queue_step(pos + i + 1, (i + 1) % 2)?;
+                // Its first step reads its token and position where the last one left them.
+                self.queue_batch(pos, batch(b + 1), (b + 1) % 2)?;
             }
-            let slots = self.slots.as_ref().expect("made above");
-            let t = slots[i % 2].get().map_err(|e| self.m.err(e))?[0] as u32;
-            if t as usize >= self.m.cfg.vocab_size {
-                // Only a launch that did not finish leaves this: say why.
-                self.check_errors()?;
-                return Err(self
-                    .m
-                    .err(format!("the step chose token {t}, beyond the vocabulary")));
-            }
-            if (i as u64 + 1).is_multiple_of(CHECK_EVERY) {
-                self.check_errors()?;
-            }
-            let go = on_token(t);
-            if !matches!(go, Ok(true)) || !ahead {
-                // What the caller has seen (also when it failed): positions up to pos + i
-                // are cached; the device holds this token for the next step unless a step
-                // beyond was queued.
-                self.m.end_step(pos + i);
-                self.m.on_device = (!ahead).then_some((t, pos + i + 1));
-                return go.map(|_| i + 1);
+            // Steps queued so far: the device's token is the last one's.
+            let queued = if ahead { batch(b + 1).end } else { max_steps };
+            let ring = self.ring.as_ref().expect("made above");
+            let words = ring.host[b % 2].get().map_err(|e| self.m.err(e))?;
+            for i in batch(b) {
+                let t = words[(i - b * per) * SLOT_WORDS] as u32;
+                if t as usize >= self.m.cfg.vocab_size {
+                    // Only a launch that did not finish leaves this: say why.
+                    self.check_errors()?;
+                    return Err(self
+                        .m
+                        .err(format!("the step chose token {t}, beyond the vocabulary")));
+                }
+                if (i as u64 + 1).is_multiple_of(CHECK_EVERY) {
+                    self.check_errors()?;
+                }
+                let go = on_token(t);
+                if !matches!(go, Ok(true)) || i + 1 == max_steps {
+                    // What the caller has seen (also when it failed): positions up to
+                    // pos + i are cached; the device holds this token for the next step
+                    // unless a step beyond was queued.
+                    self.m.end_step(pos + i);
+                    self.m.on_device = (queued == i + 1).then_some((t, pos + i + 1));
+                    return go.map(|_| i + 1);
+                }
             }
         }
         Ok(max_steps) // not reached: the last step returns above
@@ -1437,30 +1485,47 @@ impl MegakernelEngine {
         self.check_errors()
     }
 
-    /// Launches the step at `pos` (its token and position already on the device) and
-    /// queues the copy of the token it chooses into host slot `slot`.
-    fn queue_step(&mut self, pos: usize, slot: usize) -> Result<(), ModelError> {
-        self.launch(pos).map_err(|e| self.m.err(e))?;
-        self.m.end_step(pos);
-        let slots = self.slots.as_mut().expect("made by decode_ahead");
-        self.m
-            .a
-            .next
-            .copy_to_readback(&mut slots[slot])
+    /// Launches the steps `steps` after `pos` (the first one's token and position already
+    /// on the device), each writing its token into its slot of ring half `half`, and
+    /// queues the copy of that half to the host.
+    fn queue_batch(
+        &mut self,
+        pos: usize,
+        steps: std::ops::Range<usize>,
+        half: usize,
+    ) -> Result<(), ModelError> {
+        let first = steps.start;
+        for i in steps {
+            self.launch_as(self.variants.at(pos + i), Some((half, i - first)))
+                .map_err(|e| self.m.err(e))?;
+            self.m.end_step(pos + i);
+        }
+        let ring = self.ring.as_mut().expect("made by decode_ahead");
+        ring.dev[half]
+            .copy_to_readback(&mut ring.host[half])
             .map_err(|e| self.m.err(e))
     }
 
     /// The one launch of the step at `pos`; its token id and position are already on the
     /// device.
     fn launch(&mut self, pos: usize) -> Result<(), dsl_runtime::Error> {
-        self.launch_as(self.variants.at(pos))
+        self.launch_as(self.variants.at(pos), None)
     }
 
-    /// One launch of the decode step's specialisation `v` ([`Variant`]).
-    fn launch_as(&mut self, v: Variant) -> Result<(), dsl_runtime::Error> {
+    /// One launch of the decode step's specialisation `v` ([`Variant`]); its token goes to
+    /// `next`, or to slot j of token ring half h (`Some((h, j))`, `decode_ahead`).
+    fn launch_as(
+        &mut self,
+        v: Variant,
+        ring_slot: Option<(usize, usize)>,
+    ) -> Result<(), dsl_runtime::Error> {
         self.launches += 1;
         self.variants.count(v);
         let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
+        let slot_view = match (ring_slot, &self.ring) {
+            (Some((h, j)), Some(r)) => Some(r.dev[h].slice(j * SLOT_WORDS..j * SLOT_WORDS + 1)),
+            _ => None,
+        };
         let cfg = &m.cfg;
         let args = decode_step::Args {
             token: ptr(&a.token),
@@ -1495,7 +1560,10 @@ impl MegakernelEngine {
             logits: ptr(&a.logits),
             part_max: ptr(&a.part_max),
             part_idx: ptr(&a.part_idx),
-            next: ptr(&a.next),
+            next: match &slot_view {
+                Some(v) => ptr(v),
+                None => ptr(&a.next),
+            },
             max_seq: m.max_seq as i32,
             eps: cfg.rms_norm_eps as f32,
             scale: 1.0 / (cfg.head_dim as f32).sqrt(),

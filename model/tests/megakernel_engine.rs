@@ -1181,3 +1181,58 @@ fn steps_launched_back_to_back_chain_their_tokens() {
     assert_eq!(more, want[n..]);
     assert!(b.run_steps_unread(1, 0, 1 << 30).is_err(), "past the cache");
 }
+
+/// `MegakernelOptions::tokens_per_readback`: tokens read back in batches of 2, 3 and 5 (the
+/// launches of a batch with no copy between them) are the tokens read one at a time, over
+/// a run no batch divides and over one the caller stops early; only the batches queued
+/// ahead ran, and decoding goes on from where the caller stopped.
+#[test]
+fn tokens_read_back_in_batches_are_the_tokens_read_one_at_a_time() {
+    let n = 11;
+    let with = |per: usize| {
+        let o = MegakernelOptions {
+            tokens_per_readback: per,
+            ..Default::default()
+        };
+        mega("tied_gqa2_v4", Output::Token, &o)
+    };
+    let mut want = vec![];
+    let mut one = with(1);
+    one.decode(1, 0, n, &mut |t| {
+        want.push(t);
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(one.launches(), n as u64);
+    for per in [2, 3, 5] {
+        let mut m = with(per);
+        let mut got = vec![];
+        let k = m
+            .decode(1, 0, n, &mut |t| {
+                got.push(t);
+                Ok(true)
+            })
+            .unwrap();
+        assert_eq!((k, &got), (n, &want), "{per} a readback");
+        assert_eq!(m.launches(), n as u64, "{per} a readback");
+        // Stopped at the fourth token: its batch and the next one were queued.
+        let mut m = with(per);
+        let mut got = vec![];
+        let k = m
+            .decode(1, 0, n, &mut |t| {
+                got.push(t);
+                Ok(got.len() < 4)
+            })
+            .unwrap();
+        assert_eq!((k, &got[..]), (4, &want[..4]), "{per} a readback, stopped");
+        let queued = ((3 / per + 2) * per).min(n);
+        assert_eq!(m.launches(), queued as u64, "{per} a readback, stopped");
+        let mut rest = vec![];
+        m.decode(got[3], 4, n - 4, &mut |t| {
+            rest.push(t);
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(rest, want[4..], "{per} a readback, after the stop");
+    }
+}
