@@ -1145,6 +1145,32 @@ pub struct MegakernelEngine {
     ring: Option<TokenRing>,
 }
 
+/// The megakernel options a tune varies ([`MegakernelEngine::retune`]); the defaults are
+/// `MegaOptions`'s.
+#[derive(Clone, Debug)]
+pub struct RetuneOptions {
+    /// `MegaOptions::ctas` (None: as many as fit).
+    pub ctas: Option<u32>,
+    /// `MegaOptions::wait_prefetch_bytes`.
+    pub wait_prefetch_bytes: u64,
+    /// `MegaOptions::timeout_ms`.
+    pub timeout_ms: u64,
+    /// `MegaOptions::check`.
+    pub check: bool,
+}
+
+impl Default for RetuneOptions {
+    fn default() -> Self {
+        let d = MegaOptions::default();
+        RetuneOptions {
+            ctas: d.ctas,
+            wait_prefetch_bytes: d.wait_prefetch_bytes,
+            timeout_ms: d.timeout_ms,
+            check: d.check,
+        }
+    }
+}
+
 /// Where `decode_ahead`'s steps leave their tokens: two halves of `per` slots on the
 /// device, one filled while the other's copy is read, and a host readback per half. A
 /// slot is 16 bytes (its token first), so every slot's pointer is as aligned as `next`
@@ -1275,13 +1301,14 @@ impl MegakernelEngine {
             .map_err(|e| self.m.err(e))
     }
 
-    /// New tiles and megakernel options (same weights; the activations are reallocated).
-    /// The warps come from the tiles, as in `new`.
-    /// The MLP stays fused or not as the engine was built (down's transposed copy is
-    /// uploaded only then), o_proj per head or not, and the stages wait inside their bodies
-    /// or not; `tiles.o_heads_tiles` is taken as given. The attention loads ahead from
-    /// where the options said, by the new tiles.
-    pub fn retune(&mut self, tiles: Tiles, mut opts: MegaOptions) -> Result<(), ModelError> {
+    /// New tiles and the megakernel options a tune varies (same weights; the activations
+    /// are reallocated). The warps come from the tiles, as in `new`; every other megakernel
+    /// option stays the engine's (the waits in the bodies, the interpreter's mode...), so a
+    /// tune cannot drop one. The MLP stays fused or not as the engine was built (down's
+    /// transposed copy is uploaded only then), and o_proj per head or not;
+    /// `tiles.o_heads_tiles` is taken as given. The attention loads ahead from where the
+    /// options said, by the new tiles.
+    pub fn retune(&mut self, tiles: Tiles, o: &RetuneOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
         let o_heads = t.o_heads;
@@ -1291,11 +1318,14 @@ impl MegakernelEngine {
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.variants = self.variants.retiled(&self.m.cfg, &self.m.tiles);
-        // The engine's own choices stay; `opts` brings the knobs a tune varies.
-        opts.num_warps = self.m.tiles.warps;
-        opts.wait_in_body = self.opts.wait_in_body;
-        opts.wait_in_body_only = self.opts.wait_in_body_only.clone();
-        self.opts = opts;
+        self.opts = MegaOptions {
+            num_warps: self.m.tiles.warps,
+            ctas: o.ctas,
+            wait_prefetch_bytes: o.wait_prefetch_bytes,
+            timeout_ms: o.timeout_ms,
+            check: o.check,
+            ..self.opts.clone()
+        };
         Ok(())
     }
 

@@ -471,7 +471,7 @@ fn the_wait_goes_inside_the_bodies_above_hidden_1024() {
     );
     assert!(m.mega_options().wait_in_body && m.tiles().o_weights_first);
     let tiles = model::kernels::Tiles::for_config(m.config());
-    m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
+    m.retune(tiles, &model::megakernel_engine::RetuneOptions::default())
         .unwrap();
     assert!(
         m.mega_options().wait_in_body && m.tiles().o_weights_first,
@@ -864,14 +864,14 @@ fn o_proj_per_head_is_the_default_with_the_fused_mlp() {
     assert!(!has(&with(Some(true), false)), "it needs the fused MLP");
     let mut m = mega("tied_gqa2_v4", Output::Logits, &with(None, true));
     let tiles = model::kernels::Tiles::for_config(m.config());
-    m.retune(tiles, dsl_runtime::mega::MegaOptions::default())
+    m.retune(tiles, &model::megakernel_engine::RetuneOptions::default())
         .unwrap();
     assert!(m.tiles().o_heads, "a retune keeps it");
     let two = model::kernels::Tiles {
         o_heads_tiles: 2,
         ..model::kernels::Tiles::for_config(m.config())
     };
-    m.retune(two, dsl_runtime::mega::MegaOptions::default())
+    m.retune(two, &model::megakernel_engine::RetuneOptions::default())
         .unwrap();
     assert_eq!(
         m.tiles().o_heads_tiles,

@@ -10,7 +10,7 @@ use crate::runtime::mega::MegaOptions;
 use crate::runtime::Device;
 use model::kernels::{TileRule, Tiles};
 use model::kernels_engine::Output;
-use model::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions};
+use model::megakernel_engine::{decode_step, MegakernelEngine, MegakernelOptions, RetuneOptions};
 use model::{Config, Engine, ModelError, Weights};
 use serde::Serialize;
 use std::time::Instant;
@@ -131,12 +131,11 @@ pub fn run(
             elems_per_thread: k.elems_per_thread,
             bk_max: k.bk_max,
         };
-        let mega = MegaOptions {
+        let mega = RetuneOptions {
             ctas: dev.is_cuda().then_some(sms * k.ctas_per_sm),
             wait_prefetch_bytes: k.wait_prefetch_bytes,
             timeout_ms: watchdog_ms,
             check: false,
-            ..MegaOptions::default()
         };
         let mut tiles = Tiles::with_rule(cfg, &rule)
             .with_gate_up_tiles(cfg, k.gate_up_tiles)
@@ -180,7 +179,7 @@ pub fn run(
 fn one(
     engine: &mut MegakernelEngine,
     tiles: Tiles,
-    mega: MegaOptions,
+    mega: RetuneOptions,
     timing: &Timing,
 ) -> Result<Timed, ModelError> {
     let &Timing {
@@ -191,7 +190,7 @@ fn one(
         launch_only,
         ..
     } = timing;
-    engine.retune(tiles, mega)?;
+    engine.retune(tiles, &mega)?;
     if no_waits {
         // Every sync of whichever specialisation a step launches (their counts differ).
         let o = MegaOptions {
