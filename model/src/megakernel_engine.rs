@@ -1176,7 +1176,6 @@ impl Default for RetuneOptions {
 /// slot is 16 bytes (its token first), so every slot's pointer is as aligned as `next`
 /// and the step compiles once.
 struct TokenRing {
-    per: usize,
     dev: [Buffer<i32>; 2],
     host: [Readback<i32>; 2],
 }
@@ -1190,7 +1189,6 @@ impl TokenRing {
         let dev = || m.dev.zeros::<i32>(n).map_err(|e| m.err(e));
         let host = || m.dev.readback::<i32>(n).map_err(|e| m.err(e));
         Ok(TokenRing {
-            per,
             dev: [dev()?, dev()?],
             host: [host()?, host()?],
         })
@@ -1442,14 +1440,9 @@ impl MegakernelEngine {
         if max_steps == 0 {
             return Ok(0);
         }
-        if pos + max_steps > self.m.max_seq {
-            return Err(self.m.err(format!(
-                "{max_steps} steps from position {pos} pass the KV cache's {} positions",
-                self.m.max_seq
-            )));
-        }
+        self.check_steps_fit(pos, max_steps)?;
         let per = self.per_readback;
-        if self.ring.as_ref().is_none_or(|r| r.per != per) {
+        if self.ring.is_none() {
             self.ring = Some(TokenRing::new(&self.m, per)?);
         }
         self.m.begin_step(token, pos)?;
@@ -1498,12 +1491,7 @@ impl MegakernelEngine {
     /// and no token is read back. Waits for them. A diagnostic (`tessera tune
     /// --launch-only`): the steps' GPU time without the per-step token copy and host loop.
     pub fn run_steps_unread(&mut self, token: u32, pos: usize, n: usize) -> Result<(), ModelError> {
-        if pos + n > self.m.max_seq {
-            return Err(self.m.err(format!(
-                "{n} steps from position {pos} pass the KV cache's {} positions",
-                self.m.max_seq
-            )));
-        }
+        self.check_steps_fit(pos, n)?;
         self.m.begin_step(token, pos)?;
         for i in 0..n {
             self.launch(pos + i).map_err(|e| self.m.err(e))?;
@@ -1513,6 +1501,17 @@ impl MegakernelEngine {
         // Which token the device holds now is not known here.
         self.m.on_device = None;
         self.check_errors()
+    }
+
+    /// Err unless `n` steps from position `pos` fit the KV cache.
+    fn check_steps_fit(&self, pos: usize, n: usize) -> Result<(), ModelError> {
+        if pos + n > self.m.max_seq {
+            return Err(self.m.err(format!(
+                "{n} steps from position {pos} pass the KV cache's {} positions",
+                self.m.max_seq
+            )));
+        }
+        Ok(())
     }
 
     /// Launches the steps `steps` after `pos` (the first one's token and position already
