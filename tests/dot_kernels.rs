@@ -165,6 +165,7 @@ fn matmul_wgmma_interpreter_and_emulation() {
                 ring_unroll,
                 wgmma: true,
                 in_flight,
+                warp_reduce: false,
             };
             let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
             assert!(

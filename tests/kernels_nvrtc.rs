@@ -217,6 +217,7 @@ fn compiles_wgmma(
         wgmma_in_flight: in_flight,
         acq_rel_atomics: false,
         vector_atomics: false,
+        warp_replica_reductions: false,
         dep_hook: None,
         ring_unroll,
         ..EmitOptions::new(warps)
@@ -391,6 +392,7 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
         let opts = EmitOptions {
             divisible16: vec![true; spec.params.len()],
             vector_atomics: true,
+            warp_replica_reductions: false,
             dep_hook: None,
             ..EmitOptions::new(warps)
         };

@@ -11,30 +11,26 @@ use half::bf16;
 use std::path::PathBuf;
 use tessera::check::Rng;
 use tessera::runtime::mega::cuda::SyncWords;
+use tessera::kernels::vector_add::vector_add;
+use tessera::runtime::mega::cuda::MegaSource;
 use tessera::runtime::mega::MegaOptions;
 use tessera::runtime::Device;
 use tessera::toy::{toy_mlp, toy_sequential, ToyBuffers};
 
 const EPS: f32 = 1e-6;
 
-/// The toy megakernel's generated source, run on `ctas` emulated CTAs over `b`'s data;
-/// returns what it wrote (as `ToyBuffers::outputs` orders it).
-fn run_emulated(
-    opts: &MegaOptions,
+/// A megakernel's generated source `src` (with `stages` stages), run on `ctas` emulated CTAs
+/// over the buffers `bufs` (its pointer parameters' bytes, in order) and the C expressions
+/// `scalars` (its scalar parameters, in order); returns the buffers after the run. Fails if
+/// a wait gave up or a sync word was left set.
+fn emulate_megakernel(
+    src: &MegaSource,
+    stages: usize,
     ctas: u32,
-    b: &ToyBuffers,
-    layers: usize,
-    d: usize,
-    f: usize,
-) -> Vec<bf16> {
-    let cx = toy_mlp::constexprs(d, f);
-    let src = toy_mlp::MEGAKERNEL.cuda_source(&cx, opts).unwrap();
-    let stages = toy_mlp::MEGAKERNEL
-        .plan(&cx, opts)
-        .unwrap()
-        .resolved
-        .stages
-        .len();
+    bufs: &[Vec<u8>],
+    scalars: &[String],
+    ptr_types: &[&str],
+) -> Vec<Vec<u8>> {
     let mut code = harness::swap_block(&src.code, "conversions", "conversions.h");
     code = harness::swap_block(&code, "synchronisation primitives", "mega.h");
     let dyn_decl = "  extern __shared__ __align__(128) unsigned char tsr_dyn[];";
@@ -43,27 +39,15 @@ fn run_emulated(
         dyn_decl,
         "  unsigned char* tsr_dyn = g_dyn;  // the emulated CTA's",
     );
-
-    // The buffers in the order of the megakernel's pointer parameters.
-    let bufs = [
-        &b.x, &b.res, &b.norm_w, &b.w_gate, &b.w_up, &b.w_down, &b.h, &b.g, &b.u, &b.a,
-    ];
     let dir = harness::tempdir("mega_emu");
     let mut main = String::from("int main(int argc, char** argv) {\n  (void)argc;\n");
     let mut args = vec![];
-    for (i, buf) in bufs.iter().enumerate() {
-        let bytes: Vec<u8> = buf
-            .to_vec()
-            .unwrap()
-            .iter()
-            .flat_map(|v| v.to_bits().to_le_bytes())
-            .collect();
-        std::fs::write(dir.join(format!("b{i}.bin")), bytes).unwrap();
+    for (i, (buf, ty)) in bufs.iter().zip(ptr_types).enumerate() {
+        std::fs::write(dir.join(format!("b{i}.bin")), buf).unwrap();
         main += &format!("  auto b{i} = read_file(argv[{}]);\n", i + 1);
-        args.push(format!("(bf16_t*)b{i}.data()"));
+        args.push(format!("({ty}*)b{i}.data()"));
     }
-    args.push(format!("{layers}"));
-    args.push(format!("__uint_as_float({}u)", EPS.to_bits()));
+    args.extend(scalars.iter().cloned());
     main += &format!(
         "  std::vector<unsigned> sync({}, 0u);\n",
         SyncWords::len(stages, ctas as usize)
@@ -90,9 +74,49 @@ fn run_emulated(
         .map(|i| dir.join(format!("b{i}.bin")))
         .collect();
     harness::compile_and_run(&format!("{code}\n{main}"), &dir, &paths, 300);
-    let read_bf16 = |i: usize| -> Vec<bf16> {
-        std::fs::read(&paths[i])
+    let out = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+/// The toy megakernel's generated source, run on `ctas` emulated CTAs over `b`'s data;
+/// returns what it wrote (as `ToyBuffers::outputs` orders it).
+fn run_emulated(
+    opts: &MegaOptions,
+    ctas: u32,
+    b: &ToyBuffers,
+    layers: usize,
+    d: usize,
+    f: usize,
+) -> Vec<bf16> {
+    let cx = toy_mlp::constexprs(d, f);
+    let src = toy_mlp::MEGAKERNEL.cuda_source(&cx, opts).unwrap();
+    let stages = toy_mlp::MEGAKERNEL
+        .plan(&cx, opts)
+        .unwrap()
+        .resolved
+        .stages
+        .len();
+    // The buffers in the order of the megakernel's pointer parameters.
+    let bufs: Vec<Vec<u8>> = [
+        &b.x, &b.res, &b.norm_w, &b.w_gate, &b.w_up, &b.w_down, &b.h, &b.g, &b.u, &b.a,
+    ]
+    .iter()
+    .map(|buf| {
+        buf.to_vec()
             .unwrap()
+            .iter()
+            .flat_map(|v| v.to_bits().to_le_bytes())
+            .collect()
+    })
+    .collect();
+    let scalars = [
+        format!("{layers}"),
+        format!("__uint_as_float({}u)", EPS.to_bits()),
+    ];
+    let out = emulate_megakernel(&src, stages, ctas, &bufs, &scalars, &["bf16_t"; 10]);
+    let read_bf16 = |i: usize| -> Vec<bf16> {
+        out[i]
             .chunks(2)
             .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])))
             .collect()
@@ -102,7 +126,6 @@ fn run_emulated(
     for i in [0, 1, 6, 7, 8, 9] {
         outs.extend(read_bf16(i));
     }
-    let _ = std::fs::remove_dir_all(&dir);
     outs
 }
 
@@ -207,5 +230,81 @@ fn toy_megakernel_waits_inside_its_bodies_on_emulated_ctas() {
             got, plain,
             "the GEMVs wait inside their bodies, {ctas} CTAs"
         );
+    }
+}
+
+/// `c` is read by every stage of the loop and written only after it, as the decode step's
+/// `pos` is by its last stage (`y = c + x`, `x = c + y`, then `c = x + x`).
+#[tessera::megakernel]
+fn read_before_written(
+    x: Ptr<f32>,
+    y: Ptr<f32>,
+    c: Ptr<f32>,
+    steps: i32,
+    #[constexpr] N: usize,
+    #[constexpr] BLOCK: usize,
+) {
+    for s in 0..steps {
+        vector_add(grid(cdiv(N, BLOCK)), c, x, y, N, BLOCK);
+        vector_add(grid(cdiv(N, BLOCK)), c, y, x, N, BLOCK);
+    }
+    vector_add(grid(cdiv(N, BLOCK)), x, x, c, N, BLOCK);
+}
+
+/// `MegaOptions::early_loads`: the loop's stages, which wait in their bodies, load `c`
+/// (which no stage that may still be running writes) before their waits, and the last stage,
+/// whose `x` the loop writes, after its wait. On emulated CTAs (1, 3 and 40) the
+/// interpreter's bits, as with the weights-only rule.
+#[test]
+fn loads_of_what_only_a_later_stage_writes_go_before_the_wait_on_emulated_ctas() {
+    let (n, block, steps) = (1000, 128, 3);
+    let cx = read_before_written::constexprs(n, block);
+    let weights_only = MegaOptions {
+        wait_in_body: true,
+        ..MegaOptions::default().warps(2)
+    };
+    let early = MegaOptions {
+        early_loads: true,
+        ..weights_only.clone()
+    };
+    // Per body: whether it loads before its wait.
+    let loads_first = |o: &MegaOptions| -> Vec<bool> {
+        let code = read_before_written::MEGAKERNEL.cuda_source(&cx, o).unwrap().code;
+        code.split("_body(int pid0")
+            .skip(1)
+            .map(|b| {
+                let body = &b[..b.find("\n}\n").unwrap()];
+                let wait = body.find("tsr_dep()").expect("a wait in the body");
+                body.find("---- load ----").is_some_and(|l| l < wait)
+            })
+            .collect()
+    };
+    assert_eq!(loads_first(&weights_only), [false], "one body, waits first");
+    assert_eq!(loads_first(&early), [true, false], "the loop's body loads c first");
+
+    let x0: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let c0: Vec<f32> = (0..n).map(|i| (i % 5) as f32 * 0.25).collect();
+    let dev = Device::interpreter();
+    let (x, y, c) = (
+        dev.upload(&x0).unwrap(),
+        dev.zeros::<f32>(n).unwrap(),
+        dev.upload(&c0).unwrap(),
+    );
+    read_before_written::launch(&dev, &weights_only, &x, &y, &c, steps, n, block).unwrap();
+    let want: Vec<Vec<f32>> = [x, y, c].iter().map(|b| b.to_vec().unwrap()).collect();
+    assert!(want[2] != c0, "the last stage wrote c");
+
+    let plan = read_before_written::MEGAKERNEL.plan(&cx, &early).unwrap();
+    let src = read_before_written::MEGAKERNEL.cuda_source(&cx, &early).unwrap();
+    let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|f| f.to_le_bytes()).collect() };
+    let bufs = [bytes(&x0), bytes(&vec![0.0; n]), bytes(&c0)];
+    for ctas in [1, 3, 40] {
+        let stages = plan.resolved.stages.len();
+        let out = emulate_megakernel(&src, stages, ctas, &bufs, &[format!("{steps}")], &["float"; 3]);
+        let got: Vec<Vec<f32>> = out
+            .iter()
+            .map(|b| b.chunks(4).map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect())
+            .collect();
+        assert_eq!(got, want, "early loads, {ctas} CTAs");
     }
 }

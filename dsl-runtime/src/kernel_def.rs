@@ -52,6 +52,17 @@ pub(crate) fn vector_atomics() -> bool {
     *ON.get_or_init(|| !std::env::var(VECTOR_ATOMICS_ENV).is_ok_and(|v| v == "0"))
 }
 
+/// The environment variable that turns `EmitOptions::warp_replica_reductions` on (`1`) for
+/// every kernel and megakernel this process emits: a candidate, off until an A/B on a GPU.
+/// The generated C differs, so the disk caches never mix the two.
+pub const WARP_REDUCE_ENV: &str = "TESSERA_WARP_REDUCE";
+
+/// `EmitOptions::warp_replica_reductions` if `TESSERA_WARP_REDUCE=1` (read once).
+pub(crate) fn warp_replica_reductions() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(WARP_REDUCE_ENV).is_ok_and(|v| v == "1"))
+}
+
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the
 /// kernels this process compiles for an sm_90 device (H100, H200), where the code is then
 /// compiled for `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile
@@ -332,6 +343,7 @@ impl KernelDef {
                 wgmma_in_flight: wgmma_for(arch) == 2,
                 acq_rel_atomics: acq_rel_atomics(),
                 vector_atomics: vector_atomics(),
+                warp_replica_reductions: warp_replica_reductions(),
                 dep_hook: None,
             },
         )
@@ -528,6 +540,7 @@ impl KernelDef {
                 wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,
                 acq_rel_atomics: acq_rel_atomics(),
                 vector_atomics: vector_atomics(),
+                warp_replica_reductions: warp_replica_reductions(),
                 dep_hook: None,
             },
         )

@@ -287,6 +287,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             wgmma_in_flight: false,
             acq_rel_atomics: false,
             vector_atomics: false,
+            warp_replica_reductions: false,
             dep_hook: None,
         },
     )
@@ -473,6 +474,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             wgmma_in_flight: false,
             acq_rel_atomics: false,
             vector_atomics: false,
+            warp_replica_reductions: false,
             dep_hook: None,
         },
     )
@@ -1151,6 +1153,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         wgmma_in_flight: v.in_flight,
         acq_rel_atomics: false,
         vector_atomics: false,
+        warp_replica_reductions: false,
         dep_hook: None,
     }
 }
@@ -1234,6 +1237,7 @@ const WGMMA: Variant = Variant {
     ring_unroll: false,
     wgmma: true,
     in_flight: false,
+    warp_reduce: false,
 };
 
 /// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
@@ -1242,6 +1246,7 @@ const IN_FLIGHT: Variant = Variant {
     ring_unroll: false,
     wgmma: true,
     in_flight: true,
+    warp_reduce: false,
 };
 
 #[test]
@@ -1260,6 +1265,7 @@ fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
                 ring_unroll: true,
                 wgmma: true,
                 in_flight,
+                warp_reduce: false,
             };
             wgmma_run(c, v, 41 + i as u64);
         }

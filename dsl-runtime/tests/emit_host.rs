@@ -33,33 +33,27 @@ fn run_host(
     grid: [u32; 3],
     args: Vec<Arg>,
 ) -> Vec<Vec<u8>> {
-    run_host_with(k, warps, div16, grid, args, false).1
+    run_host_with(k, warps, div16, grid, args, &|_| {}).1
 }
 
-/// [`run_host`] with `EmitOptions::vector_atomics` as given; also returns the body's C.
+/// [`run_host`] with the candidate lowerings `pick` turns on (`EmitOptions`'
+/// `vector_atomics`, `warp_replica_reductions`); also returns the body's C.
 fn run_host_with(
     k: &Kernel,
     warps: u32,
     div16: Vec<bool>,
     grid: [u32; 3],
     args: Vec<Arg>,
-    vector_atomics: bool,
+    pick: &dyn Fn(&mut EmitOptions),
 ) -> (String, Vec<Vec<u8>>) {
-    let src = emit_body(
-        k,
-        &EmitOptions {
-            num_warps: warps,
-            divisible16: div16,
-            num_stages: 1,
-            ring_unroll: false,
-            wgmma: false,
-            wgmma_in_flight: false,
-            acq_rel_atomics: false,
-            vector_atomics,
-            dep_hook: None,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = EmitOptions {
+        num_warps: warps,
+        divisible16: div16,
+        num_stages: 1,
+        ..EmitOptions::new(warps)
+    };
+    pick(&mut opts);
+    let src = emit_body(k, &opts).unwrap_or_else(|e| panic!("{e}"));
     // The prelude with its PTX block (conversions) swapped for CPU versions.
     let prelude = harness::swap_block(PRELUDE, "conversions", "conversions.h");
     let body = &src.code;
@@ -655,9 +649,58 @@ fn vector_atomics_add_what_scalar_atomics_add() {
                 Arg::Buf(f32_bytes(&res0)),
                 Arg::I32(n as i32),
             ],
-            vector,
+            &|o| o.vector_atomics = vector,
         );
         assert_eq!(code.contains("tsr_red_add_v4("), vector, "{code}");
         assert_eq!(from_f32_bytes(&out[1]), want, "vector_atomics {vector}");
+    }
+}
+
+/// `EmitOptions::warp_replica_reductions`: a scalar max, sum, argmax or argmin of a row held
+/// by a row group narrower than a warp and replicated over the others, reduced by every
+/// group on its own copy (no shared memory, no barrier), gives the bits the reduction
+/// through shared memory gives: softmax and argmax over masked rows (the row shorter than
+/// the block and than a vector's multiple), rows that fill the block, and rows too wide for
+/// a warp (the option leaves those alone).
+#[test]
+fn warp_replica_reductions_give_the_bits_of_the_shared_memory_ones() {
+    if skip() {
+        return;
+    }
+    let rows = 3;
+    for (block, warps, n, in_warps) in [
+        (128, 4, 101, true),
+        (64, 2, 64, true),
+        (32, 1, 7, true),
+        (1024, 4, 1000, false),
+    ] {
+        let run = |k: &Kernel, x: Vec<u8>, out: Vec<u8>, on: bool| {
+            run_host_with(
+                k,
+                warps,
+                // Rows start 16-byte aligned only when n is a multiple of 16.
+                vec![true, true, n % 16 == 0],
+                [rows as u32, 1, 1],
+                vec![Arg::Buf(x), Arg::Buf(out), Arg::I32(n as i32)],
+                &|o| o.warp_replica_reductions = on,
+            )
+        };
+        let barriers = |c: &str| c.matches("__syncthreads()").count();
+        let x = rand_f32(rows * n, 40 + block as u64);
+        let k = softmax().finish(&[("BLOCK", block as i64)]);
+        let zeros = f32_bytes(&vec![0.0; rows * n]);
+        let (c0, want) = run(&k, f32_bytes(&x), zeros.clone(), false);
+        let (c1, got) = run(&k, f32_bytes(&x), zeros, true);
+        assert_eq!(got[1], want[1], "softmax BLOCK={block} n={n}");
+        assert_eq!(barriers(&c1) < barriers(&c0), in_warps, "softmax BLOCK={block}: {c1}");
+        for op in [ReduceOp::Argmax, ReduceOp::Argmin, ReduceOp::Max] {
+            let k = argmax(op).finish(&[("BLOCK", block as i64)]);
+            let mut xb = to_bf16(&x);
+            xb[n / 2] = xb[n / 3]; // a tie: the first one wins either way
+            let zeros = vec![0u8; rows * 4];
+            let (_, want) = run(&k, bf16_bytes(&xb), zeros.clone(), false);
+            let (_, got) = run(&k, bf16_bytes(&xb), zeros, true);
+            assert_eq!(got[1], want[1], "{op:?} BLOCK={block} n={n}");
+        }
     }
 }

@@ -705,15 +705,19 @@ pub struct MegakernelOptions {
     /// 4B and 1.4% / 1.3% at 8B (docs/PERF.md, session 22). `TESSERA_RUN_AHEAD=0` turns it
     /// off.
     pub run_ahead: bool,
-    /// With `run_ahead`: the tokens of this many steps come back in one copy (each step
-    /// writes its token into a device ring; the host reads a batch while the next one
-    /// runs), so the launches of a batch follow each other with no copy between them (a
-    /// copy and the host's loop cost 11-12 µs a token at 0.6B on an H100, docs/PERF.md
-    /// session 24). The caller sees each token up to this many steps later. 1 (a copy a
-    /// step) by default until an A/B on a GPU says otherwise; `TESSERA_TOKENS_PER_READBACK=N`
-    /// sets it.
+    /// With `run_ahead`: after the first step's token (read back alone, as soon as it is
+    /// chosen), the tokens of this many steps come back in one copy (each step writes its
+    /// token into a device ring; the host reads a batch while the next one runs), so the
+    /// launches of a batch follow each other with no copy between them. The caller sees a
+    /// token up to this many steps later, and a caller that stops leaves up to twice this
+    /// many steps launched beyond it. 4 by default: on an H100 1.2% / 1.1% faster than 1 at
+    /// 0.6B (contexts 1 / 512), level at 1.7B (docs/PERF.md, session 25);
+    /// `TESSERA_TOKENS_PER_READBACK=N` sets it (1: a copy a step).
     pub tokens_per_readback: usize,
 }
+
+/// `MegakernelOptions::tokens_per_readback` by default.
+pub const TOKENS_PER_READBACK: usize = 4;
 
 impl Default for MegakernelOptions {
     fn default() -> Self {
@@ -729,6 +733,7 @@ impl Default for MegakernelOptions {
             // The warps come from the tiles (`MegakernelEngine::new`).
             mega: MegaOptions {
                 wait_in_body_only: only,
+                early_loads: std::env::var("TESSERA_EARLY_LOADS").is_ok_and(|v| v == "1"),
                 ..MegaOptions::default()
             },
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),
@@ -744,7 +749,7 @@ impl Default for MegakernelOptions {
             tokens_per_readback: std::env::var("TESSERA_TOKENS_PER_READBACK")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(1),
+                .unwrap_or(TOKENS_PER_READBACK),
             attn_ahead: std::env::var("TESSERA_ATTN_AHEAD").ok().map(|v| v != "0"),
             attn_in_o: std::env::var("TESSERA_ATTN_IN_O")
                 .ok()
@@ -1426,10 +1431,11 @@ impl MegakernelEngine {
         self.m.kv_cache()
     }
 
-    /// [`Engine::decode`] one step ahead: step i + 1 and the copy of its token are queued
-    /// before the host waits for step i's token, so the GPU runs step after step while the
-    /// host reads, streams and decides. When `on_token` stops, the step queued beyond is
-    /// left unread (its KV row is rewritten when that position is fed).
+    /// [`Engine::decode`] ahead: the steps go in batches (the first step alone, then
+    /// `tokens_per_readback` each), each batch's tokens copied back at once, and batch b + 1
+    /// is queued before the host waits for batch b's tokens, so the GPU runs step after step
+    /// while the host reads, streams and decides. When `on_token` stops, the steps queued
+    /// beyond are left unread (their KV rows are rewritten when those positions are fed).
     fn decode_ahead(
         &mut self,
         token: u32,
@@ -1446,9 +1452,13 @@ impl MegakernelEngine {
             self.ring = Some(TokenRing::new(&self.m, per)?);
         }
         self.m.begin_step(token, pos)?;
-        // Batch b: steps b·per.. (the last one shorter), their tokens in ring half b % 2.
-        let batch = |b: usize| b * per..((b + 1) * per).min(max_steps);
-        let batches = max_steps.div_ceil(per);
+        // Batch 0 is the first step alone (its token as soon as it is chosen), then batch b
+        // is steps 1 + (b - 1)·per.. (the last one shorter); its tokens in ring half b % 2.
+        let batch = |b: usize| {
+            let start = if b == 0 { 0 } else { 1 + (b - 1) * per };
+            start.min(max_steps)..(1 + b * per).min(max_steps)
+        };
+        let batches = 1 + (max_steps - 1).div_ceil(per);
         self.queue_batch(pos, batch(0), 0)?;
         for b in 0..batches {
             let ahead = b + 1 < batches;
@@ -1461,7 +1471,7 @@ impl MegakernelEngine {
             let ring = self.ring.as_ref().expect("made above");
             let words = ring.host[b % 2].get().map_err(|e| self.m.err(e))?;
             for i in batch(b) {
-                let t = words[(i - b * per) * SLOT_WORDS] as u32;
+                let t = words[(i - batch(b).start) * SLOT_WORDS] as u32;
                 if t as usize >= self.m.cfg.vocab_size {
                     // Only a launch that did not finish leaves this: say why.
                     self.check_errors()?;

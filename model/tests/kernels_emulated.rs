@@ -12,7 +12,7 @@ mod emu;
 use dsl_ir::{DType, Kernel};
 use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
 use dsl_runtime::ConstVal;
-use emu::{emulate, have_gxx, Scalar};
+use emu::{emulate, emulate_variant, have_gxx, Scalar, Variant};
 use model::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
 use model::kernels::gemv::gemv_residual_tiles;
 use model::kernels::prefill::PrefillTiles;
@@ -68,6 +68,21 @@ fn same_as_interpreter(
     scalars: &[Scalar],
     out: usize,
 ) {
+    let v = Variant::default();
+    same_as_interpreter_as(what, k, (warps, stages, v), grid, bufs, scalars, out);
+}
+
+/// [`same_as_interpreter`] with the emulation lowered on `warps` warps, `stages` deep, with
+/// the candidate lowerings of `v`.
+fn same_as_interpreter_as(
+    what: &str,
+    k: &Kernel,
+    (warps, stages, v): (u32, u32, Variant),
+    grid: [u32; 3],
+    bufs: Vec<HostMem>,
+    scalars: &[Scalar],
+    out: usize,
+) {
     let mut mem = bufs.clone();
     interpret(k, grid, &mut mem, scalars);
     let want = mem[out].to_f32s();
@@ -75,7 +90,7 @@ fn same_as_interpreter(
         want.iter().all(|x| x.is_finite()),
         "{what}: interpreter left NaN"
     );
-    let got = emulate(k, warps, stages, grid, &bufs, scalars)[out].to_f32s();
+    let got = emulate_variant(k, warps, stages, v, grid, &bufs, scalars)[out].to_f32s();
     let diff = got
         .iter()
         .zip(&want)
@@ -264,6 +279,8 @@ fn split_attention(
     }
 }
 
+/// `attn_split_merge`'s C against the interpreter, bit for bit, also with its max and sum
+/// over a tile of keys reduced in each row group (`EmitOptions::warp_replica_reductions`).
 #[test]
 fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
     if !have_gxx() {
@@ -281,16 +298,21 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
     } = split_attention(&attn_split_merge::KERNEL, 13, 37, 8, 5, 0.0);
     bufs.push(HostMem::from_f32s(DType::I32, &vec![0.0; heads]));
     bufs.push(HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * 32]));
-    same_as_interpreter(
-        "attn_split_merge",
-        &kern,
-        NUM_WARPS,
-        1,
-        grid,
-        bufs.clone(),
-        &sc,
-        8,
-    );
+    for warp_reduce in [false, true] {
+        let v = Variant {
+            warp_reduce,
+            ..Variant::default()
+        };
+        same_as_interpreter_as(
+            &format!("attn_split_merge, warp_replica_reductions {warp_reduce}"),
+            &kern,
+            (NUM_WARPS, 1, v),
+            grid,
+            bufs.clone(),
+            &sc,
+            8,
+        );
+    }
     let tickets = emulate(&kern, NUM_WARPS, 1, grid, &bufs, &sc)[7].to_f32s();
     assert_eq!(
         tickets,
@@ -624,7 +646,8 @@ fn assert_close(got: &[HostMem], want: &[HostMem], outs: &[(&str, usize)], ctx: 
 /// `attn_head_residual`'s C (program (head, row block) attends its head over every
 /// position itself, then adds its share of o_proj as `gemv_head_residual` does) against the
 /// interpreter: one tile of context (where the decode step launches it) and five, ragged;
-/// GQA, rows past the hidden size, two residual copies. The atomics land in whatever order
+/// GQA, rows past the hidden size, two residual copies; also with its max and sum over the
+/// keys reduced in each row group (`EmitOptions::warp_replica_reductions`). The atomics land in whatever order
 /// the threads reach them, so the sums are compared to 1e-6.
 #[test]
 fn attention_inside_o_proj_emulated_equals_the_interpreter() {
@@ -669,11 +692,17 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
             Scalar::I32(q_dim as i32),
         ];
         let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
-        let got = emulate(&k, NUM_WARPS, 1, grid, &bufs, &sc);
         let mut want = bufs.clone();
         interpret(&k, grid, &mut want, &sc);
-        let ctx = format!("len {}", pos + 1);
-        assert_close(&got, &want, &[("residual", 5), ("MLP input", 6)], &ctx);
+        for warp_reduce in [false, true] {
+            let v = Variant {
+                warp_reduce,
+                ..Variant::default()
+            };
+            let got = emulate_variant(&k, NUM_WARPS, 1, v, grid, &bufs, &sc);
+            let ctx = format!("len {}, warp_replica_reductions {warp_reduce}", pos + 1);
+            assert_close(&got, &want, &[("residual", 5), ("MLP input", 6)], &ctx);
+        }
     }
 }
 

@@ -245,3 +245,49 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
         }
     }
 }
+
+/// `MegaOptions::early_loads` (`TESSERA_EARLY_LOADS=1`, a candidate): in the 0.6B decode
+/// step below one attention tile (o_proj's programs attend, waiting in their bodies) the
+/// position is loaded before the wait (only the last stage writes it), the new q, K and V
+/// after it (the QKV stage writes them); the step compiles with NVRTC.
+#[test]
+fn decode_megakernel_with_early_loads_compiles_with_nvrtc() {
+    need_nvrtc();
+    let cfg = qwen3_0_6b();
+    let o = MegakernelOptions {
+        mega: dsl_runtime::mega::MegaOptions {
+            early_loads: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let rule = model::kernels::TileRule::default();
+    let t = model::megakernel_engine::default_tiles(&cfg, &rule, 1);
+    let (t, opts) = model::megakernel_engine::with_options(&cfg, t, &o);
+    let t = Tiles {
+        attn_in_o: true,
+        ..t
+    };
+    let opts = opts.warps(t.warps);
+    let src = decode_step::MEGAKERNEL
+        .cuda_source(&constexprs(&cfg, &t), &opts)
+        .unwrap();
+    let at = src
+        .code
+        .find("void attn_head_residual_body(")
+        .expect("o_proj's programs attend");
+    let b = &src.code[at..];
+    let b = &b[..b.find("\n}\n").unwrap()];
+    let wait = b.find("if (!tsr_dep()) return;").expect("the wait");
+    let pos = b.find("= *(pos);").expect("the position's load");
+    assert!(pos < wait, "the position is loaded after the wait");
+    // q's load is the next one (its address is computed before the wait), then K's and V's.
+    assert!(!b[pos..wait].contains("---- load ----"), "a load between");
+    for after in ["k_cache + cur", "v_cache + cur"] {
+        let load = b.find(after).unwrap_or_else(|| panic!("no {after}"));
+        assert!(load > wait, "{after} before the wait");
+    }
+    if let Err(e) = nvrtc::compile(&src.code, "sm_90", false) {
+        panic!("{e}");
+    }
+}

@@ -123,6 +123,8 @@ pub(crate) struct Emitter<'a> {
     pub(super) acq_rel_atomics: bool,
     /// `EmitOptions::vector_atomics`.
     pub(super) vector_atomics: bool,
+    /// `EmitOptions::warp_replica_reductions`.
+    pub(super) warp_replica_reductions: bool,
     /// `EmitOptions::dep_hook`: per parameter, read-only.
     dep_hook: Option<Vec<bool>>,
     /// A `tsr_dep()` call dominates the statements emitted from here on in this block.
@@ -188,6 +190,7 @@ impl<'a> Emitter<'a> {
             pipe: pipeline::Pipes::default(),
             acq_rel_atomics: opts.acq_rel_atomics,
             vector_atomics: opts.vector_atomics,
+            warp_replica_reductions: opts.warp_replica_reductions,
             dep_hook: opts.dep_hook.clone(),
             dep_covered: false,
             block_depth: 0,
@@ -392,7 +395,7 @@ impl<'a> Emitter<'a> {
     }
 
     /// Whether slot `s` holds a real element (a replica's copy counts): loads and reads.
-    fn valid(&self, lay: usize, s: &str) -> Option<String> {
+    pub(super) fn valid(&self, lay: usize, s: &str) -> Option<String> {
         self.layouts[lay]
             .valid_expr(&format!("L{lay}"), s)
             .map(|_| format!("L{lay}_ok({s})"))

@@ -92,11 +92,20 @@ pub struct EmitOptions {
     /// stores are vectorised. 128 CTAs adding 1024 floats each into one vector: 1.70 against
     /// 2.08 µs on an H100 (`scripts/probe/atomics.cu`, docs/PERF.md session 16).
     pub vector_atomics: bool,
+    /// A candidate, off (`TESSERA_WARP_REDUCE=1` turns it on in `KernelDef` and the
+    /// megakernel; `EmitOptions::new` leaves it off): a reduction to a scalar of a tile of
+    /// one row held by a row group narrower than a warp and replicated over the others
+    /// (`Layout::replicated`, e.g. the attention's max and sum over a [BLOCK_N] row) runs in
+    /// every row group on its own copy: per-thread partials and the butterfly, and every
+    /// thread has the result, with no shared memory and no barrier. The owners compute what
+    /// they computed before; the replicas hold the same values, so the same bits.
+    pub warp_replica_reductions: bool,
     /// A megakernel body whose stage waits inside it (`MegaOptions::wait_in_body`): per
-    /// kernel parameter, whether it is read-only in the megakernel (a weight). The body
+    /// kernel parameter, whether the body may load through it before the wait (a weight;
+    /// with `MegaOptions::early_loads`, whatever no pending stage writes). The body
     /// takes the stage's wait as a callable `tsr_dep` and calls it (`if (!tsr_dep())
-    /// return;`) right before its first access that is not a load of a read-only
-    /// parameter, so the weight loads before it are in flight while the CTA waits.
+    /// return;`) right before its first access that is not such a load, so the loads
+    /// before it are in flight while the CTA waits.
     pub dep_hook: Option<Vec<bool>>,
 }
 
@@ -115,6 +124,7 @@ impl EmitOptions {
             wgmma_in_flight: false,
             acq_rel_atomics: false,
             vector_atomics: false,
+            warp_replica_reductions: false,
             dep_hook: None,
         }
     }

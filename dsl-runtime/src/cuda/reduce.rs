@@ -25,6 +25,9 @@ struct Red {
     ok: Option<String>,
     /// None: a scalar result.
     out_lay: Option<usize>,
+    /// Every row group reduces its own copy of a replicated row, and every thread has the
+    /// result from the butterfly (`EmitOptions::warp_replica_reductions`).
+    in_groups: bool,
 }
 
 impl Red {
@@ -136,6 +139,11 @@ impl Emitter<'_> {
         let out_t = self.k.ty(id).clone();
         let n = self.value_name(id, src);
         let (ident, ident_i) = identity(op, d);
+        let l = &self.layouts[lay];
+        let in_groups = self.warp_replica_reductions
+            && out_t.is_scalar()
+            && l.replicated()
+            && l.tpr <= 32;
         let r = Red {
             id,
             op,
@@ -149,12 +157,18 @@ impl Emitter<'_> {
             lay,
             l: self.layouts[lay].clone(),
             xs: self.access(x, &At::Slot { lay, s: "s".into() })?,
-            ok: self.owned(lay, "s"),
+            // In groups, a replica's copy counts in its own group: every element it holds.
+            ok: if in_groups {
+                self.valid(lay, "s")
+            } else {
+                self.owned(lay, "s")
+            },
             out_lay: if out_t.is_scalar() {
                 None
             } else {
                 Some(self.layout_of(&out_t.dims())?)
             },
+            in_groups,
         };
 
         // Declare the result (filled below), then one block for the reduction's temporaries.
@@ -241,8 +255,9 @@ impl Emitter<'_> {
             self.line(format!("{}{st}", p.a_loop));
             self.close("}");
         }
-        if r.out_lay.is_none() && l.rpp == 1 && l.tpr <= 32 {
-            // One warp holds the whole row and every lane has the result.
+        if r.out_lay.is_none() && (l.rpp == 1 || r.in_groups) && l.tpr <= 32 {
+            // One warp holds the whole row (each row group a copy of it, in groups) and
+            // every lane has the result.
             self.line(format!("{} = {};", r.n, r.fin("acc", "acc_i")));
             Ok(())
         } else if l.tpr <= 32 {

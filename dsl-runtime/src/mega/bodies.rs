@@ -6,8 +6,10 @@
 use super::cuda::BodyCode;
 use super::program::{ArgExpr, Expr, Op, Val};
 use super::resolve::Resolved;
+use super::schedule::{HazardKind, Schedule};
 use crate::cuda::{self, EmitOptions};
 use dsl_ir::ParamKind;
+use std::collections::BTreeSet;
 
 /// What is known of the megakernel's run-time arguments, per parameter (same indexing as
 /// `Program::params`): pointers 16-byte aligned, i32 scalars divisible by 16.
@@ -68,32 +70,45 @@ pub fn stage_facts(r: &Resolved, s: usize, facts: &MegaFacts) -> Vec<bool> {
     out
 }
 
-/// Per kernel parameter of stage `s`, whether the megakernel passes it a read-only pointer
-/// (a weight): what a body may load before its stage's wait (`EmitOptions::dep_hook`).
-fn stage_read_only(r: &Resolved, s: usize) -> Vec<bool> {
+/// Per kernel parameter of stage `s`, whether a body may load through it before its
+/// stage's wait (`EmitOptions::dep_hook`): a read-only pointer (a weight), and with `early`
+/// (`MegaOptions::early_loads`) any pointer no run that may still be pending writes (no RAW
+/// hazard at the stage's sync): what a later stage writes (the decode step's `pos`, written
+/// by its last stage) is read before the stages that write it can start.
+fn loads_before_wait(r: &Resolved, sched: &Schedule, s: usize, early: bool) -> Vec<bool> {
+    let written: BTreeSet<usize> = sched
+        .sync_for(s)
+        .into_iter()
+        .flat_map(|sy| &sy.hazards)
+        .filter(|h| h.kind == HazardKind::Raw)
+        .filter_map(|h| h.param)
+        .collect();
     let st = &r.stages[s];
     let mut out = vec![false; st.kernel.params.len()];
     for ((i, _), a) in st.kernel.runtime_params().zip(&st.args) {
-        out[i] = matches!(a, ArgExpr::Ptr { param, .. } if r.read_only(*param));
+        out[i] = matches!(a, ArgExpr::Ptr { param, .. }
+            if r.read_only(*param) || (early && !written.contains(param)));
     }
     out
 }
 
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
 /// one kernel binding with different facts get two bodies (`name_v2`). For a stage that
-/// waits in its bodies (`wait_in_body`, per stage), which parameters are read-only is part
-/// of a body too.
+/// waits in its bodies (`wait_in_body`, per stage), what it may load before the wait
+/// ([`loads_before_wait`], `early_loads`) is part of a body too.
 pub fn stage_bodies(
     r: &Resolved,
+    sched: &Schedule,
     num_warps: u32,
     facts: &MegaFacts,
     wait_in_body: &[bool],
+    early_loads: bool,
 ) -> Result<(String, Vec<BodyCode>), String> {
     type Group = (String, Vec<bool>, Option<Vec<bool>>, Vec<usize>);
     let mut groups: Vec<Group> = vec![];
     for s in &r.stages {
         let f = stage_facts(r, s.index, facts);
-        let ro = wait_in_body[s.index].then(|| stage_read_only(r, s.index));
+        let ro = wait_in_body[s.index].then(|| loads_before_wait(r, sched, s.index, early_loads));
         match groups
             .iter_mut()
             .find(|(n, ff, rr, _)| *n == s.name && *ff == f && *rr == ro)
@@ -120,6 +135,7 @@ pub fn stage_bodies(
                 wgmma_in_flight: false,
                 acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
                 vector_atomics: crate::kernel_def::vector_atomics(),
+                warp_replica_reductions: crate::kernel_def::warp_replica_reductions(),
                 dep_hook: ro.clone(),
             },
         )

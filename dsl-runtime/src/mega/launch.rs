@@ -51,6 +51,11 @@ pub struct MegaOptions {
     /// With `wait_in_body`: only the stages of these kernels wait in their bodies (empty:
     /// every stage). A candidate's knob (`TESSERA_WAIT_IN_BODY=kernel,kernel`).
     pub wait_in_body_only: Vec<String>,
+    /// GPU, with `wait_in_body`: a body also loads before its wait what no stage that may
+    /// still be running writes (not only the weights), e.g. the decode step's `pos`, which
+    /// only its last stage writes. A candidate, off (`TESSERA_EARLY_LOADS=1` in the Qwen3
+    /// engine).
+    pub early_loads: bool,
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
@@ -70,6 +75,7 @@ impl Default for MegaOptions {
             wait_prefetch_bytes: 4 << 20,
             wait_in_body: false,
             wait_in_body_only: vec![],
+            early_loads: false,
             profile: false,
         }
     }
@@ -138,6 +144,7 @@ struct GenKey {
     wait_prefetch_bytes: u64,
     wait_in_body: bool,
     wait_in_body_only: Vec<String>,
+    early_loads: bool,
     profile: bool,
 }
 
@@ -158,6 +165,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes,
         wait_in_body,
         wait_in_body_only,
+        early_loads,
         profile,
     } = opts;
     GenKey {
@@ -168,6 +176,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_prefetch_bytes: *wait_prefetch_bytes,
         wait_in_body: *wait_in_body,
         wait_in_body_only: wait_in_body_only.clone(),
+        early_loads: *early_loads,
         profile: *profile,
     }
 }
@@ -562,8 +571,15 @@ fn generate(
     facts: &MegaFacts,
 ) -> Result<MegaSource> {
     let gen = gen_options(r, opts);
-    let (prelude, bodies) =
-        stage_bodies(r, opts.num_warps, facts, &gen.wait_in_body).map_err(Error::Lower)?;
+    let (prelude, bodies) = stage_bodies(
+        r,
+        s,
+        opts.num_warps,
+        facts,
+        &gen.wait_in_body,
+        opts.early_loads,
+    )
+    .map_err(Error::Lower)?;
     cuda::generate(r, s, &prelude, &bodies, &gen).map_err(Error::Lower)
 }
 
@@ -695,6 +711,13 @@ mod tests {
                 "wait_in_body_only",
                 MegaOptions {
                     wait_in_body_only: vec!["gemv".into()],
+                    ..base.clone()
+                },
+            ),
+            (
+                "early_loads",
+                MegaOptions {
+                    early_loads: true,
                     ..base.clone()
                 },
             ),

@@ -76,6 +76,8 @@ pub struct Variant {
     pub wgmma: bool,
     /// `EmitOptions::wgmma_in_flight`.
     pub in_flight: bool,
+    /// `EmitOptions::warp_replica_reductions`.
+    pub warp_reduce: bool,
 }
 
 /// [`emulate`] with the candidate lowerings of `v`.
@@ -92,6 +94,7 @@ pub fn emulate_variant(
         ring_unroll,
         wgmma,
         in_flight,
+        warp_reduce,
     } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
@@ -105,6 +108,7 @@ pub fn emulate_variant(
             wgmma_in_flight: in_flight,
             acq_rel_atomics: false,
             vector_atomics: false,
+            warp_replica_reductions: warp_reduce,
             dep_hook: None,
         },
     )

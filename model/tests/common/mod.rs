@@ -162,12 +162,22 @@ pub fn gpu() -> dsl_runtime::Device {
     dsl_runtime::Device::cuda(0).unwrap_or_else(|e| panic!("these tests need a CUDA GPU: {e}"))
 }
 
-/// Decoding one step ahead (`MegakernelOptions::run_ahead`: each step queued before the
-/// previous one's token is read back) chooses the tokens one step at a time chooses, on
-/// every committed checkpoint: greedy through `generate` (transformers' decisive prefix,
-/// one launch per token but the last), and stopped at an EOS: then exactly one step beyond
-/// it ran, and decoding resumes where the caller stopped as if it had not; a caller that
-/// fails gets its error back, and decoding resumes after the last token it saw.
+/// Steps `decode` has launched when its caller stops at step `i` of `n`, `per` tokens a
+/// readback (`MegakernelOptions::tokens_per_readback`): the batch of step `i` and the one
+/// queued after it, where the first step is a batch alone and then every `per` steps are
+/// one (one token a readback: the step and the one after it).
+pub fn launched_when_stopped(per: usize, n: usize, i: usize) -> usize {
+    let batch_end = if i == 0 { 1 } else { 1 + ((i - 1) / per + 1) * per };
+    (batch_end + per).min(n)
+}
+
+/// Decoding ahead (`MegakernelOptions::run_ahead`: each step queued before the previous
+/// one's token is read back; with `tokens_per_readback` 1 and 4) chooses the tokens one
+/// step at a time chooses, on every committed checkpoint: greedy through `generate`
+/// (transformers' decisive prefix, one launch per token but the last), and stopped at an
+/// EOS: then exactly the steps queued ahead of it ran ([`launched_when_stopped`]), and
+/// decoding resumes where the caller stopped as if it had not; a caller that fails gets its
+/// error back, and decoding resumes after the last token it saw.
 pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
     use model::kernels_engine::Output;
     use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
@@ -181,10 +191,11 @@ pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
         // Stop at the second generated token's id, wherever it first appears.
         let eos = want[1];
         let at = want.iter().position(|&t| t == eos).unwrap();
-        for run_ahead in [false, true] {
+        for (run_ahead, per) in [(false, 1), (true, 1), (true, 4)] {
             let ck = Checkpoint::load(&data_dir(name), false).unwrap();
             let opts = MegakernelOptions {
                 run_ahead,
+                tokens_per_readback: per,
                 output: Output::Token,
                 ..Default::default()
             };
@@ -198,12 +209,12 @@ pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
             assert_eq!(
                 g.generated_ids,
                 want[..decisive],
-                "{name} ahead={run_ahead}"
+                "{name} ahead={run_ahead}/{per}"
             );
             assert_eq!(
                 m.launches(),
                 decisive as u64 - 1,
-                "{name} ahead={run_ahead}"
+                "{name} ahead={run_ahead}/{per}"
             );
 
             let before = m.launches();
@@ -211,21 +222,27 @@ pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
             assert_eq!(
                 g.generated_ids,
                 want[..=at],
-                "{name} ahead={run_ahead}: EOS"
+                "{name} ahead={run_ahead}/{per}: EOS"
             );
             assert_eq!(g.stop, model::generate::StopReason::Eos);
-            let beyond = u64::from(run_ahead && at + 1 < decisive);
+            // The EOS is generated token `at`: decode step at - 1 of decisive - 1 (the
+            // prompt's step chose token 0).
+            let launched = match (run_ahead, at) {
+                (_, 0) => 0,
+                (false, _) => at,
+                (true, _) => launched_when_stopped(per, decisive - 1, at - 1),
+            };
             assert_eq!(
                 m.launches() - before,
-                at as u64 + beyond,
-                "{name} ahead={run_ahead}: launches to the EOS"
+                launched as u64,
+                "{name} ahead={run_ahead}, {per} a readback: launches to the EOS"
             );
             // Resume after the EOS: the next token is the one greedy decoding gives there.
             let next = m.step(eos, prompt.len() + at).unwrap();
             assert_eq!(
                 next,
                 StepOutput::Token(want[at + 1]),
-                "{name} ahead={run_ahead}: resumed"
+                "{name} ahead={run_ahead}/{per}: resumed"
             );
             // A caller that fails at its second token gets the error back, and decoding
             // resumes after the last token it saw.
@@ -238,13 +255,13 @@ pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
                     _ => Ok(true),
                 }
             });
-            assert!(r.is_err(), "{name} ahead={run_ahead}: the error comes back");
-            assert_eq!(seen, want[at + 2..at + 4], "{name} ahead={run_ahead}");
+            assert!(r.is_err(), "{name} ahead={run_ahead}/{per}: the error comes back");
+            assert_eq!(seen, want[at + 2..at + 4], "{name} ahead={run_ahead}/{per}");
             let next = m.step(want[at + 3], p + 2).unwrap();
             assert_eq!(
                 next,
                 StepOutput::Token(want[at + 4]),
-                "{name} ahead={run_ahead}: resumed after the error"
+                "{name} ahead={run_ahead}/{per}: resumed after the error"
             );
         }
     }
