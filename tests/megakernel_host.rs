@@ -261,6 +261,7 @@ fn loads_of_what_only_a_later_stage_writes_go_before_the_wait_on_emulated_ctas()
     let cx = read_before_written::constexprs(n, block);
     let weights_only = MegaOptions {
         wait_in_body: true,
+        early_loads: false,
         ..MegaOptions::default().warps(2)
     };
     let early = MegaOptions {

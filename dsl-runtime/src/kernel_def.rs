@@ -52,15 +52,17 @@ pub(crate) fn vector_atomics() -> bool {
     *ON.get_or_init(|| !std::env::var(VECTOR_ATOMICS_ENV).is_ok_and(|v| v == "0"))
 }
 
-/// The environment variable that turns `EmitOptions::warp_replica_reductions` on (`1`) for
-/// every kernel and megakernel this process emits: a candidate, off until an A/B on a GPU.
-/// The generated C differs, so the disk caches never mix the two.
+/// The environment variable that turns `EmitOptions::warp_replica_reductions` off (`0`) for
+/// every kernel and megakernel this process emits. On by default: with the megakernel's
+/// `early_loads` the decode step was 2.1% faster at 0.6B (context 1; level at 512), 0.8% at
+/// 1.7B and 2.1% at 4B on an H100, and alone 1.4% at 0.6B and 1.1% at 1.7B (docs/PERF.md,
+/// session 25). The generated C differs, so the disk caches never mix the two.
 pub const WARP_REDUCE_ENV: &str = "TESSERA_WARP_REDUCE";
 
-/// `EmitOptions::warp_replica_reductions` if `TESSERA_WARP_REDUCE=1` (read once).
+/// `EmitOptions::warp_replica_reductions` unless `TESSERA_WARP_REDUCE=0` (read once).
 pub(crate) fn warp_replica_reductions() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(WARP_REDUCE_ENV).is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| !std::env::var(WARP_REDUCE_ENV).is_ok_and(|v| v == "0"))
 }
 
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the

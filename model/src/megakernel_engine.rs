@@ -733,7 +733,7 @@ impl Default for MegakernelOptions {
             // The warps come from the tiles (`MegakernelEngine::new`).
             mega: MegaOptions {
                 wait_in_body_only: only,
-                early_loads: std::env::var("TESSERA_EARLY_LOADS").is_ok_and(|v| v == "1"),
+                early_loads: std::env::var("TESSERA_EARLY_LOADS").map_or(true, |v| v != "0"),
                 ..MegaOptions::default()
             },
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),

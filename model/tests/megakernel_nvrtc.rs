@@ -246,7 +246,7 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
     }
 }
 
-/// `MegaOptions::early_loads` (`TESSERA_EARLY_LOADS=1`, a candidate): in the 0.6B decode
+/// `MegaOptions::early_loads` (on by default; `TESSERA_EARLY_LOADS=0` off): in the 0.6B decode
 /// step below one attention tile (o_proj's programs attend, waiting in their bodies) the
 /// position is loaded before the wait (only the last stage writes it), the new q, K and V
 /// after it (the QKV stage writes them); the step compiles with NVRTC.

@@ -92,8 +92,8 @@ pub struct EmitOptions {
     /// stores are vectorised. 128 CTAs adding 1024 floats each into one vector: 1.70 against
     /// 2.08 µs on an H100 (`scripts/probe/atomics.cu`, docs/PERF.md session 16).
     pub vector_atomics: bool,
-    /// A candidate, off (`TESSERA_WARP_REDUCE=1` turns it on in `KernelDef` and the
-    /// megakernel; `EmitOptions::new` leaves it off): a reduction to a scalar of a tile of
+    /// On in `KernelDef` and the megakernel (`TESSERA_WARP_REDUCE=0` turns it off;
+    /// `EmitOptions::new` leaves it off): a reduction to a scalar of a tile of
     /// one row held by a row group narrower than a warp and replicated over the others
     /// (`Layout::replicated`, e.g. the attention's max and sum over a [BLOCK_N] row) runs in
     /// every row group on its own copy: per-thread partials and the butterfly, and every
