@@ -10,9 +10,9 @@ mod harness;
 use half::bf16;
 use std::path::PathBuf;
 use tessera::check::Rng;
-use tessera::runtime::mega::cuda::SyncWords;
 use tessera::kernels::vector_add::vector_add;
 use tessera::runtime::mega::cuda::MegaSource;
+use tessera::runtime::mega::cuda::SyncWords;
 use tessera::runtime::mega::MegaOptions;
 use tessera::runtime::Device;
 use tessera::toy::{toy_mlp, toy_sequential, ToyBuffers};
@@ -270,7 +270,10 @@ fn loads_of_what_only_a_later_stage_writes_go_before_the_wait_on_emulated_ctas()
     };
     // Per body: whether it loads before its wait.
     let loads_first = |o: &MegaOptions| -> Vec<bool> {
-        let code = read_before_written::MEGAKERNEL.cuda_source(&cx, o).unwrap().code;
+        let code = read_before_written::MEGAKERNEL
+            .cuda_source(&cx, o)
+            .unwrap()
+            .code;
         code.split("_body(int pid0")
             .skip(1)
             .map(|b| {
@@ -281,7 +284,11 @@ fn loads_of_what_only_a_later_stage_writes_go_before_the_wait_on_emulated_ctas()
             .collect()
     };
     assert_eq!(loads_first(&weights_only), [false], "one body, waits first");
-    assert_eq!(loads_first(&early), [true, false], "the loop's body loads c first");
+    assert_eq!(
+        loads_first(&early),
+        [true, false],
+        "the loop's body loads c first"
+    );
 
     let x0: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
     let c0: Vec<f32> = (0..n).map(|i| (i % 5) as f32 * 0.25).collect();
@@ -296,15 +303,28 @@ fn loads_of_what_only_a_later_stage_writes_go_before_the_wait_on_emulated_ctas()
     assert!(want[2] != c0, "the last stage wrote c");
 
     let plan = read_before_written::MEGAKERNEL.plan(&cx, &early).unwrap();
-    let src = read_before_written::MEGAKERNEL.cuda_source(&cx, &early).unwrap();
+    let src = read_before_written::MEGAKERNEL
+        .cuda_source(&cx, &early)
+        .unwrap();
     let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|f| f.to_le_bytes()).collect() };
     let bufs = [bytes(&x0), bytes(&vec![0.0; n]), bytes(&c0)];
     for ctas in [1, 3, 40] {
         let stages = plan.resolved.stages.len();
-        let out = emulate_megakernel(&src, stages, ctas, &bufs, &[format!("{steps}")], &["float"; 3]);
+        let out = emulate_megakernel(
+            &src,
+            stages,
+            ctas,
+            &bufs,
+            &[format!("{steps}")],
+            &["float"; 3],
+        );
         let got: Vec<Vec<f32>> = out
             .iter()
-            .map(|b| b.chunks(4).map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect())
+            .map(|b| {
+                b.chunks(4)
+                    .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                    .collect()
+            })
             .collect();
         assert_eq!(got, want, "early loads, {ctas} CTAs");
     }

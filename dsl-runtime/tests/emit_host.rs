@@ -692,7 +692,11 @@ fn warp_replica_reductions_give_the_bits_of_the_shared_memory_ones() {
         let (c0, want) = run(&k, f32_bytes(&x), zeros.clone(), false);
         let (c1, got) = run(&k, f32_bytes(&x), zeros, true);
         assert_eq!(got[1], want[1], "softmax BLOCK={block} n={n}");
-        assert_eq!(barriers(&c1) < barriers(&c0), in_warps, "softmax BLOCK={block}: {c1}");
+        assert_eq!(
+            barriers(&c1) < barriers(&c0),
+            in_warps,
+            "softmax BLOCK={block}: {c1}"
+        );
         for op in [ReduceOp::Argmax, ReduceOp::Argmin, ReduceOp::Max] {
             let k = argmax(op).finish(&[("BLOCK", block as i64)]);
             let mut xb = to_bf16(&x);

@@ -140,10 +140,8 @@ impl Emitter<'_> {
         let n = self.value_name(id, src);
         let (ident, ident_i) = identity(op, d);
         let l = &self.layouts[lay];
-        let in_groups = self.warp_replica_reductions
-            && out_t.is_scalar()
-            && l.replicated()
-            && l.tpr <= 32;
+        let in_groups =
+            self.warp_replica_reductions && out_t.is_scalar() && l.replicated() && l.tpr <= 32;
         let r = Red {
             id,
             op,

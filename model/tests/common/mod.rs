@@ -167,7 +167,11 @@ pub fn gpu() -> dsl_runtime::Device {
 /// queued after it, where the first step is a batch alone and then every `per` steps are
 /// one (one token a readback: the step and the one after it).
 pub fn launched_when_stopped(per: usize, n: usize, i: usize) -> usize {
-    let batch_end = if i == 0 { 1 } else { 1 + ((i - 1) / per + 1) * per };
+    let batch_end = if i == 0 {
+        1
+    } else {
+        1 + ((i - 1) / per + 1) * per
+    };
     (batch_end + per).min(n)
 }
 
@@ -255,7 +259,10 @@ pub fn decode_ahead_check(dev: &dsl_runtime::Device) {
                     _ => Ok(true),
                 }
             });
-            assert!(r.is_err(), "{name} ahead={run_ahead}/{per}: the error comes back");
+            assert!(
+                r.is_err(),
+                "{name} ahead={run_ahead}/{per}: the error comes back"
+            );
             assert_eq!(seen, want[at + 2..at + 4], "{name} ahead={run_ahead}/{per}");
             let next = m.step(want[at + 3], p + 2).unwrap();
             assert_eq!(
