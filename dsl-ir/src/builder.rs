@@ -469,6 +469,20 @@ impl Builder {
         Ok(())
     }
 
+    /// `prefetch(ptrs, mask)` (see `Stmt::Prefetch`).
+    pub fn prefetch(&mut self, ptr: ValueId, mask: Option<ValueId>, src: Src) -> BResult<()> {
+        let pt = self.ty(ptr).clone();
+        if pt.elem.pointee().is_none() {
+            return Err(E::WritePtr {
+                what: "prefetch",
+                ty: pt,
+            });
+        }
+        let mask = self.mask_for(mask, &pt, "prefetch", &src)?;
+        self.emit(Stmt::Prefetch { ptr, mask, src });
+        Ok(())
+    }
+
     /// An atomic; on a scalar pointer it returns the old value (see `Stmt::Atomic`).
     pub fn atomic(
         &mut self,

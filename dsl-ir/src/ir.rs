@@ -126,6 +126,16 @@ pub enum Stmt {
         old: Option<ValueId>,
         src: Src,
     },
+    /// `prefetch(ptrs, mask)`: a hint that the lines the (masked-on) pointers name are read
+    /// soon. On a GPU each becomes an L2 prefetch, which moves no value and waits for
+    /// nothing; the interpreter checks the pointers stay in their buffers and does nothing
+    /// else. Not a read: a megakernel stage may prefetch before its wait what a stage it
+    /// waits for is still writing (the load after the wait reads the written value).
+    Prefetch {
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        src: Src,
+    },
     /// `for iv in (start..end).step_by(step) { body }`; all i32 scalars; step > 0.
     For {
         iv: ValueId,

@@ -69,6 +69,13 @@ impl Kernel {
                     src.text
                 )
                 .to_lowercase(),
+                Stmt::Prefetch { ptr, mask, src } => format!(
+                    "prefetch %{}{}    // {}: {}",
+                    ptr.0,
+                    opt(" mask", *mask),
+                    src.line,
+                    src.text
+                ),
                 Stmt::For {
                     iv,
                     start,

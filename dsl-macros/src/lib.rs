@@ -13,7 +13,7 @@
 //!   `if c {} else if d {} else {}` on bool scalars;
 //! - expressions: literals, names, `+ - * / % & | ^ << >> < <= > >= == !=`, unary `-` `!`,
 //!   `e as dtype`, `e.to(dtype)`, primitives `f(args)` and their method form `x.f(args)`;
-//! - primitives: program_id num_programs arange zeros full load store atomic_add
+//! - primitives: program_id num_programs arange zeros full load store prefetch atomic_add
 //!   atomic_max atomic_min where_ maximum minimum exp exp2 log log2 sqrt rsqrt sigmoid silu
 //!   abs sin cos tanh sum max min argmax argmin expand_dims broadcast_to cdiv.
 //!   `where` is a Rust keyword (syn cannot parse `where(..)` as a call), hence `where_`.

@@ -13,7 +13,7 @@ use syn::{Block, Expr, ExprLit, Ident, Lit as SynLit, Pat, Stmt as SynStmt, UnOp
 
 /// Every primitive, for the "unknown primitive" message.
 const PRIMITIVES: &str = "program_id, num_programs, arange, zeros, full, load, store, \
-     atomic_add, atomic_max, atomic_min, where_, maximum, minimum, exp, exp2, log, log2, sqrt, \
+     prefetch, atomic_add, atomic_max, atomic_min, where_, maximum, minimum, exp, exp2, log, log2, sqrt, \
      rsqrt, sigmoid, silu, abs, sin, cos, tanh, sum, max, min, argmax, argmin, expand_dims, \
      broadcast_to, cdiv, dot, trans, and the methods `.to(dtype)` and `.trans()`";
 
@@ -688,6 +688,15 @@ impl Lower {
                 self.b.store(p, v, m, src()).map_err(|m| {
                     blame(m, e, &roles(&[Operand::Ptr, Operand::Value, Operand::Mask]))
                 })?;
+                return Ok(None);
+            }
+            "prefetch" => {
+                arity(&[1, 2], "(ptr) or (ptr, mask)")?;
+                let p = self.expr(args[0])?;
+                let m = args.get(1).map(|a| self.expr(a)).transpose()?;
+                self.b
+                    .prefetch(p, m, src())
+                    .map_err(|m| blame(m, e, &roles(&[Operand::Ptr, Operand::Mask])))?;
                 return Ok(None);
             }
             "atomic_add" | "atomic_max" | "atomic_min" => {

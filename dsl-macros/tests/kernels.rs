@@ -568,3 +568,46 @@ fn launchers_typecheck<
     let _: &dsl_runtime::KernelDef = &gemv::KERNEL;
     Ok(())
 }
+
+/// `prefetch(ptrs[, mask])`: a statement, and not a read (the kernel's effects name what it
+/// loads and stores only); the interpreter checks its masked-on pointers stay in their
+/// buffer, as a load's, and otherwise does nothing.
+#[kernel]
+pub fn prefetch_then_copy(x: Ptr<f32>, y: Ptr<f32>, n: i32, #[constexpr] BLOCK: usize) {
+    let cols = program_id(0) * BLOCK + arange(0, BLOCK);
+    prefetch(x + cols, cols < n);
+    prefetch(y);
+    store(y + cols, load(x + cols, cols < n, 0.0), cols < n);
+}
+
+#[test]
+fn prefetch_is_a_hint_the_interpreter_bounds_checks() {
+    use dsl_runtime::interp::{self, HostMem, InterpArg, InterpOptions};
+    let k = ir(prefetch_then_copy::ir_json());
+    let prefetches = count(&k, |s| matches!(s, Stmt::Prefetch { .. }));
+    assert_eq!(prefetches, 2, "{}", k.to_text());
+    assert!(k.to_text().contains("prefetch %"), "{}", k.to_text());
+    let e = k.effects();
+    assert_eq!(e.reads.iter().copied().collect::<Vec<_>>(), vec![0]);
+    assert_eq!(e.writes.iter().copied().collect::<Vec<_>>(), vec![1]);
+    let k = k.specialize(&[("BLOCK", ConstVal::Int(8))]).unwrap();
+    let run = |n: i32| {
+        let x: Vec<f32> = (0..20).map(|i| i as f32).collect();
+        let mut mem = vec![
+            HostMem::from_f32s(DType::F32, &x),
+            HostMem::from_f32s(DType::F32, &[0.0; 20]),
+        ];
+        let args = [
+            InterpArg::whole(0, &mem),
+            InterpArg::whole(1, &mem),
+            InterpArg::I32(n),
+        ];
+        interp::run(&k, [3, 1, 1], &args, &mut mem, &InterpOptions::default())
+            .map(|_| mem[1].to_f32s())
+    };
+    let y = run(20).unwrap();
+    assert_eq!(y, (0..20).map(|i| i as f32).collect::<Vec<_>>());
+    // n past the buffer: the prefetch is the first access out of bounds.
+    let err = run(24).unwrap_err().to_string();
+    assert!(err.contains("prefetch out of bounds"), "{err}");
+}

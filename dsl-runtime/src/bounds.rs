@@ -137,6 +137,17 @@ fn walk_body(
                 };
                 vals.insert(*id, v);
             }
+            Stmt::Prefetch { ptr, mask, src } => {
+                access(
+                    k,
+                    "prefetch",
+                    &get(vals, ptr),
+                    mask.map(|m| get(vals, &m)),
+                    vars,
+                    lens,
+                    src,
+                )?;
+            }
             Stmt::Store { ptr, mask, src, .. } | Stmt::Atomic { ptr, mask, src, .. } => {
                 access(
                     k,

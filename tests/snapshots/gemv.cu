@@ -87,6 +87,16 @@ __device__ __forceinline__ void tsr_red_add_v2(float* p, float a, float b) {
 #endif
 }
 
+// `prefetch`: the 128-byte line holding `p` into L2 (a hint: no value, no wait); nothing in
+// the CPU emulation.
+__device__ __forceinline__ void tsr_prefetch(const void* p) {
+#ifdef __CUDA_ARCH__
+  asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
+#else
+  (void)p;
+#endif
+}
+
 // atomic max on f32 through the integer order of IEEE bit patterns; NaN is ignored.
 // Returns the old value.
 __device__ __forceinline__ float tsr_atomic_max_f32(float* p, float v) {

@@ -82,6 +82,7 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
             | Stmt::Assign { src, .. }
             | Stmt::Store { src, .. }
             | Stmt::Atomic { src, .. }
+            | Stmt::Prefetch { src, .. }
             | Stmt::For { src, .. }
             | Stmt::If { src, .. } => src,
         };
@@ -232,6 +233,10 @@ pub fn analyse(k: &Kernel, divisible16: &[bool]) -> Facts {
                 ptr, value, mask, ..
             } => {
                 direct.extend([*ptr, *value]);
+                direct.extend(mask.iter().copied());
+            }
+            Stmt::Prefetch { ptr, mask, .. } => {
+                direct.push(*ptr);
                 direct.extend(mask.iter().copied());
             }
             _ => {}

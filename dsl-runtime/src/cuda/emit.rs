@@ -652,7 +652,8 @@ impl<'a> Emitter<'a> {
     }
 
     /// Whether `s` (or a statement in it) stores, runs an atomic, or loads through a
-    /// pointer not rooted in a read-only parameter (`read_only`, per parameter).
+    /// pointer not rooted in a read-only parameter (`read_only`, per parameter). A
+    /// prefetch reads nothing: it never waits.
     fn touches_dependent(&self, read_only: &[bool], s: &Stmt) -> bool {
         match s {
             Stmt::Let {
@@ -705,6 +706,7 @@ impl<'a> Emitter<'a> {
             }
             Stmt::DeclVar { .. } | Stmt::Assign { .. } => Some(Section::Math),
             Stmt::Store { .. } | Stmt::Atomic { .. } => Some(Section::Epilogue),
+            Stmt::Prefetch { .. } => Some(Section::Load),
             Stmt::For { .. } | Stmt::If { .. } => None,
         }
     }
@@ -716,6 +718,7 @@ impl<'a> Emitter<'a> {
             | Stmt::Assign { src, .. }
             | Stmt::Store { src, .. }
             | Stmt::Atomic { src, .. }
+            | Stmt::Prefetch { src, .. }
             | Stmt::For { src, .. }
             | Stmt::If { src, .. } => src,
         };
@@ -769,6 +772,7 @@ impl<'a> Emitter<'a> {
                 mask,
                 ..
             } => self.store(*ptr, *value, *mask, Some(*op)),
+            Stmt::Prefetch { ptr, mask, .. } => self.prefetch(*ptr, *mask),
             Stmt::For {
                 iv,
                 start,

@@ -309,6 +309,42 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// `prefetch(ptrs, mask)`: one `tsr_prefetch` (an L2 prefetch, no value) per chunk of
+    /// contiguous elements a thread owns, masked; through a scalar pointer, thread 0's one.
+    /// Not a memory access: nothing orders it, and it needs no barrier.
+    pub(super) fn prefetch(&mut self, ptr: ValueId, mask: Option<ValueId>) -> R<()> {
+        let pt = self.k.ty(ptr).clone();
+        if pt.is_scalar() {
+            let p = self.access(ptr, &At::Idx(vec![]))?;
+            let c = match mask {
+                Some(m) => format!("tid == 0 && {}", self.access(m, &At::Idx(vec![]))?),
+                None => "tid == 0".into(),
+            };
+            self.line(format!("if ({c}) tsr_prefetch({});", strip(&p)));
+            return Ok(());
+        }
+        let lay = self.lay_of_value(ptr)?;
+        let vec = self.layouts[lay].vec;
+        let at = At::Slot {
+            lay,
+            s: "s".to_string(),
+        };
+        let p = self.access(ptr, &at)?;
+        let mut c: Vec<String> = vec![];
+        if vec > 1 {
+            c.push(format!("s % {vec} == 0"));
+        }
+        c.extend(self.slot_cond(self.owned(lay, "s"), mask, lay, "s")?);
+        self.open_slots(lay, "s");
+        let call = format!("tsr_prefetch({});", strip(&p));
+        match c.is_empty() {
+            true => self.line(call),
+            false => self.line(format!("if ({}) {call}", c.join(" && "))),
+        }
+        self.close("}");
+        Ok(())
+    }
+
     pub(super) fn store(
         &mut self,
         ptr: ValueId,

@@ -148,6 +148,11 @@ pub(crate) fn readers(k: &Kernel) -> BTreeMap<ValueId, Vec<Option<ValueId>>> {
                 v.extend(mask.iter());
                 (None, v)
             }
+            Stmt::Prefetch { ptr, mask, .. } => {
+                let mut v = vec![*ptr];
+                v.extend(mask.iter());
+                (None, v)
+            }
             Stmt::For {
                 start, end, step, ..
             } => (None, vec![*start, *end, *step]),

@@ -391,6 +391,7 @@ impl Frame<'_, '_> {
                 mask,
                 src,
             } => self.store(*ptr, *value, *mask, src)?,
+            Stmt::Prefetch { ptr, mask, src } => self.prefetch(*ptr, *mask, src)?,
             Stmt::Atomic {
                 op,
                 ptr,
@@ -674,6 +675,21 @@ impl Frame<'_, '_> {
             }
         };
         res.map_err(|off| self.oob(src, "load", p, off))
+    }
+
+    /// A prefetch moves nothing; its masked-on pointers must stay in their buffer, as a
+    /// load's.
+    fn prefetch(&self, ptr: ValueId, mask: Option<ValueId>, src: &Src) -> Result<(), InterpError> {
+        let bad = |m: String| self.malformed(src, m);
+        let Data::Ptr { arg, offs } = &get(&self.vals, ptr).map_err(bad)?.data else {
+            return Err(bad("prefetch through a non-pointer".into()));
+        };
+        let p = self.ptr_arg(*arg, src)?;
+        let m = mask_of(&self.vals, mask, offs.len()).map_err(bad)?;
+        match first_oob(offs, m, p.len) {
+            Some(off) => Err(self.oob(src, "prefetch", p, off)),
+            None => Ok(()),
+        }
     }
 
     /// The checked operands of a store or atomic: pointer facts, offsets, mask, value.

@@ -113,7 +113,6 @@ __device__ __forceinline__ void tsr_fence() { asm volatile("fence.acq_rel.gpu;" 
 __device__ __forceinline__ void tsr_red_release(unsigned* p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ void tsr_prefetch_line(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
 // -- end synchronisation primitives --
 __device__ __forceinline__ long long tsr_cdiv(long long a, long long b) { return (a + b - 1) / b; }
 __device__ __forceinline__ long long tsr_min(long long a, long long b) { return a < b ? a : b; }
@@ -173,7 +172,7 @@ __device__ __forceinline__ void tsr_prefetch_l2(const void* p, long long bytes, 
   const char* c = (const char*)p;
   const long long lines = (bytes + 127) / 128;
   for (long long i = part * blockDim.x + threadIdx.x; i < lines; i += parts * blockDim.x)
-    tsr_prefetch_line(c + i * 128);
+    tsr_prefetch(c + i * 128);
 }
 #endif
 "#;

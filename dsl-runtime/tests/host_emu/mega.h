@@ -12,4 +12,3 @@ __device__ __forceinline__ void tsr_fence() { std::atomic_thread_fence(std::memo
 __device__ __forceinline__ void tsr_red_release(unsigned* p, unsigned v) {
   std::atomic_ref<unsigned>(*p).fetch_add(v, std::memory_order_release);
 }
-__device__ __forceinline__ void tsr_prefetch_line(const void*) {}
