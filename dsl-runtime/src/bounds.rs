@@ -137,21 +137,16 @@ fn walk_body(
                 };
                 vals.insert(*id, v);
             }
-            Stmt::Prefetch { ptr, mask, src } => {
+            Stmt::Prefetch { ptr, mask, src }
+            | Stmt::Store { ptr, mask, src, .. }
+            | Stmt::Atomic { ptr, mask, src, .. } => {
+                let what = match s {
+                    Stmt::Prefetch { .. } => "prefetch",
+                    _ => "store",
+                };
                 access(
                     k,
-                    "prefetch",
-                    &get(vals, ptr),
-                    mask.map(|m| get(vals, &m)),
-                    vars,
-                    lens,
-                    src,
-                )?;
-            }
-            Stmt::Store { ptr, mask, src, .. } | Stmt::Atomic { ptr, mask, src, .. } => {
-                access(
-                    k,
-                    "store",
+                    what,
                     &get(vals, ptr),
                     mask.map(|m| get(vals, &m)),
                     vars,

@@ -147,9 +147,6 @@ pub fn decode_step(
     // (`attn_rope_head_residual`), and the QKV stage leaves them raw (QKV_FINISH false).
     #[constexpr] ATTN_ROPE: bool,
     #[constexpr] QKV_FINISH: bool,
-    // With ATTN_IN_O (not the rope): the first tile's cached K/V rows prefetched into L2
-    // before the wait (`Tiles::kv_prefetch`, a candidate).
-    #[constexpr] KV_PREFETCH: bool,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -286,7 +283,6 @@ pub fn decode_step(
                         HEAD_DIM,
                         ATTN_BLOCK_N,
                         RESID_COPIES,
-                        KV_PREFETCH,
                     );
                 }
             } else {
@@ -612,7 +608,6 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_IN_O: t.attn_in_o && t.o_heads,
         ATTN_ROPE: t.attn_in_o && t.o_heads && t.attn_rope,
         QKV_FINISH: !(t.attn_in_o && t.o_heads && t.attn_rope),
-        KV_PREFETCH: t.kv_prefetch && t.attn_in_o && t.o_heads && !t.attn_rope,
         ARGMAX_BLOCK: t.argmax_block,
     }
 }
@@ -719,10 +714,6 @@ pub struct MegakernelOptions {
     /// 0.6B (contexts 1 / 512), level at 1.7B (docs/PERF.md, session 25);
     /// `TESSERA_TOKENS_PER_READBACK=N` sets it (1: a copy a step).
     pub tokens_per_readback: usize,
-    /// Where o_proj's programs compute the attention (without the rope), they prefetch the
-    /// first tile's cached K/V rows into L2 before their wait (`Tiles::kv_prefetch`). A
-    /// candidate, off until an A/B on a GPU; `TESSERA_KV_PREFETCH=1` turns it on.
-    pub kv_prefetch: bool,
 }
 
 /// `MegakernelOptions::tokens_per_readback` by default.
@@ -764,7 +755,6 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             attn_rope: std::env::var("TESSERA_ATTN_ROPE").ok().map(|v| v != "0"),
-            kv_prefetch: std::env::var("TESSERA_KV_PREFETCH").is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -1115,7 +1105,6 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
         o_heads_tiles: o.o_heads_tiles.unwrap_or_else(|| o_heads_tiles_rule(cfg)),
-        kv_prefetch: o.kv_prefetch,
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
     with_wait_in_body(cfg, t, o)
@@ -1325,11 +1314,10 @@ impl MegakernelEngine {
     pub fn retune(&mut self, tiles: Tiles, o: &RetuneOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
-        let (o_heads, kv_prefetch) = (t.o_heads, t.kv_prefetch);
+        let o_heads = t.o_heads;
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
             o_heads,
-            kv_prefetch,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.variants = self.variants.retiled(&self.m.cfg, &self.m.tiles);

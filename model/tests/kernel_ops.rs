@@ -1140,7 +1140,6 @@ fn attention_inside_o_proj_adds_what_split_attention_then_o_proj_add() {
             hd,
             block_n,
             copies,
-            true, // its first tile prefetched (a hint: the same bits)
         )
         .unwrap();
         let what = format!("heads {nh}/{nkv} hd {hd} len {} BLOCK_N {block_n}", pos + 1);
@@ -1248,7 +1247,6 @@ fn attention_inside_o_proj_ropes_the_raw_heads_as_qk_norm_rope() {
             hd,
             block_n,
             copies,
-            false,
         )
         .unwrap();
         // The raw heads in, TILES row blocks a program.

@@ -646,8 +646,7 @@ fn assert_close(got: &[HostMem], want: &[HostMem], outs: &[(&str, usize)], ctx: 
 /// `attn_head_residual`'s C (program (head, row block) attends its head over every
 /// position itself, then adds its share of o_proj as `gemv_head_residual` does) against the
 /// interpreter: one tile of context (where the decode step launches it) and five, ragged;
-/// GQA, rows past the hidden size, two residual copies (one, and its first tile prefetched,
-/// in the second case); also with its max and sum over the
+/// GQA, rows past the hidden size, two residual copies; also with its max and sum over the
 /// keys reduced in each row group (`EmitOptions::warp_replica_reductions`). The atomics land in whatever order
 /// the threads reach them, so the sums are compared to 1e-6.
 #[test]
@@ -665,14 +664,12 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
         ),
         (2, 1, 16, 50, 37, 8, 24, 8, 1),
     ] {
-        // The second case's programs prefetch their first tile's cached rows (a hint).
         let k = model::kernels::gemv::attn_head_residual::KERNEL
             .specialize(&[
                 ("BM", int(bm)),
                 ("D", int(d)),
                 ("BLOCK_N", int(block_n)),
                 ("COPIES", int(copies)),
-                ("PREFETCH", ConstVal::Bool(copies == 1)),
             ])
             .unwrap();
         let q_dim = heads * d;

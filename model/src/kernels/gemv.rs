@@ -296,8 +296,6 @@ pub fn gemv_head_residual(
 /// first), which costs little while the context is a tile or two, and the step loses the
 /// hop between the attention's stage and o_proj's (`MegakernelOptions::attn_in_o`). Up to
 /// BLOCK_N positions it adds what `attn_split` then `gemv_head_residual` add, bit for bit.
-/// With PREFETCH, the first tile's cached K and V rows are prefetched into L2 before the
-/// stage's wait (`Tiles::kv_prefetch`, a candidate), so the loads after it find them there.
 #[kernel(helpers(attend_head_cur, add_head_rows, load_head_block))]
 pub fn attn_head_residual(
     w: Ptr<bf16>,
@@ -316,7 +314,6 @@ pub fn attn_head_residual(
     #[constexpr] D: usize,
     #[constexpr] BLOCK_N: usize,
     #[constexpr] COPIES: usize,
-    #[constexpr] PREFETCH: bool,
 ) {
     let head = program_id(0);
     let rows = program_id(1) * BM + arange(0, BM);
@@ -326,14 +323,6 @@ pub fn attn_head_residual(
     let p = load(pos);
     let d = arange(0, D);
     let base = (head / group) * max_seq * D;
-    if PREFETCH {
-        // Rows written by earlier steps: a hint, so it may go before the wait.
-        let n = arange(0, BLOCK_N);
-        let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
-        let cached = (n < p).expand_dims(1);
-        prefetch(k_cache + offs, cached);
-        prefetch(v_cache + offs, cached);
-    }
     // The new position's row is in the cache already (the QKV stage finished the heads).
     let cur = base + p * D + d;
     let a = attend_head_cur(

@@ -217,10 +217,6 @@ pub struct Tiles {
     /// the rule; the megakernel engine sets it in that specialisation
     /// (`megakernel_engine::attn_rope_rule`).
     pub attn_rope: bool,
-    /// With `attn_in_o` (not the rope): o_proj's programs prefetch the first tile's cached
-    /// K and V rows into L2 before their wait (`gemv::attn_head_residual`'s PREFETCH). A
-    /// candidate, off (`MegakernelOptions::kv_prefetch`).
-    pub kv_prefetch: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -277,7 +273,6 @@ impl Tiles {
                 .clamp(1, 32),
             attn_ahead: false,
             attn_in_o: false,
-            kv_prefetch: false,
             attn_rope: false,
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
@@ -529,7 +524,6 @@ pub fn shipped() -> Vec<Shipped> {
                 ("D", int(hd)),
                 ("BLOCK_N", int(t.attn_block_n)),
                 ("COPIES", int(1)),
-                ("PREFETCH", ConstVal::Bool(false)),
             ],
             "the megakernel's below one tile of context at 0.6B: o_proj per head whose programs attend their head over every position themselves (one stage, no partials)",
         ),
