@@ -1052,8 +1052,8 @@ pub fn wait_in_body_rule(cfg: &Config, o_heads: bool) -> bool {
 }
 
 /// The stages' kernels that wait inside their bodies by the rule (empty: all of them):
-/// o_proj per head's up to hidden 2048, and QKV's and o_proj's above hidden 1024
-/// ([`wait_in_body_rule`]).
+/// o_proj per head's up to hidden 2048, QKV's and o_proj's above hidden 1024, and the split
+/// attention's up to it ([`wait_in_body_rule`]).
 pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
     if cfg.hidden_size > 2048 {
         return vec![];
@@ -1069,6 +1069,11 @@ pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
             "rmsnorm_qkv_rope_tiles",
             "gemv_residual_copy",
         ]);
+    } else {
+        // The split attention's stage too: with `MegaOptions::early_loads` its position is
+        // loaded before the wait (-1.3% / -2.2% at 0.6B's contexts 512 / 2048; +0.6% at
+        // 1.7B's 512, docs/PERF.md session 25).
+        k.extend(["attn_split", "attn_split_ahead"]);
     }
     k.into_iter().map(String::from).collect()
 }
