@@ -21,10 +21,20 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// autotuner's, keyed by a hash of it) never mix the two; in memory a process has one value.
 pub const RING_UNROLL_ENV: &str = "TESSERA_RING_UNROLL";
 
+/// A process-wide switch of the lowering, read once from the environment variable `var`:
+/// `1` on, `0` off, anything else (or unset) `default`.
+fn switch(cell: &'static OnceLock<bool>, var: &str, default: bool) -> bool {
+    *cell.get_or_init(|| match std::env::var(var).as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => default,
+    })
+}
+
 /// Whether `TESSERA_RING_UNROLL=1` (read once: the one place the option comes from).
 fn ring_unroll() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(RING_UNROLL_ENV).is_ok_and(|v| v == "1"))
+    switch(&ON, RING_UNROLL_ENV, false)
 }
 
 /// The environment variable that turns `EmitOptions::acq_rel_atomics` off (`0`) for every
@@ -37,7 +47,7 @@ pub const ACQ_REL_ATOMIC_ENV: &str = "TESSERA_ACQ_REL_ATOMIC";
 /// `EmitOptions::acq_rel_atomics` unless `TESSERA_ACQ_REL_ATOMIC=0` (read once).
 pub(crate) fn acq_rel_atomics() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !std::env::var(ACQ_REL_ATOMIC_ENV).is_ok_and(|v| v == "0"))
+    switch(&ON, ACQ_REL_ATOMIC_ENV, true)
 }
 
 /// The environment variable that turns `EmitOptions::vector_atomics` off (`0`) for every
@@ -49,7 +59,7 @@ pub const VECTOR_ATOMICS_ENV: &str = "TESSERA_VECTOR_ATOMICS";
 /// `EmitOptions::vector_atomics` unless `TESSERA_VECTOR_ATOMICS=0` (read once).
 pub(crate) fn vector_atomics() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !std::env::var(VECTOR_ATOMICS_ENV).is_ok_and(|v| v == "0"))
+    switch(&ON, VECTOR_ATOMICS_ENV, true)
 }
 
 /// The environment variable that turns `EmitOptions::warp_replica_reductions` off (`0`) for
@@ -62,7 +72,7 @@ pub const WARP_REDUCE_ENV: &str = "TESSERA_WARP_REDUCE";
 /// `EmitOptions::warp_replica_reductions` unless `TESSERA_WARP_REDUCE=0` (read once).
 pub(crate) fn warp_replica_reductions() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !std::env::var(WARP_REDUCE_ENV).is_ok_and(|v| v == "0"))
+    switch(&ON, WARP_REDUCE_ENV, true)
 }
 
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the

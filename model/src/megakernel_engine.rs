@@ -1475,8 +1475,9 @@ impl MegakernelEngine {
             let queued = if ahead { batch(b + 1).end } else { max_steps };
             let ring = self.ring.as_ref().expect("made above");
             let words = ring.host[b % 2].get().map_err(|e| self.m.err(e))?;
-            for i in batch(b) {
-                let t = words[(i - batch(b).start) * SLOT_WORDS] as u32;
+            let steps = batch(b);
+            for i in steps.clone() {
+                let t = words[(i - steps.start) * SLOT_WORDS] as u32;
                 if t as usize >= self.m.cfg.vocab_size {
                     // Only a launch that did not finish leaves this: say why.
                     self.check_errors()?;

@@ -5,6 +5,16 @@ use dsl_runtime::{nvrtc, ConstVal};
 use model::kernels::{qwen3_0_6b, Tiles};
 use model::megakernel_engine::{constexprs, decode_step, MegakernelOptions};
 
+/// The C of the body whose signature starts with `start` (to its closing brace), and where
+/// in it the stage's wait is.
+fn body_and_wait<'a>(code: &'a str, start: &str) -> (&'a str, usize) {
+    let at = code.find(start).unwrap_or_else(|| panic!("no {start}"));
+    let b = &code[at..];
+    let b = &b[..b.find("\n}\n").unwrap()];
+    let wait = b.find("if (!tsr_dep()) return;").expect("the wait");
+    (b, wait)
+}
+
 fn need_nvrtc() {
     if let Err(e) = dsl_runtime::device::probe_nvrtc() {
         panic!("{e}\n(run the tests with ./scripts/test.sh, which installs it)");
@@ -233,10 +243,7 @@ fn decode_megakernel_with_the_wait_in_the_bodies_compiles_with_nvrtc() {
                 "(gemv_rows): load(w + rows",
             ),
         ] {
-            let at = src.code.find(body).unwrap_or_else(|| panic!("no {body}"));
-            let b = &src.code[at..];
-            let b = &b[..b.find("\n}\n").unwrap()];
-            let wait = b.find("if (!tsr_dep()) return;").expect("the wait");
+            let (b, wait) = body_and_wait(&src.code, body);
             let load = b.find(weight).expect("the weight load");
             assert!(load < wait, "{body}: the weight load after the wait");
         }
@@ -272,13 +279,7 @@ fn decode_megakernel_with_early_loads_compiles_with_nvrtc() {
     let src = decode_step::MEGAKERNEL
         .cuda_source(&constexprs(&cfg, &t), &opts)
         .unwrap();
-    let at = src
-        .code
-        .find("void attn_head_residual_body(")
-        .expect("o_proj's programs attend");
-    let b = &src.code[at..];
-    let b = &b[..b.find("\n}\n").unwrap()];
-    let wait = b.find("if (!tsr_dep()) return;").expect("the wait");
+    let (b, wait) = body_and_wait(&src.code, "void attn_head_residual_body(");
     let pos = b.find("= *(pos);").expect("the position's load");
     assert!(pos < wait, "the position is loaded after the wait");
     // q's load is the next one (its address is computed before the wait), then K's and V's.

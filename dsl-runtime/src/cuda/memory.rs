@@ -309,6 +309,15 @@ impl Emitter<'_> {
         Ok(())
     }
 
+    /// The condition of an access through a scalar pointer, made once per program (by
+    /// thread 0), masked.
+    fn once_cond(&self, mask: Option<ValueId>) -> R<String> {
+        Ok(match mask {
+            Some(m) => format!("tid == 0 && {}", self.access(m, &At::Idx(vec![]))?),
+            None => "tid == 0".into(),
+        })
+    }
+
     /// `prefetch(ptrs, mask)`: one `tsr_prefetch` (an L2 prefetch, no value) per chunk of
     /// contiguous elements a thread owns, masked; through a scalar pointer, thread 0's one.
     /// Not a memory access: nothing orders it, and it needs no barrier.
@@ -316,10 +325,7 @@ impl Emitter<'_> {
         let pt = self.k.ty(ptr).clone();
         if pt.is_scalar() {
             let p = self.access(ptr, &At::Idx(vec![]))?;
-            let c = match mask {
-                Some(m) => format!("tid == 0 && {}", self.access(m, &At::Idx(vec![]))?),
-                None => "tid == 0".into(),
-            };
+            let c = self.once_cond(mask)?;
             self.line(format!("if ({c}) tsr_prefetch({});", strip(&p)));
             return Ok(());
         }
@@ -374,10 +380,7 @@ impl Emitter<'_> {
             // One thread writes: a scalar store (or atomic) happens once per program.
             let p = self.access(ptr, &At::Idx(vec![]))?;
             let v = self.access(value, &At::Idx(vec![]))?;
-            let c = match mask {
-                Some(m) => format!("tid == 0 && {}", self.access(m, &At::Idx(vec![]))?),
-                None => "tid == 0".into(),
-            };
+            let c = self.once_cond(mask)?;
             self.line(format!("if ({c}) {}", write(strip(&p).as_str(), &v)));
             return Ok(());
         }
