@@ -287,6 +287,38 @@ fn toy_megakernel_cuda_compiles_with_nvrtc() {
     }
 }
 
+/// `MegaOptions::wait_prefetch_by_kernel`: the stages of the named kernel prefetch that many
+/// bytes of each weight window while they wait (0: none), the others the default's.
+#[test]
+fn wait_prefetch_bytes_by_kernel() {
+    let src = |by: Vec<(String, u64)>| {
+        let opts = MegaOptions {
+            wait_prefetch_by_kernel: by,
+            ..MegaOptions::default()
+        };
+        toy_mlp::MEGAKERNEL
+            .cuda_source(&consts(256, 512), &opts)
+            .unwrap()
+            .code
+    };
+    let line = |code: &str, w: &str| {
+        code.lines()
+            .find(|l| l.contains(&format!("tsr_prefetch_l2({w} ")))
+            .map(str::to_string)
+    };
+    let default = src(vec![]);
+    let gemv_1k = src(vec![("gemv".into(), 1000)]);
+    let gemv_none = src(vec![("gemv".into(), 0)]);
+    for w in ["w_gate", "w_up", "w_down"] {
+        assert!(line(&default, w).unwrap().contains(", 4194304LL)"), "{w}");
+        assert!(line(&gemv_1k, w).unwrap().contains(", 1000LL)"), "{w}");
+        assert_eq!(line(&gemv_none, w), None, "{w}");
+    }
+    for code in [&default, &gemv_1k, &gemv_none] {
+        assert!(line(code, "norm_w").unwrap().contains(", 4194304LL)"));
+    }
+}
+
 /// The chains' C: one with grid barriers counts the barriers it passed (`tsr_bars`), one
 /// with counter waits only declares no such counter; both compile with NVRTC.
 #[test]

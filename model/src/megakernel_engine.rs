@@ -716,6 +716,19 @@ pub struct MegakernelOptions {
     pub tokens_per_readback: usize,
 }
 
+/// `TESSERA_WAIT_PREFETCH=kernel=MiB,kernel=MiB`: the wait prefetch of those kernels'
+/// stages (`MegaOptions::wait_prefetch_by_kernel`), instead of [`wait_prefetch_rule`];
+/// entries that do not parse are left out.
+fn wait_prefetch_env() -> Vec<(String, u64)> {
+    let v = std::env::var("TESSERA_WAIT_PREFETCH").unwrap_or_default();
+    v.split(',')
+        .filter_map(|e| {
+            let (k, mib) = e.split_once('=')?;
+            Some((k.trim().to_string(), mib.trim().parse::<u64>().ok()? << 20))
+        })
+        .collect()
+}
+
 /// `MegakernelOptions::tokens_per_readback` by default.
 pub const TOKENS_PER_READBACK: usize = 4;
 
@@ -734,6 +747,7 @@ impl Default for MegakernelOptions {
             mega: MegaOptions {
                 wait_in_body_only: only,
                 early_loads: std::env::var("TESSERA_EARLY_LOADS").map_or(true, |v| v != "0"),
+                wait_prefetch_by_kernel: wait_prefetch_env(),
                 ..MegaOptions::default()
             },
             fused_mlp: std::env::var("TESSERA_FUSED_MLP").map_or(true, |v| v != "0"),
@@ -1105,14 +1119,37 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
 
 /// The tiles and megakernel options the engine runs `decode_step` with, from tiles `t` and
 /// the options `o`: the MLP fused or not ([`with_mlp`]), each stage's wait
-/// ([`with_wait_in_body`]).
+/// ([`with_wait_in_body`]) and its wait prefetch ([`wait_prefetch_rule`] unless
+/// `o.mega.wait_prefetch_by_kernel` names some).
 pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
         o_heads_tiles: o.o_heads_tiles.unwrap_or_else(|| o_heads_tiles_rule(cfg)),
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
-    with_wait_in_body(cfg, t, o)
+    let (t, mega) = with_wait_in_body(cfg, t, o);
+    let by_kernel = match o.mega.wait_prefetch_by_kernel.is_empty() {
+        true => wait_prefetch_rule(cfg),
+        false => o.mega.wait_prefetch_by_kernel.clone(),
+    };
+    let mega = MegaOptions {
+        wait_prefetch_by_kernel: by_kernel,
+        ..mega
+    };
+    (t, mega)
+}
+
+/// The wait prefetch of some stages by default (`MegaOptions::wait_prefetch_by_kernel`; the
+/// others prefetch `MegaOptions::wait_prefetch_bytes`, 4 MiB): the fused MLP's 2 MiB up to
+/// hidden 2560. On an H100, 2 MiB against 4 was 2.5% / 1.9% faster at 0.6B (contexts 1 /
+/// 512), 1.4% / 0.3% at 1.7B and 0.9% at 4B (context 1); 1 and 3 MiB between, 0 and 8
+/// slower; QKV's at 2 or 8 no faster (docs/PERF.md, session 26). Not measured at 8B, which
+/// keeps 4. `TESSERA_WAIT_PREFETCH=kernel=MiB,...` replaces it.
+pub fn wait_prefetch_rule(cfg: &Config) -> Vec<(String, u64)> {
+    match cfg.hidden_size <= 2560 {
+        true => vec![("rmsnorm_mlp_tiles".to_string(), 2 << 20)],
+        false => vec![],
+    }
 }
 
 /// The tiles the engine picks when it is given none: `rule`'s, o_proj and down at

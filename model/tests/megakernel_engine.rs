@@ -1004,6 +1004,50 @@ fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
     assert_eq!(copies(unfused).0, 1);
 }
 
+/// The fused MLP's stages prefetch 2 MiB of each weight window while they wait up to hidden
+/// 2560, the other stages (and every stage at 8B's hidden 4096) the default 4 MiB; naming a
+/// kernel's size replaces the rule.
+#[test]
+fn wait_prefetch_rule_halves_the_mlps_up_to_hidden_2560() {
+    use model::megakernel_engine::with_options;
+    let sizes = |hidden: usize, o: &MegakernelOptions| {
+        let cfg = model::Config {
+            hidden_size: hidden,
+            ..model::kernels::qwen3_0_6b()
+        };
+        let t = model::kernels::Tiles::for_config(&cfg);
+        let m = with_options(&cfg, t, o).1;
+        [
+            "rmsnorm_mlp_tiles",
+            "rmsnorm_qkv_rope",
+            "attn_head_residual",
+        ]
+        .map(|k| m.wait_prefetch_for(k) >> 20)
+    };
+    let d = MegakernelOptions::default();
+    for (hidden, mlp) in [(1024, 2), (2048, 2), (2560, 2), (4096, 4)] {
+        assert_eq!(sizes(hidden, &d), [mlp, 4, 4], "hidden {hidden}");
+    }
+    let named = MegakernelOptions {
+        mega: dsl_runtime::mega::MegaOptions {
+            wait_prefetch_by_kernel: vec![("rmsnorm_qkv_rope".into(), 8 << 20)],
+            ..d.mega.clone()
+        },
+        ..d.clone()
+    };
+    assert_eq!(sizes(1024, &named), [4, 8, 4]);
+    // The engine runs with it (its C: `megakernel_nvrtc.rs`).
+    let m = mega("tied_gqa2_v4", Output::Token, &d);
+    assert_eq!(
+        m.mega_options().wait_prefetch_for("rmsnorm_mlp_tiles"),
+        2 << 20
+    );
+    assert_eq!(
+        m.mega_options().wait_prefetch_for("rmsnorm_qkv_rope"),
+        4 << 20
+    );
+}
+
 /// Decoding one step ahead chooses the tokens one step at a time does (`common::decode_ahead_check`).
 #[test]
 fn decoding_one_step_ahead_chooses_the_same_tokens() {

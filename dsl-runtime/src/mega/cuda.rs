@@ -65,10 +65,10 @@ pub struct GenOptions {
     pub num_warps: u32,
     /// Sync id whose wait is made unsatisfiable (the watchdog test).
     pub break_sync: Option<usize>,
-    /// Before a CTA waits, it prefetches into L2 its share of the first this-many bytes of
-    /// each weight window the stage reads (0: off): the weights stream in while the
-    /// producers finish, instead of after.
-    pub wait_prefetch_bytes: u64,
+    /// Per stage: before a CTA waits, it prefetches into L2 its share of the first
+    /// this-many bytes of each weight window the stage reads (0: off): the weights stream
+    /// in while the producers finish, instead of after (`MegaOptions::wait_prefetch_for`).
+    pub wait_prefetch_bytes: Vec<u64>,
     /// Per stage, `MegaOptions::waits_in_body`: its bodies take its counter waits as the
     /// callable `tsr_dep` (`EmitOptions::dep_hook`), called once, inlined.
     pub wait_in_body: Vec<bool>,
@@ -537,14 +537,14 @@ impl Gen<'_> {
     /// Productive waiting: stage `s`'s weights stream into L2 while the producers finish,
     /// each of threads `part` of `parts` taking its share.
     fn wait_prefetch(&mut self, s: usize, part: &str, parts: &str) {
-        if self.opts.wait_prefetch_bytes == 0 {
+        let bytes = self.opts.wait_prefetch_bytes[s];
+        if bytes == 0 {
             return;
         }
         let wins = super::schedule::weight_windows(self.r, s);
         if wins.is_empty() {
             return;
         }
-        let bytes = self.opts.wait_prefetch_bytes;
         self.w.line(format!(
             "// While waiting: the first {bytes} bytes of each weight window, into L2."
         ));

@@ -42,6 +42,9 @@ pub struct MegaOptions {
     /// GPU: before a CTA waits, it prefetches its share of the first this-many bytes of
     /// each weight window of the stage into L2 (0: off).
     pub wait_prefetch_bytes: u64,
+    /// `wait_prefetch_bytes` for the stages of these kernels instead (a candidate's knob:
+    /// the Qwen3 engine's `TESSERA_WAIT_PREFETCH=kernel=MiB,...`).
+    pub wait_prefetch_by_kernel: Vec<(String, u64)>,
     /// GPU: a stage's counter wait runs inside its programs' bodies, right before each
     /// body's first access to memory another stage may write (`EmitOptions::dep_hook`), so
     /// the first program's weight loads are in flight while the CTA waits; the wait is
@@ -74,6 +77,7 @@ impl Default for MegaOptions {
             break_sync: None,
             check: true,
             wait_prefetch_bytes: 4 << 20,
+            wait_prefetch_by_kernel: vec![],
             wait_in_body: false,
             wait_in_body_only: vec![],
             early_loads: true,
@@ -83,6 +87,14 @@ impl Default for MegaOptions {
 }
 
 impl MegaOptions {
+    /// The bytes of each weight window a stage of kernel `kernel` prefetches while it
+    /// waits (`wait_prefetch_by_kernel`, else `wait_prefetch_bytes`).
+    pub fn wait_prefetch_for(&self, kernel: &str) -> u64 {
+        self.wait_prefetch_by_kernel
+            .iter()
+            .find(|(k, _)| k == kernel)
+            .map_or(self.wait_prefetch_bytes, |&(_, b)| b)
+    }
     /// Whether a stage of kernel `kernel` waits inside its bodies (`wait_in_body`).
     pub fn waits_in_body(&self, kernel: &str) -> bool {
         self.wait_in_body
@@ -143,6 +155,7 @@ struct GenKey {
     drop_all_syncs: bool,
     break_sync: Option<usize>,
     wait_prefetch_bytes: u64,
+    wait_prefetch_by_kernel: Vec<(String, u64)>,
     wait_in_body: bool,
     wait_in_body_only: Vec<String>,
     early_loads: bool,
@@ -164,6 +177,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         break_sync,
         check: _,
         wait_prefetch_bytes,
+        wait_prefetch_by_kernel,
         wait_in_body,
         wait_in_body_only,
         early_loads,
@@ -175,6 +189,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         drop_all_syncs: *drop_all_syncs,
         break_sync: *break_sync,
         wait_prefetch_bytes: *wait_prefetch_bytes,
+        wait_prefetch_by_kernel: wait_prefetch_by_kernel.clone(),
         wait_in_body: *wait_in_body,
         wait_in_body_only: wait_in_body_only.clone(),
         early_loads: *early_loads,
@@ -588,7 +603,11 @@ fn gen_options(r: &Resolved, opts: &MegaOptions) -> GenOptions {
     GenOptions {
         num_warps: opts.num_warps,
         break_sync: opts.break_sync,
-        wait_prefetch_bytes: opts.wait_prefetch_bytes,
+        wait_prefetch_bytes: r
+            .stages
+            .iter()
+            .map(|s| opts.wait_prefetch_for(s.kernel_name))
+            .collect(),
         wait_in_body: r
             .stages
             .iter()
@@ -698,6 +717,13 @@ mod tests {
                 "wait_prefetch_bytes",
                 MegaOptions {
                     wait_prefetch_bytes: 0,
+                    ..base.clone()
+                },
+            ),
+            (
+                "wait_prefetch_by_kernel",
+                MegaOptions {
+                    wait_prefetch_by_kernel: vec![("gemv".into(), 1 << 20)],
                     ..base.clone()
                 },
             ),
