@@ -1140,16 +1140,14 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
 }
 
 /// The wait prefetch of some stages by default (`MegaOptions::wait_prefetch_by_kernel`; the
-/// others prefetch `MegaOptions::wait_prefetch_bytes`, 4 MiB): the fused MLP's 2 MiB up to
-/// hidden 2560. On an H100, 2 MiB against 4 was 2.5% / 1.9% faster at 0.6B (contexts 1 /
-/// 512), 1.4% / 0.3% at 1.7B and 0.9% at 4B (context 1); 1 and 3 MiB between, 0 and 8
-/// slower; QKV's at 2 or 8 no faster (docs/PERF.md, session 26). Not measured at 8B, which
-/// keeps 4. `TESSERA_WAIT_PREFETCH=kernel=MiB,...` replaces it.
-pub fn wait_prefetch_rule(cfg: &Config) -> Vec<(String, u64)> {
-    match cfg.hidden_size <= 2560 {
-        true => vec![("rmsnorm_mlp_tiles".to_string(), 2 << 20)],
-        false => vec![],
-    }
+/// others prefetch `MegaOptions::wait_prefetch_bytes`, 4 MiB): the fused MLP's 2 MiB. On an
+/// H100, 2 MiB against 4 was 2.6% / 1.9% faster at 0.6B (contexts 1 / 512), 1.4% / 0.3% at
+/// 1.7B, 0.9% at 4B (context 1) and 0.5% / 0.7% at 8B; 1 and 3 MiB between (1 0.3% ahead at
+/// 8B), 0 and 8 slower; QKV's at 2 or 8 no faster (docs/PERF.md, session 26). The same at
+/// every size: `cfg` is for a rule that would differ. `TESSERA_WAIT_PREFETCH=kernel=MiB,...`
+/// replaces it.
+pub fn wait_prefetch_rule(_cfg: &Config) -> Vec<(String, u64)> {
+    vec![("rmsnorm_mlp_tiles".to_string(), 2 << 20)]
 }
 
 /// The tiles the engine picks when it is given none: `rule`'s, o_proj and down at

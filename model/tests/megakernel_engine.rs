@@ -1004,11 +1004,10 @@ fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
     assert_eq!(copies(unfused).0, 1);
 }
 
-/// The fused MLP's stages prefetch 2 MiB of each weight window while they wait up to hidden
-/// 2560, the other stages (and every stage at 8B's hidden 4096) the default 4 MiB; naming a
-/// kernel's size replaces the rule.
+/// The fused MLP's stages prefetch 2 MiB of each weight window while they wait, at every
+/// size, the other stages the default 4 MiB; naming a kernel's size replaces the rule.
 #[test]
-fn wait_prefetch_rule_halves_the_mlps_up_to_hidden_2560() {
+fn wait_prefetch_rule_halves_the_mlps() {
     use model::megakernel_engine::with_options;
     let sizes = |hidden: usize, o: &MegakernelOptions| {
         let cfg = model::Config {
@@ -1025,7 +1024,7 @@ fn wait_prefetch_rule_halves_the_mlps_up_to_hidden_2560() {
         .map(|k| m.wait_prefetch_for(k) >> 20)
     };
     let d = MegakernelOptions::default();
-    for (hidden, mlp) in [(1024, 2), (2048, 2), (2560, 2), (4096, 4)] {
+    for (hidden, mlp) in [(1024, 2), (2048, 2), (2560, 2), (4096, 2)] {
         assert_eq!(sizes(hidden, &d), [mlp, 4, 4], "hidden {hidden}");
     }
     let named = MegakernelOptions {

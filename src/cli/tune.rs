@@ -30,7 +30,8 @@ pub struct TuneArgs {
     /// Persistent CTAs per SM.
     #[arg(long, value_name = "LIST")]
     pub ctas_per_sm: Option<String>,
-    /// MiB of each stage's weights prefetched into L2 while its CTAs wait.
+    /// MiB of each stage's weights prefetched into L2 while its CTAs wait (stages with a
+    /// size of their own keep it: the MLP's 2 MiB, `TESSERA_WAIT_PREFETCH`).
     #[arg(long, value_name = "LIST")]
     pub wait_prefetch_mib: Option<String>,
     /// Attention splits per head (0: the tile rule's).

@@ -42,8 +42,8 @@ pub struct MegaOptions {
     /// GPU: before a CTA waits, it prefetches its share of the first this-many bytes of
     /// each weight window of the stage into L2 (0: off).
     pub wait_prefetch_bytes: u64,
-    /// `wait_prefetch_bytes` for the stages of these kernels instead (a candidate's knob:
-    /// the Qwen3 engine's `TESSERA_WAIT_PREFETCH=kernel=MiB,...`).
+    /// `wait_prefetch_bytes` for the stages of these kernels instead (the Qwen3 engine's
+    /// fused MLP: `megakernel_engine::wait_prefetch_rule`, `TESSERA_WAIT_PREFETCH=kernel=MiB,...`).
     pub wait_prefetch_by_kernel: Vec<(String, u64)>,
     /// GPU: a stage's counter wait runs inside its programs' bodies, right before each
     /// body's first access to memory another stage may write (`EmitOptions::dep_hook`), so
