@@ -1120,7 +1120,9 @@ pub fn with_wait_in_body(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tile
 /// The tiles and megakernel options the engine runs `decode_step` with, from tiles `t` and
 /// the options `o`: the MLP fused or not ([`with_mlp`]), each stage's wait
 /// ([`with_wait_in_body`]) and its wait prefetch ([`wait_prefetch_rule`] unless
-/// `o.mega.wait_prefetch_by_kernel` names some).
+/// `o.mega.wait_prefetch_by_kernel` names some). A `Tiles` field set here from `o` must
+/// also be kept by [`MegakernelEngine::retune`], which re-tiles from the rule: a field it
+/// does not copy is dropped in every `tessera tune` run (docs/PERF.md, session 26).
 pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, MegaOptions) {
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,

@@ -1,4 +1,4 @@
-//! Embedding gather: x = embed_tokens[token], the first op of a decode step.
+//! Embedding gather: x = `embed_tokens[token]`, the first op of a decode step.
 //!
 //! The decode step keeps the residual stream `x` in f32: every layer adds two updates to
 //! it, and a bf16 stream rounds each sum (transformers' does), roundings that add up over
