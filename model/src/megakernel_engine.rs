@@ -1129,15 +1129,10 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
         o_heads_tiles: o.o_heads_tiles.unwrap_or_else(|| o_heads_tiles_rule(cfg)),
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
-    let (t, mega) = with_wait_in_body(cfg, t, o);
-    let by_kernel = match o.mega.wait_prefetch_by_kernel.is_empty() {
-        true => wait_prefetch_rule(cfg),
-        false => o.mega.wait_prefetch_by_kernel.clone(),
-    };
-    let mega = MegaOptions {
-        wait_prefetch_by_kernel: by_kernel,
-        ..mega
-    };
+    let (t, mut mega) = with_wait_in_body(cfg, t, o);
+    if mega.wait_prefetch_by_kernel.is_empty() {
+        mega.wait_prefetch_by_kernel = wait_prefetch_rule();
+    }
     (t, mega)
 }
 
@@ -1145,10 +1140,9 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
 /// others prefetch `MegaOptions::wait_prefetch_bytes`, 4 MiB): the fused MLP's 2 MiB. On an
 /// H100, 2 MiB against 4 was 2.6% / 1.9% faster at 0.6B (contexts 1 / 512), 1.4% / 0.3% at
 /// 1.7B, 0.9% at 4B (context 1) and 0.5% / 0.7% at 8B; 1 and 3 MiB between (1 0.3% ahead at
-/// 8B), 0 and 8 slower; QKV's at 2 or 8 no faster (docs/PERF.md, session 26). The same at
-/// every size: `cfg` is for a rule that would differ. `TESSERA_WAIT_PREFETCH=kernel=MiB,...`
-/// replaces it.
-pub fn wait_prefetch_rule(_cfg: &Config) -> Vec<(String, u64)> {
+/// 8B), 0 and 8 slower; QKV's at 2 or 8 no faster (docs/PERF.md, session 26).
+/// `TESSERA_WAIT_PREFETCH=kernel=MiB,...` replaces it.
+pub fn wait_prefetch_rule() -> Vec<(String, u64)> {
     vec![("rmsnorm_mlp_tiles".to_string(), 2 << 20)]
 }
 
