@@ -166,6 +166,7 @@ fn matmul_wgmma_interpreter_and_emulation() {
                 wgmma: true,
                 in_flight,
                 warp_reduce: false,
+                row_values: false,
             };
             let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
             assert!(

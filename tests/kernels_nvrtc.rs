@@ -218,6 +218,7 @@ fn compiles_wgmma(
         acq_rel_atomics: false,
         vector_atomics: false,
         warp_replica_reductions: false,
+        row_values_once: false,
         dep_hook: None,
         ring_unroll,
         ..EmitOptions::new(warps)
@@ -393,6 +394,7 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
             divisible16: vec![true; spec.params.len()],
             vector_atomics: true,
             warp_replica_reductions: false,
+            row_values_once: false,
             dep_hook: None,
             ..EmitOptions::new(warps)
         };
@@ -418,6 +420,58 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
             "gemv_head_residual_tiles",
             "gemv_residual",
             "gemv_residual_tiles",
+            "rmsnorm_mlp_tiles"
+        ]
+    );
+}
+
+/// `EmitOptions::row_values_once` (on by default, `TESSERA_ROW_VALUES=0` off): the shipped kernels
+/// that read a per-row value recomputed at each element (the attention's softmax weights
+/// against V, the merge's split weights, the fused MLP's activation against down's rows)
+/// compute it once per row instead, with no more `expf` calls in the C; every kernel still compiles for sm_80, and for
+/// sm_90 through ptxas without spilling. (The same bits: `model/tests/kernels_emulated.rs`.)
+#[test]
+fn per_row_values_are_computed_once_per_row() {
+    let mut changed = vec![];
+    for (name, spec, warps) in shipped_specialised() {
+        let base = EmitOptions {
+            divisible16: vec![true; spec.params.len()],
+            vector_atomics: true,
+            warp_replica_reductions: true,
+            ..EmitOptions::new(warps)
+        };
+        let before = emit(&spec, &base).unwrap().code;
+        let opts = EmitOptions {
+            row_values_once: true,
+            ..base
+        };
+        let code = emit(&spec, &opts).unwrap().code;
+        if code == before {
+            continue;
+        }
+        changed.push(name.to_string());
+        assert!(code.contains("once per row this thread holds"), "{name}");
+        let exps = |c: &str| c.matches("expf(").count();
+        assert!(exps(&code) <= exps(&before), "{name}: more expf calls");
+        if let Err(e) = nvrtc::compile(&code, "sm_80", false) {
+            panic!("{name} sm_80:\n{e}");
+        }
+        let info =
+            nvrtc::ptxas_info(&code, "sm_90").unwrap_or_else(|e| panic!("{name} sm_90: {e}"));
+        assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
+    }
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "attn_head_residual",
+            "attn_merge",
+            "attn_rope_head_residual",
+            "attn_split",
+            "attn_split_ahead",
+            "attn_split_merge",
+            "gemv_head_residual",
+            "gemv_head_residual_tiles",
             "rmsnorm_mlp_tiles"
         ]
     );

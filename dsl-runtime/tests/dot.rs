@@ -288,6 +288,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             acq_rel_atomics: false,
             vector_atomics: false,
             warp_replica_reductions: false,
+            row_values_once: false,
             dep_hook: None,
         },
     )
@@ -475,6 +476,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             acq_rel_atomics: false,
             vector_atomics: false,
             warp_replica_reductions: false,
+            row_values_once: false,
             dep_hook: None,
         },
     )
@@ -1154,6 +1156,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         acq_rel_atomics: false,
         vector_atomics: false,
         warp_replica_reductions: false,
+        row_values_once: false,
         dep_hook: None,
     }
 }
@@ -1238,6 +1241,7 @@ const WGMMA: Variant = Variant {
     wgmma: true,
     in_flight: false,
     warp_reduce: false,
+    row_values: false,
 };
 
 /// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
@@ -1247,6 +1251,7 @@ const IN_FLIGHT: Variant = Variant {
     wgmma: true,
     in_flight: true,
     warp_reduce: false,
+    row_values: false,
 };
 
 #[test]
@@ -1266,6 +1271,7 @@ fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
                 wgmma: true,
                 in_flight,
                 warp_reduce: false,
+                row_values: false,
             };
             wgmma_run(c, v, 41 + i as u64);
         }

@@ -298,13 +298,14 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
     } = split_attention(&attn_split_merge::KERNEL, 13, 37, 8, 5, 0.0);
     bufs.push(HostMem::from_f32s(DType::I32, &vec![0.0; heads]));
     bufs.push(HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * 32]));
-    for warp_reduce in [false, true] {
+    for (warp_reduce, row_values) in [(false, false), (true, false), (true, true)] {
         let v = Variant {
             warp_reduce,
+            row_values,
             ..Variant::default()
         };
         same_as_interpreter_as(
-            &format!("attn_split_merge, warp_replica_reductions {warp_reduce}"),
+            &format!("attn_split_merge, warp_replica_reductions {warp_reduce}, row_values_once {row_values}"),
             &kern,
             (NUM_WARPS, 1, v),
             grid,
@@ -647,8 +648,10 @@ fn assert_close(got: &[HostMem], want: &[HostMem], outs: &[(&str, usize)], ctx: 
 /// position itself, then adds its share of o_proj as `gemv_head_residual` does) against the
 /// interpreter: one tile of context (where the decode step launches it) and five, ragged;
 /// GQA, rows past the hidden size, two residual copies; also with its max and sum over the
-/// keys reduced in each row group (`EmitOptions::warp_replica_reductions`). The atomics land in whatever order
-/// the threads reach them, so the sums are compared to 1e-6.
+/// keys reduced in each row group
+/// (`EmitOptions::warp_replica_reductions`) and its per-row softmax weights computed once
+/// per row (`EmitOptions::row_values_once`). The atomics land in whatever order the threads
+/// reach them, so the sums are compared to 1e-6.
 #[test]
 fn attention_inside_o_proj_emulated_equals_the_interpreter() {
     if !have_gxx() {
@@ -694,13 +697,17 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
         let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
         let mut want = bufs.clone();
         interpret(&k, grid, &mut want, &sc);
-        for warp_reduce in [false, true] {
+        for (warp_reduce, row_values) in [(false, false), (true, false), (true, true)] {
             let v = Variant {
                 warp_reduce,
+                row_values,
                 ..Variant::default()
             };
             let got = emulate_variant(&k, NUM_WARPS, 1, v, grid, &bufs, &sc);
-            let ctx = format!("len {}, warp_replica_reductions {warp_reduce}", pos + 1);
+            let ctx = format!(
+                "len {}, warp_replica_reductions {warp_reduce}, row_values_once {row_values}",
+                pos + 1
+            );
             assert_close(&got, &want, &[("residual", 5), ("MLP input", 6)], &ctx);
         }
     }
@@ -941,6 +948,20 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
         ];
         let programs = inter.div_ceil(bm * tiles) as u32;
         let got = emulate(&k, NUM_WARPS, 1, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
+        // The activations computed once per row of down's tile (`EmitOptions::
+        // row_values_once`): the same bits up to the atomics' order.
+        let v = Variant {
+            warp_reduce: true,
+            row_values: true,
+            ..Variant::default()
+        };
+        let once = emulate_variant(&k, NUM_WARPS, 1, v, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
+        for (a, b) in once.iter().zip(&got) {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "row_values_once: {a} vs {b}"
+            );
+        }
         // Plain Rust, f64 sums.
         let ms = hv.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / h as f64;
         let inv = 1.0 / (ms + 1e-6).sqrt();

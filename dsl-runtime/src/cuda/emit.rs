@@ -125,6 +125,11 @@ pub(crate) struct Emitter<'a> {
     pub(super) vector_atomics: bool,
     /// `EmitOptions::warp_replica_reductions`.
     pub(super) warp_replica_reductions: bool,
+    /// `EmitOptions::row_values_once`.
+    row_values_once: bool,
+    /// While a slot loop is written: operands computed once per row before it
+    /// (`EmitOptions::row_values_once`), with their layout, array and slots per pass.
+    per_row: BTreeMap<ValueId, (usize, String, usize)>,
     /// `EmitOptions::dep_hook`: per parameter, read-only.
     dep_hook: Option<Vec<bool>>,
     /// A `tsr_dep()` call dominates the statements emitted from here on in this block.
@@ -191,6 +196,8 @@ impl<'a> Emitter<'a> {
             acq_rel_atomics: opts.acq_rel_atomics,
             vector_atomics: opts.vector_atomics,
             warp_replica_reductions: opts.warp_replica_reductions,
+            row_values_once: opts.row_values_once,
+            per_row: BTreeMap::new(),
             dep_hook: opts.dep_hook.clone(),
             dep_covered: false,
             block_depth: 0,
@@ -498,6 +505,11 @@ impl<'a> Emitter<'a> {
         if let At::Slot { lay, s } = at {
             if self.regs[i] && self.shape_layout.get(&dims) == Some(lay) {
                 return Ok(format!("{}[{s}]", self.names[i]));
+            }
+            if let Some((l, name, per)) = self.per_row.get(&v) {
+                if l == lay {
+                    return Ok(format!("{name}[({s}) / {per}]"));
+                }
             }
         }
         let idx = match at {
@@ -970,10 +982,12 @@ impl<'a> Emitter<'a> {
                     return Ok(()); // recomputed by its readers
                 }
                 let n = self.value_name(id, src);
+                self.values_once_per_row(op, lay, &n)?;
                 let e = match op {
                     Op::Arange { .. } => self.access(id, &At::Slot { lay, s: "s".into() })?,
                     _ => self.op_expr(id, op, &At::Slot { lay, s: "s".into() })?,
                 };
+                self.per_row.clear();
                 self.line(format!(
                     "{} {n}[{}];",
                     reg_ty(ty.elem),
@@ -986,6 +1000,60 @@ impl<'a> Emitter<'a> {
                 Ok(())
             }
         }
+    }
+
+    /// `EmitOptions::row_values_once`: each operand of `op` (written in layout `lay`) that
+    /// broadcasts an `[R, 1]` value along the columns and is recomputed where it is read
+    /// (not index arithmetic: it comes from memory, a reduction or a variable) is computed
+    /// once per pass over the rows into `{n}_rows`, before the slot loop; `access` reads it
+    /// from there until the loop is written. A pass's slots share their row.
+    fn values_once_per_row(&mut self, op: &Op, lay: usize, n: &str) -> R<()> {
+        let l = &self.layouts[lay];
+        let per = l.chunks * l.vec;
+        if !self.row_values_once || l.frag.is_some() || l.rank() != 2 || per < 2 {
+            return Ok(());
+        }
+        let passes = l.passes;
+        let operands: Vec<ValueId> = match op {
+            Op::Unary(_, x) | Op::Cast(x) => vec![*x],
+            Op::Binary(_, x, y) => vec![*x, *y],
+            Op::Where(c, x, y) => vec![*c, *x, *y],
+            _ => vec![],
+        };
+        for x in operands {
+            let Some(Op::Broadcast(z)) = &self.f.defs[x.0 as usize] else {
+                continue;
+            };
+            let zt = self.k.ty(*z);
+            if zt.is_scalar()
+                || zt.dims().len() != 2
+                || zt.dims()[1] != 1
+                || self.f.pure[z.0 as usize]
+                || self.per_row.contains_key(&x)
+                || !self.recomputable(x)
+            {
+                continue;
+            }
+            let e = self.access(
+                x,
+                &At::Slot {
+                    lay,
+                    s: format!("a * {per}"),
+                },
+            )?;
+            let name = format!("{n}_rows{}", self.per_row.len());
+            self.line(format!(
+                "{} {name}[{passes}];  // once per row this thread holds, not per element",
+                reg_ty(self.k.ty(x).elem)
+            ));
+            self.line("#pragma unroll");
+            self.line(format!(
+                "for (int a = 0; a < {passes}; ++a) {name}[a] = {};",
+                strip(&e)
+            ));
+            self.per_row.insert(x, (lay, name, per));
+        }
+        Ok(())
     }
 
     /// A broadcast or expand_dims of a tile: recomputed, a register copy when every

@@ -100,6 +100,15 @@ pub struct EmitOptions {
     /// thread has the result, with no shared memory and no barrier. The owners compute what
     /// they computed before; the replicas hold the same values, so the same bits.
     pub warp_replica_reductions: bool,
+    /// On in `KernelDef` and the megakernel (`TESSERA_ROW_VALUES=0` turns it off;
+    /// `EmitOptions::new` leaves it off): an elementwise op on an
+    /// `[R, C]` tile whose operand broadcasts a per-row value that is recomputed where it is
+    /// read (e.g. the attention's `exp(s - m).expand_dims(1)` from a reduction's
+    /// shared-memory result) computes that value once per row the thread holds (`passes`
+    /// of them) before its loop over the slots, instead of once per slot, each under its
+    /// own branch. The same expression at the same row: the same bits. The decode step 5%
+    /// faster at 0.6B on an H100 (docs/PERF.md, session 27).
+    pub row_values_once: bool,
     /// A megakernel body whose stage waits inside it (`MegaOptions::wait_in_body`): per
     /// kernel parameter, whether the body may load through it before the wait (a weight;
     /// with `MegaOptions::early_loads`, whatever no pending stage writes). The body
@@ -125,6 +134,7 @@ impl EmitOptions {
             acq_rel_atomics: false,
             vector_atomics: false,
             warp_replica_reductions: false,
+            row_values_once: false,
             dep_hook: None,
         }
     }

@@ -136,6 +136,7 @@ pub fn stage_bodies(
                 acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
                 vector_atomics: crate::kernel_def::vector_atomics(),
                 warp_replica_reductions: crate::kernel_def::warp_replica_reductions(),
+                row_values_once: crate::kernel_def::row_values_once(),
                 dep_hook: ro.clone(),
             },
         )

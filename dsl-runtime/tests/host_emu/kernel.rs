@@ -78,6 +78,8 @@ pub struct Variant {
     pub in_flight: bool,
     /// `EmitOptions::warp_replica_reductions`.
     pub warp_reduce: bool,
+    /// `EmitOptions::row_values_once`.
+    pub row_values: bool,
 }
 
 /// [`emulate`] with the candidate lowerings of `v`.
@@ -95,6 +97,7 @@ pub fn emulate_variant(
         wgmma,
         in_flight,
         warp_reduce,
+        row_values,
     } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
@@ -109,6 +112,7 @@ pub fn emulate_variant(
             acq_rel_atomics: false,
             vector_atomics: false,
             warp_replica_reductions: warp_reduce,
+            row_values_once: row_values,
             dep_hook: None,
         },
     )

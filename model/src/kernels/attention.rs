@@ -11,7 +11,8 @@
 //! partial (m, l, acc) in f32.
 //!
 //! Phase 2, `attn_merge`, grid n_heads: merges the SPLITS partials of a head with the same
-//! correction, exp(m_s - max m), and divides by the total sum once, at the end.
+//! correction, exp(m_s - max m), and multiplies by the total sum's reciprocal once, at the
+//! end (one division a program, not head_dim of them).
 //! `attn_split_merge` is both in one grid: the last program of each head merges it.
 //!
 //! The split count is fixed (a constexpr), and each split's chunk is computed in-kernel
@@ -123,7 +124,7 @@ pub fn attend_head_cur(
         acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
         m = m_new;
     }
-    acc / l
+    acc * (1.0 / l) // one division, not D (as `merged_head`: the same bits)
 }
 
 /// `attend_chunk` with the next tile's K and V in flight while one reduces: the same
@@ -206,7 +207,7 @@ pub fn merged_head(
     let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
     let w = exp(m - max(m, 0)); // empty splits: exp(-3e38 - m*) = 0
     let l = sum(ls * w, 0);
-    sum(acc * w.expand_dims(1), 0) / l
+    sum(acc * w.expand_dims(1), 0) * (1.0 / l) // one division, not D
 }
 
 /// Head `head`'s SPLITS partials merged into its row of `out`: `merged_head`'s arithmetic
@@ -230,7 +231,7 @@ fn merge_head(
     let acc = load(part_acc + s.expand_dims(1) * D + d.expand_dims(0));
     store(
         out + head * D + d,
-        (sum(acc * w.expand_dims(1), 0) / l).to(bf16),
+        (sum(acc * w.expand_dims(1), 0) * (1.0 / l)).to(bf16),
     );
 }
 
