@@ -88,6 +88,17 @@ pub(crate) fn row_values_once() -> bool {
     switch(&ON, ROW_VALUES_ENV, true)
 }
 
+/// The environment variable that turns `EmitOptions::col_values_once` on (`1`) for every
+/// kernel and megakernel this process emits. Off by default: a candidate until an A/B on
+/// the GPU shows it faster. The generated C differs, so the disk caches never mix the two.
+pub const COL_VALUES_ENV: &str = "TESSERA_COL_VALUES";
+
+/// `EmitOptions::col_values_once` if `TESSERA_COL_VALUES=1` (read once).
+pub(crate) fn col_values_once() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    switch(&ON, COL_VALUES_ENV, false)
+}
+
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the
 /// kernels this process compiles for an sm_90 device (H100, H200), where the code is then
 /// compiled for `sm_90a` and a GEMM main loop's `dot` runs on `wgmma` where its tile
@@ -370,6 +381,7 @@ impl KernelDef {
                 vector_atomics: vector_atomics(),
                 warp_replica_reductions: warp_replica_reductions(),
                 row_values_once: row_values_once(),
+                col_values_once: col_values_once(),
                 dep_hook: None,
             },
         )
@@ -568,6 +580,7 @@ impl KernelDef {
                 vector_atomics: vector_atomics(),
                 warp_replica_reductions: warp_replica_reductions(),
                 row_values_once: row_values_once(),
+                col_values_once: col_values_once(),
                 dep_hook: None,
             },
         )

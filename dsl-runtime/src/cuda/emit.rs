@@ -127,9 +127,11 @@ pub(crate) struct Emitter<'a> {
     pub(super) warp_replica_reductions: bool,
     /// `EmitOptions::row_values_once`.
     row_values_once: bool,
-    /// While a slot loop is written: operands computed once per row before it
-    /// (`EmitOptions::row_values_once`), with their layout, array and slots per pass.
-    per_row: BTreeMap<ValueId, (usize, String, usize)>,
+    /// `EmitOptions::col_values_once`.
+    col_values_once: bool,
+    /// While a slot loop is written: operands computed once per row or column before it
+    /// (`broadcast_values_once`): their layout, array, slots per pass and whether by row.
+    once: BTreeMap<ValueId, (usize, String, usize, bool)>,
     /// `EmitOptions::dep_hook`: per parameter, read-only.
     dep_hook: Option<Vec<bool>>,
     /// A `tsr_dep()` call dominates the statements emitted from here on in this block.
@@ -197,7 +199,8 @@ impl<'a> Emitter<'a> {
             vector_atomics: opts.vector_atomics,
             warp_replica_reductions: opts.warp_replica_reductions,
             row_values_once: opts.row_values_once,
-            per_row: BTreeMap::new(),
+            col_values_once: opts.col_values_once,
+            once: BTreeMap::new(),
             dep_hook: opts.dep_hook.clone(),
             dep_covered: false,
             block_depth: 0,
@@ -506,9 +509,10 @@ impl<'a> Emitter<'a> {
             if self.regs[i] && self.shape_layout.get(&dims) == Some(lay) {
                 return Ok(format!("{}[{s}]", self.names[i]));
             }
-            if let Some((l, name, per)) = self.per_row.get(&v) {
+            if let Some((l, name, per, by_row)) = self.once.get(&v) {
                 if l == lay {
-                    return Ok(format!("{name}[({s}) / {per}]"));
+                    let op = if *by_row { "/" } else { "%" };
+                    return Ok(format!("{name}[({s}) {op} {per}]"));
                 }
             }
         }
@@ -982,12 +986,12 @@ impl<'a> Emitter<'a> {
                     return Ok(()); // recomputed by its readers
                 }
                 let n = self.value_name(id, src);
-                self.values_once_per_row(op, lay, &n)?;
+                self.broadcast_values_once(op, lay, &n)?;
                 let e = match op {
                     Op::Arange { .. } => self.access(id, &At::Slot { lay, s: "s".into() })?,
                     _ => self.op_expr(id, op, &At::Slot { lay, s: "s".into() })?,
                 };
-                self.per_row.clear();
+                self.once.clear();
                 self.line(format!(
                     "{} {n}[{}];",
                     reg_ty(ty.elem),
@@ -1002,18 +1006,19 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// `EmitOptions::row_values_once`: each operand of `op` (written in layout `lay`) that
-    /// broadcasts an `[R, 1]` value along the columns and is recomputed where it is read
-    /// (not index arithmetic: it comes from memory, a reduction or a variable) is computed
-    /// once per pass over the rows into `{n}_rows`, before the slot loop; `access` reads it
-    /// from there until the loop is written. A pass's slots share their row.
-    fn values_once_per_row(&mut self, op: &Op, lay: usize, n: &str) -> R<()> {
+    /// `EmitOptions::row_values_once` (and `col_values_once`): each operand of `op` (written
+    /// in layout `lay`) that broadcasts an `[R, 1]` value along the columns (an `[1, C]` value
+    /// along the rows) and is recomputed where it is read (not index arithmetic: it comes
+    /// from memory, a reduction or a variable) is computed once per pass over the rows (once
+    /// per column slot of a pass) into `{n}_rows` (`{n}_cols`), before the slot loop;
+    /// `access` reads it from there until the loop is written. A pass's slots share their
+    /// row; slot s has the column of slot s % (slots a pass).
+    fn broadcast_values_once(&mut self, op: &Op, lay: usize, n: &str) -> R<()> {
         let l = &self.layouts[lay];
-        let per = l.chunks * l.vec;
-        if !self.row_values_once || l.frag.is_some() || l.rank() != 2 || per < 2 {
+        let (per, passes) = (l.chunks * l.vec, l.passes);
+        if l.frag.is_some() || l.rank() != 2 {
             return Ok(());
         }
-        let passes = l.passes;
         let operands: Vec<ValueId> = match op {
             Op::Unary(_, x) | Op::Cast(x) => vec![*x],
             Op::Binary(_, x, y) => vec![*x, *y],
@@ -1027,31 +1032,34 @@ impl<'a> Emitter<'a> {
             let zt = self.k.ty(*z);
             if zt.is_scalar()
                 || zt.dims().len() != 2
-                || zt.dims()[1] != 1
                 || self.f.pure[z.0 as usize]
-                || self.per_row.contains_key(&x)
+                || self.once.contains_key(&x)
                 || !self.recomputable(x)
             {
                 continue;
             }
-            let e = self.access(
-                x,
-                &At::Slot {
-                    lay,
-                    s: format!("a * {per}"),
-                },
-            )?;
-            let name = format!("{n}_rows{}", self.per_row.len());
+            // (values, the slot each is computed at, whether slot s reads value s / per).
+            let (count, at, by_row, what) = match zt.dims()[..] {
+                [_, 1] if self.row_values_once && per > 1 => {
+                    (passes, format!("a * {per}"), true, "row")
+                }
+                [1, _] if self.col_values_once && passes > 1 => {
+                    (per, "a".to_string(), false, "column")
+                }
+                _ => continue,
+            };
+            let e = self.access(x, &At::Slot { lay, s: at })?;
+            let name = format!("{n}_{what}s{}", self.once.len());
             self.line(format!(
-                "{} {name}[{passes}];  // once per row this thread holds, not per element",
+                "{} {name}[{count}];  // once per {what} this thread holds, not per element",
                 reg_ty(self.k.ty(x).elem)
             ));
             self.line("#pragma unroll");
             self.line(format!(
-                "for (int a = 0; a < {passes}; ++a) {name}[a] = {};",
+                "for (int a = 0; a < {count}; ++a) {name}[a] = {};",
                 strip(&e)
             ));
-            self.per_row.insert(x, (lay, name, per));
+            self.once.insert(x, (lay, name, per, by_row));
         }
         Ok(())
     }

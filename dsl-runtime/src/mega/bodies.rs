@@ -137,6 +137,7 @@ pub fn stage_bodies(
                 vector_atomics: crate::kernel_def::vector_atomics(),
                 warp_replica_reductions: crate::kernel_def::warp_replica_reductions(),
                 row_values_once: crate::kernel_def::row_values_once(),
+                col_values_once: crate::kernel_def::col_values_once(),
                 dep_hook: ro.clone(),
             },
         )
