@@ -1010,7 +1010,7 @@ impl<'a> Emitter<'a> {
     /// in layout `lay`) that broadcasts an `[R, 1]` value along the columns (an `[1, C]` value
     /// along the rows) and is recomputed where it is read (not index arithmetic: it comes
     /// from memory, a reduction or a variable) is computed once per pass over the rows (once
-    /// per column slot of a pass) into `{n}_rows` (`{n}_cols`), before the slot loop;
+    /// per column slot of a pass) into `{n}_rows` (`{n}_columns`), before the slot loop;
     /// `access` reads it from there until the loop is written. A pass's slots share their
     /// row; slot s has the column of slot s % (slots a pass).
     fn broadcast_values_once(&mut self, op: &Op, lay: usize, n: &str) -> R<()> {
@@ -1049,7 +1049,7 @@ impl<'a> Emitter<'a> {
                 _ => continue,
             };
             let e = self.access(x, &At::Slot { lay, s: at })?;
-            let name = format!("{n}_{what}s{}", self.once.len());
+            let name = self.fresh(&format!("{n}_{what}s"));
             self.line(format!(
                 "{} {name}[{count}];  // once per {what} this thread holds, not per element",
                 reg_ty(self.k.ty(x).elem)
