@@ -45,7 +45,7 @@ fn ring_unroll() -> bool {
 pub const ACQ_REL_ATOMIC_ENV: &str = "TESSERA_ACQ_REL_ATOMIC";
 
 /// `EmitOptions::acq_rel_atomics` unless `TESSERA_ACQ_REL_ATOMIC=0` (read once).
-pub(crate) fn acq_rel_atomics() -> bool {
+fn acq_rel_atomics() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     switch(&ON, ACQ_REL_ATOMIC_ENV, true)
 }
@@ -57,7 +57,7 @@ pub(crate) fn acq_rel_atomics() -> bool {
 pub const VECTOR_ATOMICS_ENV: &str = "TESSERA_VECTOR_ATOMICS";
 
 /// `EmitOptions::vector_atomics` unless `TESSERA_VECTOR_ATOMICS=0` (read once).
-pub(crate) fn vector_atomics() -> bool {
+fn vector_atomics() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     switch(&ON, VECTOR_ATOMICS_ENV, true)
 }
@@ -70,7 +70,7 @@ pub(crate) fn vector_atomics() -> bool {
 pub const WARP_REDUCE_ENV: &str = "TESSERA_WARP_REDUCE";
 
 /// `EmitOptions::warp_replica_reductions` unless `TESSERA_WARP_REDUCE=0` (read once).
-pub(crate) fn warp_replica_reductions() -> bool {
+fn warp_replica_reductions() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     switch(&ON, WARP_REDUCE_ENV, true)
 }
@@ -83,7 +83,7 @@ pub(crate) fn warp_replica_reductions() -> bool {
 pub const ROW_VALUES_ENV: &str = "TESSERA_ROW_VALUES";
 
 /// `EmitOptions::row_values_once` unless `TESSERA_ROW_VALUES=0` (read once).
-pub(crate) fn row_values_once() -> bool {
+fn row_values_once() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     switch(&ON, ROW_VALUES_ENV, true)
 }
@@ -94,9 +94,23 @@ pub(crate) fn row_values_once() -> bool {
 pub const COL_VALUES_ENV: &str = "TESSERA_COL_VALUES";
 
 /// `EmitOptions::col_values_once` if `TESSERA_COL_VALUES=1` (read once).
-pub(crate) fn col_values_once() -> bool {
+fn col_values_once() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     switch(&ON, COL_VALUES_ENV, false)
+}
+
+/// `EmitOptions::new(num_warps)` with the lowerings this process's environment switches
+/// (`TESSERA_ACQ_REL_ATOMIC`, `TESSERA_VECTOR_ATOMICS`, `TESSERA_WARP_REDUCE`,
+/// `TESSERA_ROW_VALUES`, `TESSERA_COL_VALUES`): what kernels and megakernels emit with.
+pub(crate) fn switched_options(num_warps: u32) -> EmitOptions {
+    EmitOptions {
+        acq_rel_atomics: acq_rel_atomics(),
+        vector_atomics: vector_atomics(),
+        warp_replica_reductions: warp_replica_reductions(),
+        row_values_once: row_values_once(),
+        col_values_once: col_values_once(),
+        ..EmitOptions::new(num_warps)
+    }
 }
 
 /// The environment variable that picks the `wgmma` lowering (`EmitOptions::wgmma`) for the
@@ -371,18 +385,12 @@ impl KernelDef {
         cuda::emit(
             &spec.kernel,
             &EmitOptions {
-                num_warps,
                 divisible16: facts,
                 num_stages,
                 ring_unroll: ring_unroll(),
                 wgmma: wgmma_for(arch) >= 1,
                 wgmma_in_flight: wgmma_for(arch) == 2,
-                acq_rel_atomics: acq_rel_atomics(),
-                vector_atomics: vector_atomics(),
-                warp_replica_reductions: warp_replica_reductions(),
-                row_values_once: row_values_once(),
-                col_values_once: col_values_once(),
-                dep_hook: None,
+                ..switched_options(num_warps)
             },
         )
         .map_err(Error::Lower)
@@ -570,18 +578,12 @@ impl KernelDef {
         let src = cuda::emit(
             &spec.kernel,
             &EmitOptions {
-                num_warps: key.num_warps,
                 divisible16: key.facts.clone(),
                 num_stages: key.num_stages,
                 ring_unroll: ring_unroll(),
                 wgmma: wgmma_for(Some(dev.arch)) >= 1,
                 wgmma_in_flight: wgmma_for(Some(dev.arch)) == 2,
-                acq_rel_atomics: acq_rel_atomics(),
-                vector_atomics: vector_atomics(),
-                warp_replica_reductions: warp_replica_reductions(),
-                row_values_once: row_values_once(),
-                col_values_once: col_values_once(),
-                dep_hook: None,
+                ..switched_options(key.num_warps)
             },
         )
         .map_err(Error::Lower)?;

@@ -130,8 +130,8 @@ pub(crate) struct Emitter<'a> {
     /// `EmitOptions::col_values_once`.
     col_values_once: bool,
     /// While a slot loop is written: operands computed once per row or column before it
-    /// (`broadcast_values_once`): their layout, array, slots per pass and whether by row.
-    once: BTreeMap<ValueId, (usize, String, usize, bool)>,
+    /// (`broadcast_values_once`): their layout, array and whether by row.
+    once: BTreeMap<ValueId, (usize, String, bool)>,
     /// `EmitOptions::dep_hook`: per parameter, read-only.
     dep_hook: Option<Vec<bool>>,
     /// A `tsr_dep()` call dominates the statements emitted from here on in this block.
@@ -509,8 +509,10 @@ impl<'a> Emitter<'a> {
             if self.regs[i] && self.shape_layout.get(&dims) == Some(lay) {
                 return Ok(format!("{}[{s}]", self.names[i]));
             }
-            if let Some((l, name, per, by_row)) = self.once.get(&v) {
+            if let Some((l, name, by_row)) = self.once.get(&v) {
                 if l == lay {
+                    // A pass's slots share their row; slot s has the column of s % per.
+                    let per = self.layouts[*l].chunks * self.layouts[*l].vec;
                     let op = if *by_row { "/" } else { "%" };
                     return Ok(format!("{name}[({s}) {op} {per}]"));
                 }
@@ -1059,7 +1061,7 @@ impl<'a> Emitter<'a> {
                 "for (int a = 0; a < {count}; ++a) {name}[a] = {};",
                 strip(&e)
             ));
-            self.once.insert(x, (lay, name, per, by_row));
+            self.once.insert(x, (lay, name, by_row));
         }
         Ok(())
     }

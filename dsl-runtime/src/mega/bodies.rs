@@ -127,18 +127,10 @@ pub fn stage_bodies(
         let b = cuda::emit_body(
             &kernel,
             &EmitOptions {
-                num_warps,
                 divisible16: f.clone(),
                 num_stages: 1,
-                ring_unroll: false,
-                wgmma: false,
-                wgmma_in_flight: false,
-                acq_rel_atomics: crate::kernel_def::acq_rel_atomics(),
-                vector_atomics: crate::kernel_def::vector_atomics(),
-                warp_replica_reductions: crate::kernel_def::warp_replica_reductions(),
-                row_values_once: crate::kernel_def::row_values_once(),
-                col_values_once: crate::kernel_def::col_values_once(),
                 dep_hook: ro.clone(),
+                ..crate::kernel_def::switched_options(num_warps)
             },
         )
         .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;
