@@ -747,6 +747,7 @@ impl Default for MegakernelOptions {
             mega: MegaOptions {
                 wait_in_body_only: only,
                 early_loads: std::env::var("TESSERA_EARLY_LOADS").map_or(true, |v| v != "0"),
+                skip_seen_waits: std::env::var("TESSERA_SKIP_SEEN").is_ok_and(|v| v == "1"),
                 wait_prefetch_by_kernel: wait_prefetch_env(),
                 ..MegaOptions::default()
             },
