@@ -1283,3 +1283,73 @@ fn tokens_read_back_in_batches_are_the_tokens_read_one_at_a_time() {
         assert_eq!(rest, want[4..], "{per} a readback, after the stop");
     }
 }
+
+/// `MegakernelOptions::steps_per_launch`: up to 2, 3 or 4 steps of a readback batch in one
+/// launch (each step's embedding waiting for the last one's argmax on the device) choose
+/// the tokens and write the KV rows (bit for bit) that one launch a step does, including
+/// across the position where the step's specialisation changes (the attention inside
+/// o_proj below position 5 here: no launch spans it), and stopping early.
+#[test]
+fn steps_launched_together_are_the_steps_launched_one_by_one() {
+    let n = 11;
+    let with = |per_launch: usize| {
+        let o = MegakernelOptions {
+            tokens_per_readback: 4,
+            steps_per_launch: per_launch,
+            attn_in_o: Some(5),
+            ..Default::default()
+        };
+        mega("tied_gqa2_v4", Output::Token, &o)
+    };
+    let mut want = vec![];
+    let mut one = with(1);
+    one.decode(1, 0, n, &mut |t| {
+        want.push(t);
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(one.grid_launches(), n as u64);
+    let want_kv = one.kv_cache().unwrap();
+    for per_launch in [2, 3, 4] {
+        let mut m = with(per_launch);
+        let mut got = vec![];
+        m.decode(1, 0, n, &mut |t| {
+            got.push(t);
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(got, want, "{per_launch} steps a launch");
+        assert_eq!(m.launches(), n as u64, "{per_launch} steps a launch");
+        assert_eq!(m.attn_in_o_launches(), 5, "{per_launch} steps a launch");
+        // Batches: step 0 alone, then steps 1-4, 5-8 and 9-10 (positions 1-4 and 5-8 are
+        // each one specialisation).
+        let batches = [1, 4, 4, 2].map(|b: usize| b.div_ceil(per_launch));
+        assert_eq!(
+            m.grid_launches(),
+            batches.iter().sum::<usize>() as u64,
+            "{per_launch} steps a launch"
+        );
+        let kv = m.kv_cache().unwrap();
+        assert!(
+            kv.0.iter().zip(&want_kv.0).all(|(a, b)| a.to_bits() == b.to_bits())
+                && kv.1.iter().zip(&want_kv.1).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{per_launch} steps a launch: the KV cache differs"
+        );
+        // Stopped at the sixth token; decoding goes on from there.
+        let mut m = with(per_launch);
+        let mut got = vec![];
+        m.decode(1, 0, n, &mut |t| {
+            got.push(t);
+            Ok(got.len() < 6)
+        })
+        .unwrap();
+        assert_eq!(got, want[..6], "{per_launch} steps a launch, stopped");
+        let mut rest = vec![];
+        m.decode(got[5], 6, n - 6, &mut |t| {
+            rest.push(t);
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(rest, want[6..], "{per_launch} steps a launch, after the stop");
+    }
+}

@@ -72,9 +72,6 @@ pub struct GenOptions {
     /// Per stage, `MegaOptions::waits_in_body`: its bodies take its counter waits as the
     /// callable `tsr_dep` (`EmitOptions::dep_hook`), called once, inlined.
     pub wait_in_body: Vec<bool>,
-    /// `MegaOptions::skip_seen_waits`: per waited counter, the target this CTA last waited
-    /// for (`tsr_seen_<stage>`); a wait for the same target again is left out.
-    pub skip_seen_waits: bool,
     /// Record `%globaltimer` stamps per stage run and CTA (`SyncWords::profile_base`).
     pub profile: bool,
 }
@@ -328,18 +325,6 @@ impl Gen<'_> {
                 ));
             }
         }
-        if self.opts.skip_seen_waits {
-            let waited: std::collections::BTreeSet<usize> = (self.sched.syncs.iter())
-                .filter(|sy| sy.kind == SyncKind::Counter)
-                .flat_map(|sy| sy.waits.iter().copied())
-                .collect();
-            for s in waited {
-                w.line(format!(
-                    "unsigned tsr_seen_{s} = 0;  // the target of this CTA's last wait on {}'s counter (0: none needed)",
-                    r.stages[s].label()
-                ));
-            }
-        }
     }
 
     /// The end of the kernel: the last CTA out resets the sync words.
@@ -453,35 +438,19 @@ impl Gen<'_> {
             } else {
                 "tsr_wait"
             };
-            let skip = self.opts.skip_seen_waits;
-            let target = |w: usize| format!("tsr_done_{w}{}", self.broken(sy.id));
             let waits: Vec<String> = sy
                 .waits
                 .iter()
                 .map(|&w| {
-                    let call = format!(
-                        "{wait}(tsr_sync, {}, {}, {}u, tsr_step, tsr_timeout_ns, {}, tsr_rec, &tsr_abort)",
+                    format!(
+                        "{wait}(tsr_sync, {}, tsr_done_{w}{}, {}u, tsr_step, tsr_timeout_ns, {}, tsr_rec, &tsr_abort)",
                         SyncWords::COUNTERS + w,
-                        target(w),
+                        self.broken(sy.id),
                         sy.id + 1,
                         self.where_()
-                    );
-                    if skip {
-                        format!("(tsr_seen_{w} == {} || {call})", target(w))
-                    } else {
-                        call
-                    }
+                    )
                 })
                 .collect();
-            // What this CTA has now waited for (`GenOptions::skip_seen_waits`).
-            let seen: Vec<String> = if skip {
-                sy.waits
-                    .iter()
-                    .map(|&w| format!("tsr_seen_{w} = {};", target(w)))
-                    .collect()
-            } else {
-                vec![]
-            };
             if hooked {
                 // The waits, once, from inside the first program (`MegaOptions::wait_in_body`):
                 // its weight loads before its first dependent access are in flight meanwhile.
@@ -493,9 +462,6 @@ impl Gen<'_> {
                     self.w
                         .line(format!("if (!{wt}) {{ tsr_left = true; return false; }}"));
                 }
-                for l in &seen {
-                    self.w.line(l);
-                }
                 if self.opts.profile {
                     self.w.line("tsr_t1 = tsr_now();");
                 }
@@ -504,9 +470,6 @@ impl Gen<'_> {
             } else {
                 for wt in &waits {
                     self.w.line(format!("if (!{wt}) return;"));
-                }
-                for l in &seen {
-                    self.w.line(l);
                 }
             }
         } else if hooked {

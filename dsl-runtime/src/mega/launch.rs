@@ -60,12 +60,6 @@ pub struct MegaOptions {
     /// warp_replica_reductions` 2.1% faster at 0.6B and 4B on an H100, alone 1.0% at 0.6B
     /// (docs/PERF.md, session 25); `TESSERA_EARLY_LOADS=0` turns it off in the Qwen3 engine.
     pub early_loads: bool,
-    /// GPU: a CTA skips a counter wait whose target it already waited for (the counter
-    /// only grows within a launch, and its earlier acquire and barrier still order this
-    /// CTA after those programs): the decode step's QKV stage re-waited at every layer for
-    /// the embedding, one L2 round trip before its real wait. A candidate, off by default
-    /// (`TESSERA_SKIP_SEEN=1` in the Qwen3 engine) until an A/B says otherwise.
-    pub skip_seen_waits: bool,
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
@@ -87,7 +81,6 @@ impl Default for MegaOptions {
             wait_in_body: false,
             wait_in_body_only: vec![],
             early_loads: true,
-            skip_seen_waits: false,
             profile: false,
         }
     }
@@ -166,7 +159,6 @@ struct GenKey {
     wait_in_body: bool,
     wait_in_body_only: Vec<String>,
     early_loads: bool,
-    skip_seen_waits: bool,
     profile: bool,
 }
 
@@ -189,7 +181,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_in_body,
         wait_in_body_only,
         early_loads,
-        skip_seen_waits,
         profile,
     } = opts;
     GenKey {
@@ -202,7 +193,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_in_body: *wait_in_body,
         wait_in_body_only: wait_in_body_only.clone(),
         early_loads: *early_loads,
-        skip_seen_waits: *skip_seen_waits,
         profile: *profile,
     }
 }
@@ -624,7 +614,6 @@ fn gen_options(r: &Resolved, opts: &MegaOptions) -> GenOptions {
             // By kernel: a kernel bound twice has two stage names (`gemv_BM8_BK64`).
             .map(|s| opts.waits_in_body(s.kernel_name))
             .collect(),
-        skip_seen_waits: opts.skip_seen_waits,
         profile: opts.profile,
     }
 }
@@ -756,13 +745,6 @@ mod tests {
                 "early_loads",
                 MegaOptions {
                     early_loads: !base.early_loads,
-                    ..base.clone()
-                },
-            ),
-            (
-                "skip_seen_waits",
-                MegaOptions {
-                    skip_seen_waits: true,
                     ..base.clone()
                 },
             ),

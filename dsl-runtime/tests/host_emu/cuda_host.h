@@ -47,15 +47,7 @@ thread_local unsigned char* g_dyn;
 inline unsigned char* g_smem_window;
 inline size_t g_smem_bytes;
 
-// A test looking for a missing wait slows the odd CTAs down: their thread 0 sleeps this
-// long at every __syncthreads (0: never), so a CTA that reads their output without waiting
-// reads it stale.
-inline int g_slow_odd_ctas_us = 0;
-inline void __syncthreads() {
-  if (g_slow_odd_ctas_us != 0 && threadIdx.x == 0 && blockIdx.x % 2 == 1)
-    std::this_thread::sleep_for(std::chrono::microseconds(g_slow_odd_ctas_us));
-  g_cta->arrive_and_wait();
-}
+inline void __syncthreads() { g_cta->arrive_and_wait(); }
 
 template <typename T> T __shfl_xor_sync(unsigned, T v, int off) {
   const int t = threadIdx.x, lane = t % 32;
