@@ -567,7 +567,7 @@ fn activations(
         logits: z32(cfg.vocab_size)?,
         part_max: z32(lm_blocks)?,
         part_idx: zi(lm_blocks)?,
-        next: zi(4)?, // one token slot (`megakernel_engine`'s SLOT_WORDS)
+        next: zi(1)?,
     })
 }
 

@@ -85,10 +85,7 @@ pub fn decode_step(
     logits: Ptr<f32>,
     part_max: Ptr<f32>,
     part_idx: Ptr<i32>,
-    // The chosen tokens, one 4-word slot a step.
     next: Ptr<i32>,
-    // Steps this launch runs.
-    steps: i32,
     max_seq: i32,
     eps: f32,
     scale: f32,
@@ -162,397 +159,393 @@ pub fn decode_step(
     let qkv_rows = (HEADS + 2 * KV_HEADS) * HEAD_DIM;
     let kv_layer = KV_HEADS * max_seq * HEAD_DIM;
 
-    // Steps in a row (`steps`, 1 unless `MegakernelOptions::steps_per_launch`): each from the
-    // token and position the last one left on the device, its token into its own slot.
-    for step in 0..steps {
-        embedding(
-            grid(cdiv(HIDDEN, EMBED_BLOCK)),
-            embed_tokens,
-            token,
-            x,
-            HIDDEN,
-            EMBED_BLOCK,
-            RESID_COPIES,
-        );
-        for layer in 0..LAYERS {
-            // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
-            // done by its last program, then split-KV attention, each head merged by o_proj
-            // per head (O_HEADS) or by its last split.
-            if QKV_TILED {
-                // QKV_TILES row tiles per program, the norm once (`Tiles::qkv_tiles`).
-                rmsnorm_qkv_rope_tiles(
-                    grid(cdiv(qkv_rows, QKV_BM * QKV_TILES)),
-                    x,
-                    x_mlp,
-                    input_layernorm.layer(layer, HIDDEN),
-                    qkv_proj.layer(layer, qkv_rows * HIDDEN),
-                    qkv,
-                    q_norm.layer(layer, HEAD_DIM),
-                    k_norm.layer(layer, HEAD_DIM),
-                    rope,
-                    pos,
-                    q,
-                    k_cache.layer(layer, kv_layer),
-                    v_cache.layer(layer, kv_layer),
-                    &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
-                    qkv_rows,
-                    HIDDEN,
-                    HEADS,
-                    KV_HEADS,
-                    max_seq,
-                    eps,
-                    QKV_BM,
-                    QKV_BK,
-                    HEAD_DIM,
-                    QKV_TILES,
-                    RESID_COPIES,
-                    O_HEADS,
-                    QKV_COPY_ROWS,
-                    QKV_FINISH,
-                );
-            } else {
-                rmsnorm_qkv_rope(
-                    grid(cdiv(qkv_rows, QKV_BM)),
-                    x,
-                    x_mlp,
-                    input_layernorm.layer(layer, HIDDEN),
-                    qkv_proj.layer(layer, qkv_rows * HIDDEN),
-                    qkv,
-                    q_norm.layer(layer, HEAD_DIM),
-                    k_norm.layer(layer, HEAD_DIM),
-                    rope,
-                    pos,
-                    q,
-                    k_cache.layer(layer, kv_layer),
-                    v_cache.layer(layer, kv_layer),
-                    &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
-                    qkv_rows,
-                    HIDDEN,
-                    HEADS,
-                    KV_HEADS,
-                    max_seq,
-                    eps,
-                    QKV_BM,
-                    QKV_BK,
-                    HEAD_DIM,
-                    RESID_COPIES,
-                    O_HEADS,
-                    QKV_COPY_ROWS,
-                    QKV_FINISH,
-                );
-            }
-            if O_HEADS {
-                if ATTN_IN_O {
-                    if ATTN_ROPE {
-                        attn_rope_head_residual(
-                            grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
-                            o_proj.layer(layer, HIDDEN * q_dim),
-                            qkv,
-                            q_norm.layer(layer, HEAD_DIM),
-                            k_norm.layer(layer, HEAD_DIM),
-                            rope,
-                            k_cache.layer(layer, kv_layer),
-                            v_cache.layer(layer, kv_layer),
-                            pos,
-                            x,
-                            x_mlp,
-                            HEADS,
-                            KV_HEADS,
-                            max_seq,
-                            eps,
-                            scale,
-                            HIDDEN,
-                            q_dim,
-                            OH_BM,
-                            HEAD_DIM,
-                            ATTN_BLOCK_N,
-                            RESID_COPIES,
-                            OH_TILES,
-                        );
-                    } else {
-                        // One stage: each o_proj program attends its head over every position.
-                        attn_head_residual(
-                            grid(HEADS, cdiv(HIDDEN, OH_BM)),
-                            o_proj.layer(layer, HIDDEN * q_dim),
-                            q,
-                            k_cache.layer(layer, kv_layer),
-                            v_cache.layer(layer, kv_layer),
-                            pos,
-                            x,
-                            x_mlp,
-                            HEADS / KV_HEADS,
-                            max_seq,
-                            scale,
-                            HIDDEN,
-                            q_dim,
-                            OH_BM,
-                            HEAD_DIM,
-                            ATTN_BLOCK_N,
-                            RESID_COPIES,
-                        );
-                    }
+    embedding(
+        grid(cdiv(HIDDEN, EMBED_BLOCK)),
+        embed_tokens,
+        token,
+        x,
+        HIDDEN,
+        EMBED_BLOCK,
+        RESID_COPIES,
+    );
+    for layer in 0..LAYERS {
+        // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
+        // done by its last program, then split-KV attention, each head merged by o_proj
+        // per head (O_HEADS) or by its last split.
+        if QKV_TILED {
+            // QKV_TILES row tiles per program, the norm once (`Tiles::qkv_tiles`).
+            rmsnorm_qkv_rope_tiles(
+                grid(cdiv(qkv_rows, QKV_BM * QKV_TILES)),
+                x,
+                x_mlp,
+                input_layernorm.layer(layer, HIDDEN),
+                qkv_proj.layer(layer, qkv_rows * HIDDEN),
+                qkv,
+                q_norm.layer(layer, HEAD_DIM),
+                k_norm.layer(layer, HEAD_DIM),
+                rope,
+                pos,
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
+                qkv_rows,
+                HIDDEN,
+                HEADS,
+                KV_HEADS,
+                max_seq,
+                eps,
+                QKV_BM,
+                QKV_BK,
+                HEAD_DIM,
+                QKV_TILES,
+                RESID_COPIES,
+                O_HEADS,
+                QKV_COPY_ROWS,
+                QKV_FINISH,
+            );
+        } else {
+            rmsnorm_qkv_rope(
+                grid(cdiv(qkv_rows, QKV_BM)),
+                x,
+                x_mlp,
+                input_layernorm.layer(layer, HIDDEN),
+                qkv_proj.layer(layer, qkv_rows * HIDDEN),
+                qkv,
+                q_norm.layer(layer, HEAD_DIM),
+                k_norm.layer(layer, HEAD_DIM),
+                rope,
+                pos,
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                &tickets[HEADS..2 * HEADS + 2 * KV_HEADS],
+                qkv_rows,
+                HIDDEN,
+                HEADS,
+                KV_HEADS,
+                max_seq,
+                eps,
+                QKV_BM,
+                QKV_BK,
+                HEAD_DIM,
+                RESID_COPIES,
+                O_HEADS,
+                QKV_COPY_ROWS,
+                QKV_FINISH,
+            );
+        }
+        if O_HEADS {
+            if ATTN_IN_O {
+                if ATTN_ROPE {
+                    attn_rope_head_residual(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
+                        o_proj.layer(layer, HIDDEN * q_dim),
+                        qkv,
+                        q_norm.layer(layer, HEAD_DIM),
+                        k_norm.layer(layer, HEAD_DIM),
+                        rope,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        x,
+                        x_mlp,
+                        HEADS,
+                        KV_HEADS,
+                        max_seq,
+                        eps,
+                        scale,
+                        HIDDEN,
+                        q_dim,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        RESID_COPIES,
+                        OH_TILES,
+                    );
                 } else {
-                    // Partials only: o_proj merges each head (`gemv_head_residual`).
-                    if ATTN_AHEAD {
-                        attn_split_ahead(
-                            grid(HEADS, ATTN_SPLITS),
-                            q,
-                            k_cache.layer(layer, kv_layer),
-                            v_cache.layer(layer, kv_layer),
-                            pos,
-                            part_m,
-                            part_l,
-                            part_acc,
-                            HEADS / KV_HEADS,
-                            max_seq,
-                            scale,
-                            HEAD_DIM,
-                            ATTN_BLOCK_N,
-                            ATTN_SPLITS,
-                        );
-                    } else {
-                        attn_split(
-                            grid(HEADS, ATTN_SPLITS),
-                            q,
-                            k_cache.layer(layer, kv_layer),
-                            v_cache.layer(layer, kv_layer),
-                            pos,
-                            part_m,
-                            part_l,
-                            part_acc,
-                            HEADS / KV_HEADS,
-                            max_seq,
-                            scale,
-                            HEAD_DIM,
-                            ATTN_BLOCK_N,
-                            ATTN_SPLITS,
-                        );
-                    }
-                    if OH_TILED {
-                        gemv_head_residual_tiles(
-                            grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
-                            o_proj.layer(layer, HIDDEN * q_dim),
-                            part_m,
-                            part_l,
-                            part_acc,
-                            x,
-                            x_mlp,
-                            HIDDEN,
-                            q_dim,
-                            OH_BM,
-                            HEAD_DIM,
-                            ATTN_SPLITS,
-                            RESID_COPIES,
-                            OH_TILES,
-                        );
-                    } else {
-                        gemv_head_residual(
-                            grid(HEADS, cdiv(HIDDEN, OH_BM)),
-                            o_proj.layer(layer, HIDDEN * q_dim),
-                            part_m,
-                            part_l,
-                            part_acc,
-                            x,
-                            x_mlp,
-                            HIDDEN,
-                            q_dim,
-                            OH_BM,
-                            HEAD_DIM,
-                            ATTN_SPLITS,
-                            RESID_COPIES,
-                        );
-                    }
+                    // One stage: each o_proj program attends its head over every position.
+                    attn_head_residual(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM)),
+                        o_proj.layer(layer, HIDDEN * q_dim),
+                        q,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        x,
+                        x_mlp,
+                        HEADS / KV_HEADS,
+                        max_seq,
+                        scale,
+                        HIDDEN,
+                        q_dim,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        RESID_COPIES,
+                    );
                 }
             } else {
-                attn_split_merge(
-                    grid(HEADS, ATTN_SPLITS),
-                    q,
-                    k_cache.layer(layer, kv_layer),
-                    v_cache.layer(layer, kv_layer),
-                    pos,
-                    part_m,
-                    part_l,
-                    part_acc,
-                    &tickets[0..HEADS],
-                    attn,
-                    HEADS / KV_HEADS,
-                    max_seq,
-                    scale,
-                    HEAD_DIM,
-                    ATTN_BLOCK_N,
-                    ATTN_SPLITS,
-                );
-                if FUSED_MLP {
-                    // The residual add, and a copy of the new x for the fused MLP's norm; one tile
-                    // per program (O_TILES applies to the two-stage MLP's o_proj only).
-                    gemv_residual_copy(
-                        grid(cdiv(HIDDEN, O_BM)),
+                // Partials only: o_proj merges each head (`gemv_head_residual`).
+                if ATTN_AHEAD {
+                    attn_split_ahead(
+                        grid(HEADS, ATTN_SPLITS),
+                        q,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        part_m,
+                        part_l,
+                        part_acc,
+                        HEADS / KV_HEADS,
+                        max_seq,
+                        scale,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        ATTN_SPLITS,
+                    );
+                } else {
+                    attn_split(
+                        grid(HEADS, ATTN_SPLITS),
+                        q,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        part_m,
+                        part_l,
+                        part_acc,
+                        HEADS / KV_HEADS,
+                        max_seq,
+                        scale,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        ATTN_SPLITS,
+                    );
+                }
+                if OH_TILED {
+                    gemv_head_residual_tiles(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
                         o_proj.layer(layer, HIDDEN * q_dim),
-                        attn,
+                        part_m,
+                        part_l,
+                        part_acc,
                         x,
                         x_mlp,
                         HIDDEN,
                         q_dim,
-                        O_BM,
-                        O_BK,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_SPLITS,
                         RESID_COPIES,
-                        O_WEIGHTS_FIRST,
-                    );
-                } else if O_TILED {
-                    // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
-                    gemv_residual_tiles(
-                        grid(cdiv(HIDDEN, O_BM * O_TILES)),
-                        o_proj.layer(layer, HIDDEN * q_dim),
-                        attn,
-                        x,
-                        HIDDEN,
-                        q_dim,
-                        O_BM,
-                        O_BK,
-                        O_TILES,
+                        OH_TILES,
                     );
                 } else {
-                    gemv_residual(
-                        grid(cdiv(HIDDEN, O_BM)),
+                    gemv_head_residual(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM)),
                         o_proj.layer(layer, HIDDEN * q_dim),
-                        attn,
+                        part_m,
+                        part_l,
+                        part_acc,
                         x,
+                        x_mlp,
                         HIDDEN,
                         q_dim,
-                        O_BM,
-                        O_BK,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_SPLITS,
+                        RESID_COPIES,
                     );
                 }
             }
-            // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual; with
-            // FUSED_MLP all of it in one stage, split over the intermediate dimension.
+        } else {
+            attn_split_merge(
+                grid(HEADS, ATTN_SPLITS),
+                q,
+                k_cache.layer(layer, kv_layer),
+                v_cache.layer(layer, kv_layer),
+                pos,
+                part_m,
+                part_l,
+                part_acc,
+                &tickets[0..HEADS],
+                attn,
+                HEADS / KV_HEADS,
+                max_seq,
+                scale,
+                HEAD_DIM,
+                ATTN_BLOCK_N,
+                ATTN_SPLITS,
+            );
             if FUSED_MLP {
-                rmsnorm_mlp_tiles(
-                    grid(cdiv(INTER, MLP_BM * MLP_TILES)),
-                    x_mlp,
-                    post_attention_layernorm.layer(layer, HIDDEN),
-                    gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                    down_proj.layer(layer, HIDDEN * INTER),
+                // The residual add, and a copy of the new x for the fused MLP's norm; one tile
+                // per program (O_TILES applies to the two-stage MLP's o_proj only).
+                gemv_residual_copy(
+                    grid(cdiv(HIDDEN, O_BM)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    attn,
                     x,
-                    INTER,
+                    x_mlp,
                     HIDDEN,
-                    eps,
-                    MLP_BM,
-                    MLP_BK,
-                    MLP_TILES,
+                    q_dim,
+                    O_BM,
+                    O_BK,
                     RESID_COPIES,
+                    O_WEIGHTS_FIRST,
+                );
+            } else if O_TILED {
+                // O_TILES row tiles per program, x once (`Tiles::o_proj_tiles`; one k step).
+                gemv_residual_tiles(
+                    grid(cdiv(HIDDEN, O_BM * O_TILES)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    attn,
+                    x,
+                    HIDDEN,
+                    q_dim,
+                    O_BM,
+                    O_BK,
+                    O_TILES,
                 );
             } else {
-                if GU_NORM_ONCE {
-                    // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`): one
-                    // k step covers the hidden size, as at every Qwen3 size up to 8B.
-                    rmsnorm_gate_up_silu_tiles(
-                        grid(cdiv(INTER, GU_BM * GU_TILES)),
-                        x,
-                        post_attention_layernorm.layer(layer, HIDDEN),
-                        gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                        act,
-                        INTER,
-                        HIDDEN,
-                        eps,
-                        GU_BM,
-                        GU_BK,
-                        GU_TILES,
-                    );
-                } else {
-                    rmsnorm_gate_up_silu(
-                        grid(cdiv(INTER, GU_BM)),
-                        x,
-                        post_attention_layernorm.layer(layer, HIDDEN),
-                        gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                        act,
-                        INTER,
-                        HIDDEN,
-                        eps,
-                        GU_BM,
-                        GU_BK,
-                    );
-                }
-                if DOWN_TILED {
-                    // As o_proj (`Tiles::down_tiles`).
-                    gemv_residual_tiles(
-                        grid(cdiv(HIDDEN, DOWN_BM * DOWN_TILES)),
-                        down_proj.layer(layer, HIDDEN * INTER),
-                        act,
-                        x,
-                        HIDDEN,
-                        INTER,
-                        DOWN_BM,
-                        DOWN_BK,
-                        DOWN_TILES,
-                    );
-                } else {
-                    gemv_residual(
-                        grid(cdiv(HIDDEN, DOWN_BM)),
-                        down_proj.layer(layer, HIDDEN * INTER),
-                        act,
-                        x,
-                        HIDDEN,
-                        INTER,
-                        DOWN_BM,
-                        DOWN_BK,
-                    );
-                }
+                gemv_residual(
+                    grid(cdiv(HIDDEN, O_BM)),
+                    o_proj.layer(layer, HIDDEN * q_dim),
+                    attn,
+                    x,
+                    HIDDEN,
+                    q_dim,
+                    O_BM,
+                    O_BK,
+                );
             }
         }
-        // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
-        if LM_NORM_ONCE {
-            // LM_TILES blocks per program, the norm once (`Tiles::lm_head_tiles`), as gate/up.
-            lm_head_argmax_tiles(
-                grid(cdiv(VOCAB, LM_BM * LM_TILES)),
+        // MLP block: post-attention norm + gate/up + SiLU·mul, then down + residual; with
+        // FUSED_MLP all of it in one stage, split over the intermediate dimension.
+        if FUSED_MLP {
+            rmsnorm_mlp_tiles(
+                grid(cdiv(INTER, MLP_BM * MLP_TILES)),
+                x_mlp,
+                post_attention_layernorm.layer(layer, HIDDEN),
+                gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+                down_proj.layer(layer, HIDDEN * INTER),
                 x,
-                norm,
-                lm_head,
-                logits,
-                part_max,
-                part_idx,
-                pos,
-                seed,
-                inv_temp,
-                VOCAB,
+                INTER,
                 HIDDEN,
                 eps,
-                LM_BM,
-                LM_BK,
-                LM_TILES,
+                MLP_BM,
+                MLP_BK,
+                MLP_TILES,
                 RESID_COPIES,
             );
         } else {
-            lm_head_argmax(
-                grid(cdiv(VOCAB, LM_BM)),
-                x,
-                norm,
-                lm_head,
-                logits,
-                part_max,
-                part_idx,
-                pos,
-                seed,
-                inv_temp,
-                VOCAB,
-                HIDDEN,
-                eps,
-                LM_BM,
-                LM_BK,
-                RESID_COPIES,
-            );
+            if GU_NORM_ONCE {
+                // GU_TILES row tiles per program, the norm once (`Tiles::gate_up_tiles`): one
+                // k step covers the hidden size, as at every Qwen3 size up to 8B.
+                rmsnorm_gate_up_silu_tiles(
+                    grid(cdiv(INTER, GU_BM * GU_TILES)),
+                    x,
+                    post_attention_layernorm.layer(layer, HIDDEN),
+                    gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+                    act,
+                    INTER,
+                    HIDDEN,
+                    eps,
+                    GU_BM,
+                    GU_BK,
+                    GU_TILES,
+                );
+            } else {
+                rmsnorm_gate_up_silu(
+                    grid(cdiv(INTER, GU_BM)),
+                    x,
+                    post_attention_layernorm.layer(layer, HIDDEN),
+                    gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
+                    act,
+                    INTER,
+                    HIDDEN,
+                    eps,
+                    GU_BM,
+                    GU_BK,
+                );
+            }
+            if DOWN_TILED {
+                // As o_proj (`Tiles::down_tiles`).
+                gemv_residual_tiles(
+                    grid(cdiv(HIDDEN, DOWN_BM * DOWN_TILES)),
+                    down_proj.layer(layer, HIDDEN * INTER),
+                    act,
+                    x,
+                    HIDDEN,
+                    INTER,
+                    DOWN_BM,
+                    DOWN_BK,
+                    DOWN_TILES,
+                );
+            } else {
+                gemv_residual(
+                    grid(cdiv(HIDDEN, DOWN_BM)),
+                    down_proj.layer(layer, HIDDEN * INTER),
+                    act,
+                    x,
+                    HIDDEN,
+                    INTER,
+                    DOWN_BM,
+                    DOWN_BK,
+                );
+            }
         }
-        argmax_merge(
-            grid(1),
+    }
+    // Final norm + lm_head + per-block (max, argmax), then the argmax over blocks.
+    if LM_NORM_ONCE {
+        // LM_TILES blocks per program, the norm once (`Tiles::lm_head_tiles`), as gate/up.
+        lm_head_argmax_tiles(
+            grid(cdiv(VOCAB, LM_BM * LM_TILES)),
+            x,
+            norm,
+            lm_head,
+            logits,
             part_max,
             part_idx,
-            next.layer(step, 4),
-            token,
             pos,
-            cdiv(VOCAB, LM_BM),
-            ARGMAX_BLOCK,
+            seed,
+            inv_temp,
+            VOCAB,
+            HIDDEN,
+            eps,
+            LM_BM,
+            LM_BK,
+            LM_TILES,
+            RESID_COPIES,
+        );
+    } else {
+        lm_head_argmax(
+            grid(cdiv(VOCAB, LM_BM)),
+            x,
+            norm,
+            lm_head,
+            logits,
+            part_max,
+            part_idx,
+            pos,
+            seed,
+            inv_temp,
+            VOCAB,
+            HIDDEN,
+            eps,
+            LM_BM,
+            LM_BK,
+            RESID_COPIES,
         );
     }
+    argmax_merge(
+        grid(1),
+        part_max,
+        part_idx,
+        next,
+        token,
+        pos,
+        cdiv(VOCAB, LM_BM),
+        ARGMAX_BLOCK,
+    );
 }
 
 /// `decode_step`'s constexprs for a model and its tiles.
@@ -721,12 +714,6 @@ pub struct MegakernelOptions {
     /// 0.6B (contexts 1 / 512), level at 1.7B (docs/PERF.md, session 25);
     /// `TESSERA_TOKENS_PER_READBACK=N` sets it (1: a copy a step).
     pub tokens_per_readback: usize,
-    /// With `run_ahead`: at most this many steps of a readback batch run in one launch (the
-    /// megakernel's `steps`; each step's embedding waits for the last one's argmax on the
-    /// device instead of a kernel boundary). Steps that launch different specialisations
-    /// never share a launch. A candidate: 1 (a launch a step) by default until an A/B says
-    /// otherwise; `TESSERA_STEPS_PER_LAUNCH=N` sets it.
-    pub steps_per_launch: usize,
 }
 
 /// `TESSERA_WAIT_PREFETCH=kernel=MiB,kernel=MiB`: the wait prefetch of those kernels'
@@ -777,10 +764,6 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(TOKENS_PER_READBACK),
-            steps_per_launch: std::env::var("TESSERA_STEPS_PER_LAUNCH")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1),
             attn_ahead: std::env::var("TESSERA_ATTN_AHEAD").ok().map(|v| v != "0"),
             attn_in_o: std::env::var("TESSERA_ATTN_IN_O")
                 .ok()
@@ -1192,17 +1175,14 @@ pub struct MegakernelEngine {
     opts: MegaOptions,
     /// The decode step's specialisations, and the positions that launch them.
     variants: Specialisations,
-    /// Steps launched so far (a launch runs one or more: `steps_per_launch`).
+    /// Megakernel launches so far: exactly one per step.
     launches: u64,
-    /// Megakernel launches so far.
-    grid_launches: u64,
     /// Why the KV cache is smaller than asked, if it is.
     note: Option<String>,
     /// `MegakernelOptions::run_ahead` and `tokens_per_readback`, and the ring the chosen
     /// tokens go through (made at the first such decode).
     run_ahead: bool,
     per_readback: usize,
-    per_launch: usize,
     ring: Option<TokenRing>,
 }
 
@@ -1241,7 +1221,7 @@ struct TokenRing {
     host: [Readback<i32>; 2],
 }
 
-/// i32 words per ring slot (16 bytes; `decode_step` writes step s's token at `next.layer(s, 4)`).
+/// i32 words per ring slot (16 bytes).
 const SLOT_WORDS: usize = 4;
 
 impl TokenRing {
@@ -1300,11 +1280,9 @@ impl MegakernelEngine {
             opts: mega,
             variants,
             launches: 0,
-            grid_launches: 0,
             note,
             run_ahead: opts.run_ahead,
             per_readback: opts.tokens_per_readback.max(1),
-            per_launch: opts.steps_per_launch.max(1),
             ring: None,
         })
     }
@@ -1323,14 +1301,9 @@ impl MegakernelEngine {
     pub fn steps_copied_in(&self) -> u64 {
         self.m.steps_copied_in
     }
-    /// Steps launched so far: one launch per token (the test of it), or a few tokens a
-    /// launch with `MegakernelOptions::steps_per_launch` ([`Self::grid_launches`]).
+    /// Megakernel launches so far (one per step: the test of "one launch per token").
     pub fn launches(&self) -> u64 {
         self.launches
-    }
-    /// Megakernel launches so far (`launches` with one step each).
-    pub fn grid_launches(&self) -> u64 {
-        self.grid_launches
     }
     /// Of those, the launches of the step whose attention loads its tiles ahead.
     pub fn ahead_launches(&self) -> u64 {
@@ -1437,7 +1410,7 @@ impl MegakernelEngine {
     pub fn compile(&mut self) -> Result<(), ModelError> {
         for v in self.variants.used(self.m.max_seq) {
             self.m.begin_step(0, 0)?;
-            self.launch_as(v, None, 1).map_err(|e| self.m.err(e))?;
+            self.launch_as(v, None).map_err(|e| self.m.err(e))?;
         }
         self.m.dev.synchronize().map_err(|e| self.m.err(e))?;
         // On a GPU, the prefill kernels too: a prompt of 16 rows and one of 17 (their row
@@ -1598,20 +1571,10 @@ impl MegakernelEngine {
         half: usize,
     ) -> Result<(), ModelError> {
         let first = steps.start;
-        let mut i = steps.start;
-        while i < steps.end {
-            // Up to `per_launch` steps of one specialisation in a launch.
-            let v = self.variants.at(pos + i);
-            let mut n = 1;
-            while n < self.per_launch && i + n < steps.end && self.variants.at(pos + i + n) == v {
-                n += 1;
-            }
-            self.launch_as(v, Some((half, i - first)), n)
+        for i in steps {
+            self.launch_as(self.variants.at(pos + i), Some((half, i - first)))
                 .map_err(|e| self.m.err(e))?;
-            for j in i..i + n {
-                self.m.end_step(pos + j);
-            }
-            i += n;
+            self.m.end_step(pos + i);
         }
         let ring = self.ring.as_mut().expect("made by decode_ahead");
         ring.dev[half]
@@ -1622,29 +1585,21 @@ impl MegakernelEngine {
     /// The one launch of the step at `pos`; its token id and position are already on the
     /// device.
     fn launch(&mut self, pos: usize) -> Result<(), dsl_runtime::Error> {
-        self.launch_as(self.variants.at(pos), None, 1)
+        self.launch_as(self.variants.at(pos), None)
     }
 
-    /// One launch of `steps` steps of the decode step's specialisation `v` ([`Variant`]);
-    /// their tokens go to `next` (one step), or to slots j.. of token ring half h
-    /// (`Some((h, j))`, `decode_ahead`).
+    /// One launch of the decode step's specialisation `v` ([`Variant`]); its token goes to
+    /// `next`, or to slot j of token ring half h (`Some((h, j))`, `decode_ahead`).
     fn launch_as(
         &mut self,
         v: Variant,
         ring_slot: Option<(usize, usize)>,
-        steps: usize,
     ) -> Result<(), dsl_runtime::Error> {
-        debug_assert!(steps == 1 || ring_slot.is_some());
-        self.launches += steps as u64;
-        self.grid_launches += 1;
-        for _ in 0..steps {
-            self.variants.count(v);
-        }
+        self.launches += 1;
+        self.variants.count(v);
         let (m, w, a) = (&self.m, &self.m.w, &self.m.a);
         let slot_view = match (ring_slot, &self.ring) {
-            (Some((h, j)), Some(r)) => {
-                Some(r.dev[h].slice(j * SLOT_WORDS..(j + steps) * SLOT_WORDS))
-            }
+            (Some((h, j)), Some(r)) => Some(r.dev[h].slice(j * SLOT_WORDS..j * SLOT_WORDS + 1)),
             _ => None,
         };
         let cfg = &m.cfg;
@@ -1685,7 +1640,6 @@ impl MegakernelEngine {
                 Some(v) => ptr(v),
                 None => ptr(&a.next),
             },
-            steps: steps as i32,
             max_seq: m.max_seq as i32,
             eps: cfg.rms_norm_eps as f32,
             scale: 1.0 / (cfg.head_dim as f32).sqrt(),
