@@ -167,7 +167,6 @@ fn matmul_wgmma_interpreter_and_emulation() {
                 in_flight,
                 warp_reduce: false,
                 row_values: false,
-                col_values: false,
             };
             let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
             assert!(

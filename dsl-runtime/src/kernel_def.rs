@@ -88,27 +88,15 @@ fn row_values_once() -> bool {
     switch(&ON, ROW_VALUES_ENV, true)
 }
 
-/// The environment variable that turns `EmitOptions::col_values_once` on (`1`) for every
-/// kernel and megakernel this process emits. Off by default: a candidate until an A/B on
-/// the GPU shows it faster. The generated C differs, so the disk caches never mix the two.
-pub const COL_VALUES_ENV: &str = "TESSERA_COL_VALUES";
-
-/// `EmitOptions::col_values_once` if `TESSERA_COL_VALUES=1` (read once).
-fn col_values_once() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    switch(&ON, COL_VALUES_ENV, false)
-}
-
 /// `EmitOptions::new(num_warps)` with the lowerings this process's environment switches
 /// (`TESSERA_ACQ_REL_ATOMIC`, `TESSERA_VECTOR_ATOMICS`, `TESSERA_WARP_REDUCE`,
-/// `TESSERA_ROW_VALUES`, `TESSERA_COL_VALUES`): what kernels and megakernels emit with.
+/// `TESSERA_ROW_VALUES`): what kernels and megakernels emit with.
 pub(crate) fn switched_options(num_warps: u32) -> EmitOptions {
     EmitOptions {
         acq_rel_atomics: acq_rel_atomics(),
         vector_atomics: vector_atomics(),
         warp_replica_reductions: warp_replica_reductions(),
         row_values_once: row_values_once(),
-        col_values_once: col_values_once(),
         ..EmitOptions::new(num_warps)
     }
 }

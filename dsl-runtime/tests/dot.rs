@@ -289,7 +289,6 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             vector_atomics: false,
             warp_replica_reductions: false,
             row_values_once: false,
-            col_values_once: false,
             dep_hook: None,
         },
     )
@@ -478,7 +477,6 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             vector_atomics: false,
             warp_replica_reductions: false,
             row_values_once: false,
-            col_values_once: false,
             dep_hook: None,
         },
     )
@@ -1159,7 +1157,6 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         vector_atomics: false,
         warp_replica_reductions: false,
         row_values_once: false,
-        col_values_once: false,
         dep_hook: None,
     }
 }
@@ -1245,7 +1242,6 @@ const WGMMA: Variant = Variant {
     in_flight: false,
     warp_reduce: false,
     row_values: false,
-    col_values: false,
 };
 
 /// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
@@ -1256,7 +1252,6 @@ const IN_FLIGHT: Variant = Variant {
     in_flight: true,
     warp_reduce: false,
     row_values: false,
-    col_values: false,
 };
 
 #[test]
@@ -1277,7 +1272,6 @@ fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
                 in_flight,
                 warp_reduce: false,
                 row_values: false,
-                col_values: false,
             };
             wgmma_run(c, v, 41 + i as u64);
         }

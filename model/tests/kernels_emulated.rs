@@ -587,25 +587,21 @@ fn o_proj_per_head_emulated_merges_and_adds() {
         let sc = [h as i32, q_dim as i32].map(Scalar::I32);
         let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
         let got = emulate(&k, NUM_WARPS, 1, grid, &bufs, &sc);
-        // The merged head computed once per column of o_proj's block
-        // (`EmitOptions::col_values_once`, a candidate; on one warp, where the block takes
-        // more than one pass): the same sums, to the atomics' order.
-        assert!(
-            has_col_values(&k, 1),
-            "one warp: no value computed per column"
-        );
-        let v = Variant {
-            warp_reduce: true,
-            row_values: true,
-            col_values: true,
-            ..Variant::default()
-        };
-        assert_close(
-            &emulate_variant(&k, 1, 1, v, grid, &bufs, &sc),
-            &got,
-            &[("residual", 4), ("MLP input", 5)],
-            "col_values_once",
-        );
+        // With the split weights computed once per row (`EmitOptions::row_values_once`), on
+        // the warps the kernel ships with and on one: the same sums, to the atomics' order.
+        for warps in [NUM_WARPS, 1] {
+            let v = Variant {
+                warp_reduce: true,
+                row_values: true,
+                ..Variant::default()
+            };
+            assert_close(
+                &emulate_variant(&k, warps, 1, v, grid, &bufs, &sc),
+                &got,
+                &[("residual", 4), ("MLP input", 5)],
+                &format!("row_values_once, {warps} warps"),
+            );
+        }
         // f64: each head merged, then o_proj per head.
         let mut want_res: Vec<f64> = res.iter().map(|&v| v as f64).collect();
         let mut want_xm: Vec<f64> = xm.iter().map(|&v| v as f64).collect();
@@ -647,20 +643,6 @@ fn o_proj_per_head_emulated_merges_and_adds() {
             );
         }
     }
-}
-
-/// Whether `k`'s C on `warps` warps computes some value once per column of a tile
-/// (`EmitOptions::col_values_once`): a test of that option must exercise it.
-fn has_col_values(k: &Kernel, warps: u32) -> bool {
-    let opts = dsl_runtime::cuda::EmitOptions {
-        row_values_once: true,
-        col_values_once: true,
-        ..dsl_runtime::cuda::EmitOptions::new(warps)
-    };
-    dsl_runtime::cuda::emit_body(k, &opts)
-        .unwrap()
-        .code
-        .contains("once per column this thread holds")
 }
 
 /// Buffers `outs` (name, index) of `got` within 1e-6 of `want`'s, relative to
@@ -751,8 +733,8 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
 /// from registers, writes them into the cache from one program per KV head, and adds its
 /// blocks' share of o_proj) against the interpreter: one tile of context and three (tiles of
 /// 8 keys) or two (16), GQA 2, two row blocks a program with the last one's second past the
-/// hidden size; also on one warp, with values computed once per column
-/// (`EmitOptions::col_values_once`). The cache rows exactly; the atomics' sums to 1e-6.
+/// hidden size; with values computed once per row (`EmitOptions::row_values_once`), also on
+/// one warp. The cache rows exactly; the atomics' sums to 1e-6.
 #[test]
 fn attention_inside_o_proj_with_the_rope_emulated_equals_the_interpreter() {
     if !have_gxx() {
@@ -806,30 +788,18 @@ fn attention_inside_o_proj_with_the_rope_emulated_equals_the_interpreter() {
         let mut want = bufs.clone();
         interpret(&k, grid, &mut want, &sc);
         let bits = |m: &HostMem| m.to_f32s().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        // Also with the rounded q and new K row computed once per column of the tile
-        // (`EmitOptions::col_values_once`, a candidate), on one warp: a [16, D] tile of keys
-        // then takes two passes over its rows, where the option changes the code.
-        if block_n == 16 {
-            assert!(
-                has_col_values(&k, 1),
-                "one warp: no value computed per column"
-            );
-        }
-        for (col_values, warps) in [(false, NUM_WARPS), (false, 1), (true, 1)] {
+        // Also on one warp: a [16, D] tile of keys then takes two passes over its rows.
+        for warps in [NUM_WARPS, 1] {
             let v = Variant {
                 warp_reduce: true,
                 row_values: true,
-                col_values,
                 ..Variant::default()
             };
             let got = emulate_variant(&k, warps, 1, v, grid, &bufs, &sc);
             for (what, i) in [("K cache", 5), ("V cache", 6)] {
                 assert_eq!(bits(&got[i]), bits(&want[i]), "{what} (len {})", pos + 1);
             }
-            let ctx = format!(
-                "len {}, TILES {tiles}, col_values_once {col_values}",
-                pos + 1
-            );
+            let ctx = format!("len {}, TILES {tiles}, {warps} warps", pos + 1);
             assert_close(&got, &want, &[("residual", 8), ("MLP input", 9)], &ctx);
         }
     }

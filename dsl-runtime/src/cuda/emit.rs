@@ -127,11 +127,9 @@ pub(crate) struct Emitter<'a> {
     pub(super) warp_replica_reductions: bool,
     /// `EmitOptions::row_values_once`.
     row_values_once: bool,
-    /// `EmitOptions::col_values_once`.
-    col_values_once: bool,
-    /// While a slot loop is written: operands computed once per row or column before it
-    /// (`broadcast_values_once`): their layout, array and whether by row.
-    once: BTreeMap<ValueId, (usize, String, bool)>,
+    /// While a slot loop is written: operands computed once per row before it
+    /// (`broadcast_values_once`): their layout and array.
+    once: BTreeMap<ValueId, (usize, String)>,
     /// `EmitOptions::dep_hook`: per parameter, read-only.
     dep_hook: Option<Vec<bool>>,
     /// A `tsr_dep()` call dominates the statements emitted from here on in this block.
@@ -199,7 +197,6 @@ impl<'a> Emitter<'a> {
             vector_atomics: opts.vector_atomics,
             warp_replica_reductions: opts.warp_replica_reductions,
             row_values_once: opts.row_values_once,
-            col_values_once: opts.col_values_once,
             once: BTreeMap::new(),
             dep_hook: opts.dep_hook.clone(),
             dep_covered: false,
@@ -509,12 +506,11 @@ impl<'a> Emitter<'a> {
             if self.regs[i] && self.shape_layout.get(&dims) == Some(lay) {
                 return Ok(format!("{}[{s}]", self.names[i]));
             }
-            if let Some((l, name, by_row)) = self.once.get(&v) {
+            if let Some((l, name)) = self.once.get(&v) {
                 if l == lay {
-                    // A pass's slots share their row; slot s has the column of s % per.
+                    // A pass's slots share their row: slot s is in pass s / per.
                     let per = self.layouts[*l].chunks * self.layouts[*l].vec;
-                    let op = if *by_row { "/" } else { "%" };
-                    return Ok(format!("{name}[({s}) {op} {per}]"));
+                    return Ok(format!("{name}[({s}) / {per}]"));
                 }
             }
         }
@@ -1008,17 +1004,15 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// `EmitOptions::row_values_once` (and `col_values_once`): each operand of `op` (written
-    /// in layout `lay`) that broadcasts an `[R, 1]` value along the columns (an `[1, C]` value
-    /// along the rows) and is recomputed where it is read (not index arithmetic: it comes
-    /// from memory, a reduction or a variable) is computed once per pass over the rows (once
-    /// per column slot of a pass) into `{n}_rows` (`{n}_columns`), before the slot loop;
-    /// `access` reads it from there until the loop is written. A pass's slots share their
-    /// row; slot s has the column of slot s % (slots a pass).
+    /// `EmitOptions::row_values_once`: each operand of `op` (written in layout `lay`) that
+    /// broadcasts an `[R, 1]` value along the columns and is recomputed where it is read (not
+    /// index arithmetic: it comes from memory, a reduction or a variable) is computed once
+    /// per pass over the rows into `{n}_rows`, before the slot loop; `access` reads it from
+    /// there until the loop is written. A pass's slots share their row.
     fn broadcast_values_once(&mut self, op: &Op, lay: usize, n: &str) -> R<()> {
         let l = &self.layouts[lay];
         let (per, passes) = (l.chunks * l.vec, l.passes);
-        if l.frag.is_some() || l.rank() != 2 {
+        if !self.row_values_once || per <= 1 || l.frag.is_some() || l.rank() != 2 {
             return Ok(());
         }
         let operands: Vec<ValueId> = match op {
@@ -1033,35 +1027,32 @@ impl<'a> Emitter<'a> {
             };
             let zt = self.k.ty(*z);
             if zt.is_scalar()
-                || zt.dims().len() != 2
+                || !matches!(zt.dims()[..], [_, 1])
                 || self.f.pure[z.0 as usize]
                 || self.once.contains_key(&x)
                 || !self.recomputable(x)
             {
                 continue;
             }
-            // (values, the slot each is computed at, whether slot s reads value s / per).
-            let (count, at, by_row, what) = match zt.dims()[..] {
-                [_, 1] if self.row_values_once && per > 1 => {
-                    (passes, format!("a * {per}"), true, "row")
-                }
-                [1, _] if self.col_values_once && passes > 1 => {
-                    (per, "a".to_string(), false, "column")
-                }
-                _ => continue,
-            };
-            let e = self.access(x, &At::Slot { lay, s: at })?;
-            let name = self.fresh(&format!("{n}_{what}s"));
+            // Row a's value, computed at its pass's first slot.
+            let e = self.access(
+                x,
+                &At::Slot {
+                    lay,
+                    s: format!("a * {per}"),
+                },
+            )?;
+            let name = self.fresh(&format!("{n}_rows"));
             self.line(format!(
-                "{} {name}[{count}];  // once per {what} this thread holds, not per element",
+                "{} {name}[{passes}];  // once per row this thread holds, not per element",
                 reg_ty(self.k.ty(x).elem)
             ));
             self.line("#pragma unroll");
             self.line(format!(
-                "for (int a = 0; a < {count}; ++a) {name}[a] = {};",
+                "for (int a = 0; a < {passes}; ++a) {name}[a] = {};",
                 strip(&e)
             ));
-            self.once.insert(x, (lay, name, by_row));
+            self.once.insert(x, (lay, name));
         }
         Ok(())
     }

@@ -109,12 +109,6 @@ pub struct EmitOptions {
     /// own branch. The same expression at the same row: the same bits. The decode step 5%
     /// faster at 0.6B on an H100 (docs/PERF.md, session 27).
     pub row_values_once: bool,
-    /// Off by default (`TESSERA_COL_VALUES=1` turns it on in `KernelDef` and the megakernel;
-    /// a candidate until an A/B on the GPU shows it faster): `row_values_once` for an
-    /// operand that broadcasts a `[1, C]` value along the rows (e.g. the attention's q or
-    /// new K row read back from shared memory and rounded, in a [BLOCK_N, D] tile): computed
-    /// once per column slot of a pass, not at every pass. The same bits.
-    pub col_values_once: bool,
     /// A megakernel body whose stage waits inside it (`MegaOptions::wait_in_body`): per
     /// kernel parameter, whether the body may load through it before the wait (a weight;
     /// with `MegaOptions::early_loads`, whatever no pending stage writes). The body
@@ -141,7 +135,6 @@ impl EmitOptions {
             vector_atomics: false,
             warp_replica_reductions: false,
             row_values_once: false,
-            col_values_once: false,
             dep_hook: None,
         }
     }

@@ -80,8 +80,6 @@ pub struct Variant {
     pub warp_reduce: bool,
     /// `EmitOptions::row_values_once`.
     pub row_values: bool,
-    /// `EmitOptions::col_values_once`.
-    pub col_values: bool,
 }
 
 /// [`emulate`] with the candidate lowerings of `v`.
@@ -100,7 +98,6 @@ pub fn emulate_variant(
         in_flight,
         warp_reduce,
         row_values,
-        col_values,
     } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
@@ -116,7 +113,6 @@ pub fn emulate_variant(
             vector_atomics: false,
             warp_replica_reductions: warp_reduce,
             row_values_once: row_values,
-            col_values_once: col_values,
             dep_hook: None,
         },
     )
