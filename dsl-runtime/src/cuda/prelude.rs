@@ -42,16 +42,11 @@ __device__ __forceinline__ float tsr_silu(float x) { return __fmul_rn(x, 1.0f / 
 // number (two NaNs: the lower index).
 template <typename T> __device__ __forceinline__ void tsr_argmax_step(T& v, int& i, T ov, int oi) {
   const bool o_nan = ov != ov, v_nan = v != v;
-  // Bitwise, not short-circuit: selects, not a branch a lane at a time.
-  const bool take = o_nan ? (v_nan & (oi < i)) : (v_nan | (ov > v) | ((ov == v) & (oi < i)));
-  v = take ? ov : v;
-  i = take ? oi : i;
+  if (o_nan ? (v_nan && oi < i) : (v_nan || ov > v || (ov == v && oi < i))) { v = ov; i = oi; }
 }
 template <typename T> __device__ __forceinline__ void tsr_argmin_step(T& v, int& i, T ov, int oi) {
   const bool o_nan = ov != ov, v_nan = v != v;
-  const bool take = o_nan ? (v_nan & (oi < i)) : (v_nan | (ov < v) | ((ov == v) & (oi < i)));
-  v = take ? ov : v;
-  i = take ? oi : i;
+  if (o_nan ? (v_nan && oi < i) : (v_nan || ov < v || (ov == v && oi < i))) { v = ov; i = oi; }
 }
 
 // A scalar atomic add with acquire and release at GPU scope (`EmitOptions::acq_rel_atomics`):
