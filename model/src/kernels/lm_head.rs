@@ -171,22 +171,18 @@ pub fn argmax_merge(
     n: i32,
     #[constexpr] BLOCK: usize,
 ) {
-    // The position first: its load overlaps the partials'.
-    let p = load(pos);
     let mut best = -3.4e38;
     let mut best_idx = 0;
     for c0 in (0..n).step_by(BLOCK) {
         let offs = c0 + arange(0, BLOCK);
         let v = load(part_max + offs, offs < n, -3.4e38);
         let cand = load(part_idx + c0 + argmax(v, 0));
-        // One reduction for the block's max (each `max` is one).
-        let m = max(v, 0);
         // Strictly greater: an earlier block keeps a tie.
-        let better = m > best;
+        let better = max(v, 0) > best;
         best_idx = where_(better, cand, best_idx);
-        best = where_(better, m, best);
+        best = where_(better, max(v, 0), best);
     }
     store(next, best_idx);
     store(token, best_idx);
-    store(pos, p + 1);
+    store(pos, load(pos) + 1);
 }
