@@ -40,6 +40,16 @@ fn rope_rows(d: usize, max_seq: usize) -> HostMem {
 }
 
 /// `v` rounded to bf16 (as the kernels' bf16 inputs hold it), as f32.
+/// The candidate lowerings the shipped kernels are emitted with (`KernelDef`'s defaults):
+/// reductions of replicated rows in each warp, per-row values once per row.
+fn shipped() -> Variant {
+    Variant {
+        warp_reduce: true,
+        row_values: true,
+        ..Variant::default()
+    }
+}
+
 fn bf16s(v: Vec<f32>) -> Vec<f32> {
     v.into_iter()
         .map(|x| dsl_runtime::bf16::from_f32(x).to_f32())
@@ -590,11 +600,7 @@ fn o_proj_per_head_emulated_merges_and_adds() {
         // With the split weights computed once per row (`EmitOptions::row_values_once`), on
         // the warps the kernel ships with and on one: the same sums, to the atomics' order.
         for warps in [NUM_WARPS, 1] {
-            let v = Variant {
-                warp_reduce: true,
-                row_values: true,
-                ..Variant::default()
-            };
+            let v = shipped();
             assert_close(
                 &emulate_variant(&k, warps, 1, v, grid, &bufs, &sc),
                 &got,
@@ -790,11 +796,7 @@ fn attention_inside_o_proj_with_the_rope_emulated_equals_the_interpreter() {
         let bits = |m: &HostMem| m.to_f32s().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         // Also on one warp: a [16, D] tile of keys then takes two passes over its rows.
         for warps in [NUM_WARPS, 1] {
-            let v = Variant {
-                warp_reduce: true,
-                row_values: true,
-                ..Variant::default()
-            };
+            let v = shipped();
             let got = emulate_variant(&k, warps, 1, v, grid, &bufs, &sc);
             for (what, i) in [("K cache", 5), ("V cache", 6)] {
                 assert_eq!(bits(&got[i]), bits(&want[i]), "{what} (len {})", pos + 1);
@@ -975,11 +977,7 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
         let got = emulate(&k, NUM_WARPS, 1, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
         // The activations computed once per row of down's tile (`EmitOptions::
         // row_values_once`): the same bits up to the atomics' order.
-        let v = Variant {
-            warp_reduce: true,
-            row_values: true,
-            ..Variant::default()
-        };
+        let v = shipped();
         let once = emulate_variant(&k, NUM_WARPS, 1, v, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
         for (a, b) in once.iter().zip(&got) {
             assert!(
