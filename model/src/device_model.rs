@@ -62,6 +62,10 @@ pub struct Activations {
     pub x_mlp: Buffer<f32>,
     pub qkv: Buffer<bf16>,
     pub q: Buffer<bf16>,
+    /// The megakernel's rotated q and k heads before their 1/rms, and the sums of squares
+    /// of their QKV programs' rows (`rope::rmsnorm_qkv_rope_pairs`, `Tiles::qkv_pairs`).
+    pub qk_rot: Buffer<f32>,
+    pub qk_ss: Buffer<f32>,
     pub attn: Buffer<bf16>,
     pub act: Buffer<bf16>,
     pub part_m: Buffer<f32>,
@@ -558,6 +562,9 @@ fn activations(
         x_mlp: z32(h)?,
         qkv: z16(cfg.q_dim() + 2 * cfg.kv_dim())?,
         q: z16(cfg.q_dim())?,
+        // A sum a QKV program, at most one a row.
+        qk_rot: z32(cfg.q_dim() + cfg.kv_dim())?,
+        qk_ss: z32(cfg.q_dim() + cfg.kv_dim())?,
         attn: z16(cfg.q_dim())?,
         act: z16(cfg.intermediate_size)?,
         part_m: z32(parts)?,

@@ -28,12 +28,12 @@ use crate::error::ModelError;
 use crate::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{
-    attn_head_residual, attn_rope_head_residual, gemv_head_residual, gemv_head_residual_tiles,
-    gemv_residual, gemv_residual_copy, gemv_residual_tiles,
+    attn_head_residual, attn_rope_head_residual, attn_scale_head_residual, gemv_head_residual,
+    gemv_head_residual_tiles, gemv_residual, gemv_residual_copy, gemv_residual_tiles,
 };
 use crate::kernels::lm_head::{argmax_merge, lm_head_argmax, lm_head_argmax_tiles};
 use crate::kernels::mlp::{rmsnorm_gate_up_silu, rmsnorm_gate_up_silu_tiles, rmsnorm_mlp_tiles};
-use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
+use crate::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_pairs, rmsnorm_qkv_rope_tiles};
 use crate::kernels::{TileRule, Tiles};
 use crate::kernels_engine::Output;
 use crate::sampling::SamplingParams;
@@ -76,6 +76,10 @@ pub fn decode_step(
     x_mlp: Ptr<f32>,
     qkv: Ptr<bf16>,
     q: Ptr<bf16>,
+    // With QKV_PAIRS: the q and k heads weighted and rotated, not yet scaled by their 1/rms,
+    // and each QKV program's sum of squares (`rmsnorm_qkv_rope_pairs`).
+    qk_rot: Ptr<f32>,
+    qk_ss: Ptr<f32>,
     attn: Ptr<bf16>,
     act: Ptr<bf16>,
     part_m: Ptr<f32>,
@@ -147,6 +151,10 @@ pub fn decode_step(
     // (`attn_rope_head_residual`), and the QKV stage leaves them raw (QKV_FINISH false).
     #[constexpr] ATTN_ROPE: bool,
     #[constexpr] QKV_FINISH: bool,
+    // With ATTN_IN_O: each QKV program ropes its own half-head pairs and o_proj's programs
+    // apply each head's 1/rms (`rmsnorm_qkv_rope_pairs`, `attn_scale_head_residual`;
+    // `Tiles::qkv_pairs`, a candidate): no ticket, no head finished, no norm in o_proj.
+    #[constexpr] QKV_PAIRS: bool,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -172,7 +180,34 @@ pub fn decode_step(
         // Attention block: input norm + QKV with each head's q/k norm + rope + KV write
         // done by its last program, then split-KV attention, each head merged by o_proj
         // per head (O_HEADS) or by its last split.
-        if QKV_TILED {
+        if QKV_PAIRS {
+            rmsnorm_qkv_rope_pairs(
+                grid(cdiv(qkv_rows, QKV_BM)),
+                x,
+                x_mlp,
+                input_layernorm.layer(layer, HIDDEN),
+                qkv_proj.layer(layer, qkv_rows * HIDDEN),
+                q_norm.layer(layer, HEAD_DIM),
+                k_norm.layer(layer, HEAD_DIM),
+                rope,
+                pos,
+                qk_rot,
+                qk_ss,
+                v_cache.layer(layer, kv_layer),
+                qkv_rows,
+                HIDDEN,
+                HEADS,
+                KV_HEADS,
+                max_seq,
+                eps,
+                QKV_BM,
+                QKV_BK,
+                HEAD_DIM,
+                RESID_COPIES,
+                O_HEADS,
+                QKV_COPY_ROWS,
+            );
+        } else if QKV_TILED {
             // QKV_TILES row tiles per program, the norm once (`Tiles::qkv_tiles`).
             rmsnorm_qkv_rope_tiles(
                 grid(cdiv(qkv_rows, QKV_BM * QKV_TILES)),
@@ -237,7 +272,31 @@ pub fn decode_step(
         }
         if O_HEADS {
             if ATTN_IN_O {
-                if ATTN_ROPE {
+                if QKV_PAIRS {
+                    attn_scale_head_residual(
+                        grid(HEADS, cdiv(HIDDEN, OH_BM)),
+                        o_proj.layer(layer, HIDDEN * q_dim),
+                        qk_rot,
+                        qk_ss,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        x,
+                        x_mlp,
+                        HEADS,
+                        KV_HEADS,
+                        max_seq,
+                        eps,
+                        scale,
+                        HIDDEN,
+                        q_dim,
+                        OH_BM,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        RESID_COPIES,
+                        QKV_BM,
+                    );
+                } else if ATTN_ROPE {
                     attn_rope_head_residual(
                         grid(HEADS, cdiv(HIDDEN, OH_BM * OH_TILES)),
                         o_proj.layer(layer, HIDDEN * q_dim),
@@ -562,6 +621,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         );
     }
     let oh_tiles = o_heads_tiles(cfg, t);
+    let in_o = t.attn_in_o && t.o_heads;
+    let pairs = in_o && t.qkv_pairs && qkv_pairs_fit(cfg, t);
     decode_step::Consts {
         LAYERS: cfg.num_hidden_layers,
         HIDDEN: cfg.hidden_size,
@@ -606,8 +667,9 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_SPLITS: t.attn_splits,
         ATTN_AHEAD: t.attn_ahead && t.o_heads,
         ATTN_IN_O: t.attn_in_o && t.o_heads,
-        ATTN_ROPE: t.attn_in_o && t.o_heads && t.attn_rope,
-        QKV_FINISH: !(t.attn_in_o && t.o_heads && t.attn_rope),
+        ATTN_ROPE: in_o && t.attn_rope && !pairs,
+        QKV_FINISH: !(in_o && (t.attn_rope || pairs)),
+        QKV_PAIRS: pairs,
         ARGMAX_BLOCK: t.argmax_block,
     }
 }
@@ -645,6 +707,19 @@ pub fn qkv_copy_rows(cfg: &Config, t: &Tiles) -> usize {
     cfg.hidden_size
         .div_ceil(programs.max(1))
         .next_power_of_two()
+}
+
+/// Whether QKV's programs can rope their own rows (`Tiles::qkv_pairs`,
+/// `rope::rmsnorm_qkv_rope_pairs`): one program a tile, one k step over the hidden size, an
+/// even number of rows a program that divides the head; and o_proj per head one row block a
+/// program (`gemv::attn_scale_head_residual`).
+pub fn qkv_pairs_fit(cfg: &Config, t: &Tiles) -> bool {
+    let bm = t.qkv.bm;
+    t.qkv_tiles <= 1
+        && t.qkv.bk >= cfg.hidden_size
+        && bm.is_multiple_of(2)
+        && cfg.head_dim.is_multiple_of(bm)
+        && o_heads_tiles(cfg, t) == 1
 }
 
 /// The same as bindings (`MEGAKERNEL`'s methods: explain, the CUDA source, launch).
@@ -699,6 +774,11 @@ pub struct MegakernelOptions {
     /// new K/V row (`Tiles::attn_rope`, `gemv::attn_rope_head_residual`): None,
     /// [`attn_rope_rule`]. `TESSERA_ATTN_ROPE=0` (or `1`) sets it.
     pub attn_rope: Option<bool>,
+    /// Whether, there, the QKV stage's programs rope their own half-head pairs and o_proj's
+    /// programs apply each head's 1/rms (`Tiles::qkv_pairs`, `rope::rmsnorm_qkv_rope_pairs`,
+    /// `gemv::attn_scale_head_residual`; in `attn_rope`'s place where [`qkv_pairs_fit`]).
+    /// A candidate: off; `TESSERA_QKV_PAIRS=1` sets it.
+    pub qkv_pairs: bool,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -769,6 +849,7 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             attn_rope: std::env::var("TESSERA_ATTN_ROPE").ok().map(|v| v != "0"),
+            qkv_pairs: std::env::var("TESSERA_QKV_PAIRS").is_ok_and(|v| v != "0"),
         }
     }
 }
@@ -840,6 +921,9 @@ pub enum Variant {
     AttnInO,
 }
 
+/// `MegakernelOptions::attn_ahead`, `attn_in_o`, `attn_rope` and `qkv_pairs`.
+type SpecOptions = (Option<bool>, Option<usize>, Option<bool>, bool);
+
 /// The decode step's specialisations, and the positions whose steps launch each: the
 /// engine's choice per launch, and what `tessera explain` says of it.
 pub struct Specialisations {
@@ -849,12 +933,15 @@ pub struct Specialisations {
     /// normed and roped inside it or not.
     in_o_until: usize,
     rope: bool,
+    /// There, the QKV programs rope their own pairs (`Tiles::qkv_pairs`; before `rope`).
+    pairs: bool,
     /// Each variant's constexprs (empty where no step launches it).
     plain: Vec<Binding>,
     ahead: Vec<Binding>,
     in_o: Vec<Binding>,
-    /// `MegakernelOptions::attn_ahead`, `attn_in_o` and `attn_rope`, kept for a retune.
-    options: (Option<bool>, Option<usize>, Option<bool>),
+    /// `MegakernelOptions::attn_ahead`, `attn_in_o`, `attn_rope` and `qkv_pairs`, kept for
+    /// a retune.
+    options: SpecOptions,
     /// Launches so far of `Variant::Ahead` and of `Variant::AttnInO`, and the last one's
     /// variant.
     launches: [u64; 2],
@@ -863,9 +950,13 @@ pub struct Specialisations {
 
 impl Specialisations {
     /// The specialisations for tiles `t` by `o`'s `attn_ahead`, `attn_in_o` and
-    /// `attn_rope` (each None: its rule).
+    /// `attn_rope` (each None: its rule) and `qkv_pairs`.
     pub fn new(cfg: &Config, t: &Tiles, o: &MegakernelOptions) -> Specialisations {
-        Self::with_options(cfg, t, (o.attn_ahead, o.attn_in_o, o.attn_rope))
+        Self::with_options(
+            cfg,
+            t,
+            (o.attn_ahead, o.attn_in_o, o.attn_rope, o.qkv_pairs),
+        )
     }
 
     /// The same options' specialisations for new tiles (`MegakernelEngine::retune`).
@@ -873,14 +964,12 @@ impl Specialisations {
         Self::with_options(cfg, t, self.options)
     }
 
-    fn with_options(
-        cfg: &Config,
-        t: &Tiles,
-        (attn_ahead, attn_in_o, attn_rope): (Option<bool>, Option<usize>, Option<bool>),
-    ) -> Specialisations {
+    fn with_options(cfg: &Config, t: &Tiles, options: SpecOptions) -> Specialisations {
+        let (attn_ahead, attn_in_o, attn_rope, qkv_pairs) = options;
+        let pairs = qkv_pairs && qkv_pairs_fit(cfg, t);
         let rope = attn_rope.unwrap_or_else(|| attn_rope_rule(cfg));
         let ahead_from = attn_ahead_from(t, attn_ahead);
-        let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope);
+        let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope || pairs);
         let with = |on: bool, t: Tiles| match on {
             true => constexprs(cfg, &t),
             false => vec![],
@@ -889,6 +978,7 @@ impl Specialisations {
             ahead_from,
             in_o_until,
             rope,
+            pairs,
             plain: constexprs(cfg, t),
             ahead: with(
                 ahead_from.is_some(),
@@ -902,6 +992,7 @@ impl Specialisations {
                 Tiles {
                     attn_in_o: true,
                     attn_rope: rope,
+                    qkv_pairs: pairs,
                     // o_proj per head there even where the other steps run it by rows
                     // (8B), its blocks spread over the CTAs.
                     o_heads: true,
@@ -909,7 +1000,7 @@ impl Specialisations {
                     ..t.clone()
                 },
             ),
-            options: (attn_ahead, attn_in_o, attn_rope),
+            options,
             launches: [0; 2],
             last: Variant::Plain,
         }
@@ -965,9 +1056,10 @@ impl Specialisations {
             text += &format!(
                 "Steps below position {0} launch this program with ATTN_IN_O=true (o_proj's programs compute the attention, each its head's whole: {1}, one stage and one hop a layer less); from position {0} on, the same with ATTN_IN_O=false (the split attention in its own stage).\n",
                 self.in_o_until,
-                match self.rope {
-                    true => "attn_rope_head_residual, which norms and ropes the raw QKV heads too, so the QKV stage runs no ticket",
-                    false => "attn_head_residual",
+                match (self.pairs, self.rope) {
+                    (true, _) => "attn_scale_head_residual, which scales the heads the QKV stage's programs roped in pairs (rmsnorm_qkv_rope_pairs) by their 1/rms, so the QKV stage runs no ticket",
+                    (false, true) => "attn_rope_head_residual, which norms and ropes the raw QKV heads too, so the QKV stage runs no ticket",
+                    (false, false) => "attn_head_residual",
                 }
             );
         }
@@ -1627,6 +1719,8 @@ impl MegakernelEngine {
             x_mlp: ptr(&a.x_mlp),
             qkv: ptr(&a.qkv),
             q: ptr(&a.q),
+            qk_rot: ptr(&a.qk_rot),
+            qk_ss: ptr(&a.qk_ss),
             attn: ptr(&a.attn),
             act: ptr(&a.act),
             part_m: ptr(&a.part_m),
@@ -1649,8 +1743,8 @@ impl MegakernelEngine {
     }
 
     /// The bound constexprs (`new`, `retune`; not rebuilt per step) of the decode step's
-    /// specialisation `v`.
-    fn constexprs_for(&self, v: Variant) -> &[Binding] {
+    /// specialisation `v` (empty where no step launches it).
+    pub fn constexprs_for(&self, v: Variant) -> &[Binding] {
         self.variants.constexprs(v)
     }
 }

@@ -1293,6 +1293,192 @@ fn attention_inside_o_proj_ropes_the_raw_heads_as_qk_norm_rope() {
     }
 }
 
+/// The QKV stage's rotated pairs and the o_proj programs that scale them
+/// (`rmsnorm_qkv_rope_pairs` then `attn_scale_head_residual`, `Tiles::qkv_pairs`) add what
+/// `rmsnorm_qkv_rope` (its last program per head norming and roping it) then
+/// `attn_head_residual` add, within the bf16 rounding of q and the new K row (the 1/rms is
+/// applied after the rotation, not before): the same V cache bit for bit, the same K cache
+/// but for the new row, each program's sum of squares that of its own pair rows of the
+/// finished path's raw QKV output (f64), over one tile of context and three (ragged), GQA
+/// 2 and 1, the last o_proj row block past the hidden size, the older cache rows random.
+#[test]
+fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
+    let mut rng = SplitMix64::new(44);
+    // (heads, kv_heads, head_dim, hidden, QKV BM, BK, max_seq, pos, BLOCK_N, o BM, COPIES)
+    let cases = [
+        (4, 2, 32, 48, 8, 64, 16, 5, 16, 16, 2),
+        (4, 2, 32, 40, 16, 64, 40, 37, 16, 16, 1),
+        (2, 2, 16, 24, 4, 32, 30, 20, 8, 16, 2),
+    ];
+    for (nh, nkv, hd, h, bm, bk, max_seq, pos, block_n, obm, copies) in cases {
+        let c = Qkv::new(&mut rng, (nh, nkv, hd, h), max_seq, pos as i32);
+        let (m, q_dim) = (c.m(), nh * hd);
+        let cache = rand_kv_cache(&mut rng, nkv * max_seq * hd);
+        let (w, res0, xm0) = rand_o_proj(&mut rng, h, q_dim, copies);
+        let wb = up(&w);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let x_copy = up(&vec![f32::NAN; h]);
+        let (mi, hi, nhi, nkvi, msi) = (m as i32, h as i32, nh as i32, nkv as i32, max_seq as i32);
+        // The finished heads, then the attention inside o_proj.
+        let (qkv, q) = (
+            dev().zeros::<bf16>(m).unwrap(),
+            dev().zeros::<bf16>(q_dim).unwrap(),
+        );
+        let (kc_a, vc_a) = (up(&cache.0), up(&cache.1));
+        let tickets = dev().zeros::<i32>(nh + 2 * nkv).unwrap();
+        rope::rmsnorm_qkv_rope::launch(
+            &dev(),
+            &grid(m / bm),
+            &c.x,
+            &x_copy,
+            &c.g,
+            &c.w,
+            &qkv,
+            &c.q_norm,
+            &c.k_norm,
+            &c.table,
+            &c.pos,
+            &q,
+            &kc_a,
+            &vc_a,
+            &tickets,
+            mi,
+            hi,
+            nhi,
+            nkvi,
+            msi,
+            1e-6,
+            bm,
+            bk,
+            hd,
+            1,
+            false,
+            1,
+            true,
+        )
+        .unwrap();
+        let (res_a, xm_a) = (up(&res0), up(&xm0));
+        gemv::attn_head_residual::launch(
+            &dev(),
+            &Launch::grid((nh as u32, h.div_ceil(obm) as u32)).warps(NUM_WARPS),
+            &wb,
+            &q,
+            &kc_a,
+            &vc_a,
+            &c.pos,
+            &res_a,
+            &xm_a,
+            (nh / nkv) as i32,
+            msi,
+            scale,
+            hi,
+            q_dim as i32,
+            obm,
+            hd,
+            block_n,
+            copies,
+        )
+        .unwrap();
+        // The rotated pairs, then the scaled heads.
+        let units = nh + nkv;
+        let (rot, ss) = (
+            dev().zeros::<f32>(units * hd).unwrap(),
+            dev().zeros::<f32>(units * hd / bm).unwrap(),
+        );
+        let (kc_b, vc_b) = (up(&cache.0), up(&cache.1));
+        rope::rmsnorm_qkv_rope_pairs::launch(
+            &dev(),
+            &grid(m / bm),
+            &c.x,
+            &x_copy,
+            &c.g,
+            &c.w,
+            &c.q_norm,
+            &c.k_norm,
+            &c.table,
+            &c.pos,
+            &rot,
+            &ss,
+            &vc_b,
+            mi,
+            hi,
+            nhi,
+            nkvi,
+            msi,
+            1e-6,
+            bm,
+            bk,
+            hd,
+            1,
+            false,
+            1,
+        )
+        .unwrap();
+        let (res_b, xm_b) = (up(&res0), up(&xm0));
+        gemv::attn_scale_head_residual::launch(
+            &dev(),
+            &Launch::grid((nh as u32, h.div_ceil(obm) as u32)).warps(NUM_WARPS),
+            &wb,
+            &rot,
+            &ss,
+            &kc_b,
+            &vc_b,
+            &c.pos,
+            &res_b,
+            &xm_b,
+            nhi,
+            nkvi,
+            msi,
+            1e-6,
+            scale,
+            hi,
+            q_dim as i32,
+            obm,
+            hd,
+            block_n,
+            copies,
+            bm,
+        )
+        .unwrap();
+        let what = format!("heads {nh}/{nkv} len {} BM {bm} o BM {obm}", pos + 1);
+        let bits = |v: Vec<bf16>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(down(&vc_b)), bits(down(&vc_a)), "{what}: the V cache");
+        let (kb, ka) = (down(&kc_b), down(&kc_a));
+        for kvh in 0..nkv {
+            for p in 0..max_seq {
+                let r = (kvh * max_seq + p) * hd..(kvh * max_seq + p + 1) * hd;
+                if p == pos {
+                    let e = rel_err(&f32s(&kb[r.clone()]), &f32s(&ka[r]));
+                    assert!(e < 1e-2, "{what}: the new K row of KV head {kvh}: {e:.2e}");
+                } else {
+                    assert_eq!(bits(kb[r.clone()].to_vec()), bits(ka[r].to_vec()), "{what}");
+                }
+            }
+        }
+        // Each q/k program's sum of squares: its pair rows of the raw output, in f64.
+        let raw = f32s(&down(&qkv));
+        let half = bm / 2;
+        let want_ss: Vec<f32> = (0..units * hd / bm)
+            .map(|p| {
+                let (unit, c) = (p / (hd / bm), p % (hd / bm));
+                let dims =
+                    (c * half..(c + 1) * half).chain(hd / 2 + c * half..hd / 2 + (c + 1) * half);
+                dims.map(|d| (raw[unit * hd + d] as f64).powi(2))
+                    .sum::<f64>() as f32
+            })
+            .collect();
+        let e = rel_err(&down(&ss), &want_ss);
+        assert!(e < 1e-5, "{what}: the sums of squares: {e:.2e}");
+        for (part, got, want) in [
+            ("the residual", &res_b, &res_a),
+            ("the MLP's input", &xm_b, &xm_a),
+        ] {
+            let e = rel_err(&down(got), &down(want));
+            assert!(e < 5e-3, "{what}: {part}: relative error {e:.2e}");
+        }
+    }
+}
+
 /// The norm-once variant (`lm_head_argmax_tiles`: TILES blocks per program, the next
 /// block's weights loaded while one reduces) writes the same logits and per-block
 /// (max, argmax) bits as one program per block, greedy and sampling, with an odd vocab, the

@@ -14,7 +14,7 @@ use common::*;
 use dsl_runtime::mega::Policy;
 use dsl_runtime::Device;
 use model::kernels_engine::{KernelOptions, KernelsEngine, Output};
-use model::megakernel_engine::{MegakernelEngine, MegakernelOptions};
+use model::megakernel_engine::{MegakernelEngine, MegakernelOptions, Variant};
 use model::sampling::{argmax, gumbel_max, Sampler, SamplingParams};
 use model::{Checkpoint, Engine, Reference, StepOutput};
 use std::sync::Arc;
@@ -1194,6 +1194,64 @@ fn attention_inside_o_proj_computes_the_same_logits() {
             assert_eq!(always.attn_in_o_launches(), n, "{name} ({mode})");
             assert_eq!(rope_always.attn_in_o_launches(), n, "{name} ({mode})");
             assert_eq!(by_rows.attn_in_o_launches(), 4, "{name} ({mode})");
+        }
+    }
+}
+
+/// The QKV stage's programs roping their own half-head pairs and o_proj's programs scaling
+/// the heads by their 1/rms (`MegakernelOptions::qkv_pairs`: `rmsnorm_qkv_rope_pairs` and
+/// `attn_scale_head_residual` in the attention-inside-o_proj specialisation, no ticket):
+/// the logits of the same specialisation with the heads finished in the QKV stage within
+/// 1e-2 at every prompt position (the 1/rms applied after the rotation rounds otherwise, so
+/// q and a new K row may differ by a bf16 rounding, and every later value with them), and
+/// the K and V caches within 1e-2 (`kernel_ops` checks the V rows bit for bit), on every
+/// committed checkpoint, stage by stage and under adversarial interleavings, with tiles of
+/// 4 positions (so the later steps attend over several).
+#[test]
+fn qkv_pairs_compute_the_same_logits() {
+    for name in CHECKPOINTS {
+        let cfg = Checkpoint::load(&data_dir(name), false).unwrap().config;
+        for (mode, opts) in modes() {
+            let t = model::kernels::Tiles::for_config(&cfg);
+            let with = |attn_in_o, qkv_pairs| MegakernelOptions {
+                tiles: Some(model::kernels::Tiles {
+                    attn_block_n: 4,
+                    attn_splits: 3,
+                    // A pair of rows a QKV program at least (mha_tok_v5's rule gives one).
+                    qkv: model::kernels::Gemv {
+                        bm: t.qkv.bm.max(2),
+                        ..t.qkv
+                    },
+                    ..t.clone()
+                }),
+                attn_in_o,
+                qkv_pairs,
+                attn_ahead: Some(false),
+                ..opts.clone()
+            };
+            // The heads finished in the QKV stage, the same attention inside o_proj.
+            let mut plain = mega(name, Output::Logits, &with(Some(usize::MAX), false));
+            let mut pairs = mega(name, Output::Logits, &with(Some(usize::MAX), true));
+            let bound = pairs.constexprs_for(Variant::AttnInO);
+            let on = bound.contains(&("QKV_PAIRS", dsl_runtime::ConstVal::Bool(true)));
+            assert!(on, "{name}: {bound:?}");
+            let prompt = ids(&expected(name)["prompt_ids"]);
+            for (pos, &t) in prompt.iter().enumerate() {
+                let want = logits(plain.step(t, pos).unwrap());
+                let err = rel_err(&logits(pairs.step(t, pos).unwrap()), &want);
+                assert!(err < 1e-2, "{name} ({mode}) pos {pos}: error {err:.2e}");
+            }
+            assert_eq!(pairs.attn_in_o_launches(), prompt.len() as u64, "{name}");
+            let ((k_want, v_want), (k_got, v_got)) =
+                (plain.kv_cache().unwrap(), pairs.kv_cache().unwrap());
+            let f = |v: &[half::bf16]| v.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
+            for (what, got, want) in [("K", &k_got, &k_want), ("V", &v_got, &v_want)] {
+                let err = rel_err(&f(got), &f(want));
+                assert!(
+                    err < 1e-2,
+                    "{name} ({mode}): the {what} cache: error {err:.2e}"
+                );
+            }
         }
     }
 }

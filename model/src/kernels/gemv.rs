@@ -17,7 +17,7 @@
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream (f32), so it updates it in place.
 use super::attention::{attend_head_cur, merged_head};
-use super::rope::norm_rope_qk;
+use super::rope::{head_rms_inv, norm_rope_qk};
 use dsl_runtime::prelude::*;
 
 /// The residual stream at `cols`: the sum of its `COPIES` copies (`x` is `[COPIES, n]`).
@@ -429,6 +429,74 @@ pub fn attn_rope_head_residual(
         let next = rows + BM;
         wt = load_head_block(w, next, (next < m) & (t + 1 < TILES), head, k, D);
         add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+    }
+}
+
+/// `attn_head_residual` reading the QKV stage's rotated pairs (`rope::rmsnorm_qkv_rope_pairs`,
+/// `Tiles::qkv_pairs`, a candidate): program (h, j) scales head h's q and its KV head's k by
+/// their 1/rms (`rope::head_rms_inv`: the sums of squares of the head's QBM-row QKV
+/// programs, added; no reduction over the head here) and rounds them to bf16 as `q` and the
+/// cache hold them, takes the new V row from the cache (the QKV stage wrote it) and the new
+/// K row from registers (`attention::attend_head_cur`), and program (h, 0) of the first
+/// query head of each KV head writes that K row into the cache for the later steps, last
+/// (after its own reads of the cache, so no barrier orders them).
+#[kernel(helpers(attend_head_cur, head_rms_inv, add_head_rows, load_head_block))]
+pub fn attn_scale_head_residual(
+    w: Ptr<bf16>,
+    qk_rot: Ptr<f32>,
+    qk_ss: Ptr<f32>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    res: Ptr<f32>,
+    copy: Ptr<f32>,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    scale: f32,
+    m: i32,
+    k: i32,
+    #[constexpr] BM: usize,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] COPIES: usize,
+    // The QKV stage's rows a program (`qk_ss` holds D / QBM sums a head).
+    #[constexpr] QBM: usize,
+) {
+    let head = program_id(0);
+    let rows = program_id(1) * BM + arange(0, BM);
+    let row_mask = rows < m;
+    // The weights first: nothing they need is written by another stage.
+    let wt = load_head_block(w, rows, row_mask, head, k, D);
+    let p = load(pos);
+    let group = n_heads / n_kv_heads;
+    let kvh = head / group;
+    let d = arange(0, D);
+    let ku = n_heads + kvh;
+    let qs = head_rms_inv(qk_ss, head, eps, D, QBM);
+    let ks = head_rms_inv(qk_ss, ku, eps, D, QBM);
+    let qv = (load(qk_rot + head * D + d) * qs).to(bf16).to(f32);
+    let kn = (load(qk_rot + ku * D + d) * ks).to(bf16);
+    let slot = (kvh * max_seq + p) * D;
+    let a = attend_head_cur(
+        qv,
+        kn.to(f32),
+        load(v_cache + slot + d).to(f32),
+        k_cache,
+        v_cache,
+        kvh * max_seq * D,
+        p + 1,
+        scale,
+        D,
+        BLOCK_N,
+    );
+    let y = sum(wt.to(f32) * a.expand_dims(0), 1);
+    add_head_rows(res, copy, rows, row_mask, y, head, m, COPIES);
+    if program_id(1) == 0 {
+        if head % group == 0 {
+            store(k_cache + slot + d, kn);
+        }
     }
 }
 

@@ -217,6 +217,12 @@ pub struct Tiles {
     /// the rule; the megakernel engine sets it in that specialisation
     /// (`megakernel_engine::attn_rope_rule`).
     pub attn_rope: bool,
+    /// With `attn_in_o`: each QKV program ropes its own half-head pairs and leaves its
+    /// rows' sum of squares, and o_proj's programs apply each head's 1/rms
+    /// (`rope::rmsnorm_qkv_rope_pairs`, `gemv::attn_scale_head_residual`): no ticket, no
+    /// head finisher, no norm in o_proj. A candidate, off; `megakernel_engine::qkv_pairs_fit`
+    /// says where it applies, and it takes `attn_rope`'s place there.
+    pub qkv_pairs: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -274,6 +280,7 @@ impl Tiles {
             attn_ahead: false,
             attn_in_o: false,
             attn_rope: false,
+            qkv_pairs: false,
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
                 .programs(cfg.vocab_size)

@@ -341,3 +341,123 @@ pub fn rmsnorm_qkv_rope_tiles(
         }
     }
 }
+
+/// 1 / rms of QKV head `unit` from its D / BM programs' sums of squares (`ss`, written by
+/// `rmsnorm_qkv_rope_pairs`): a few scalar loads added in order, no reduction over the head.
+#[tile_fn]
+pub fn head_rms_inv(
+    ss: Ptr<f32>,
+    unit: i32,
+    eps: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BM: usize,
+) -> f32 {
+    let mut s = 0.0;
+    for i in 0..D / BM {
+        s += load(ss + unit * (D / BM) + i);
+    }
+    rsqrt(s / D as f32 + eps)
+}
+
+/// `rmsnorm_qkv_rope` with no ticket and no head finisher (`Tiles::qkv_pairs`, a
+/// candidate): program p owns BM / 2 dimensions of its head's first half and their RoPE
+/// partners D / 2 later (two [BM / 2, BK] weight tiles), so it rotates its own rows. RMSNorm
+/// scales a head by one scalar and the rotation is linear (rope(x·inv·w) = inv·rope(x·w)),
+/// so a q or k program writes its rows weighted and rotated, in f32, into `qk_rot` and their
+/// sum of squares into `qk_ss[p]`, and the head's reader applies its 1/rms
+/// (`head_rms_inv`, `gemv::attn_scale_head_residual`); a v program stores its rows in the V
+/// cache. No program waits for another, and none does more than the rest. The GEMV's rows
+/// are rounded to bf16 first, as `rmsnorm_qkv_rope` leaves them in `qkv`. One k step
+/// (k <= BK); D % BM == 0 and BM even (`megakernel_engine::qkv_pairs_fit`).
+#[kernel(helpers(resid_load, copy_resid_rows))]
+pub fn rmsnorm_qkv_rope_pairs(
+    x: Ptr<f32>,
+    x_copy: Ptr<f32>,
+    g: Ptr<bf16>,
+    w: Ptr<bf16>,
+    q_norm: Ptr<bf16>,
+    k_norm: Ptr<bf16>,
+    rope: Ptr<f32>,
+    pos: Ptr<i32>,
+    qk_rot: Ptr<f32>,
+    qk_ss: Ptr<f32>,
+    v_cache: Ptr<bf16>,
+    m: i32,
+    k: i32,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    #[constexpr] BM: usize,
+    #[constexpr] BK: usize,
+    #[constexpr] D: usize,
+    #[constexpr] COPIES: usize,
+    #[constexpr] COPY: bool,
+    #[constexpr] COPY_ROWS: usize,
+) {
+    let p = program_id(0);
+    let unit = p / (D / BM);
+    let half = D / 2;
+    // This program's dimensions in the head's first half, and their weight rows.
+    let da = (p % (D / BM)) * (BM / 2) + arange(0, BM / 2);
+    let ra = unit * D + da;
+    let rb = ra + half;
+    let cols = arange(0, BK);
+    let col_mask = cols < k;
+    // The weights first: nothing they need is written by another stage.
+    let wa = load(
+        w + ra.expand_dims(1) * k + cols.expand_dims(0),
+        (ra < m).expand_dims(1) & col_mask.expand_dims(0),
+        0.0,
+    );
+    let wb = load(
+        w + rb.expand_dims(1) * k + cols.expand_dims(0),
+        (rb < m).expand_dims(1) & col_mask.expand_dims(0),
+        0.0,
+    );
+    // The rotation's inputs: nothing another stage of the layer writes either.
+    let at = load(pos);
+    let cs = rope + at * D;
+    let cos_a = load(cs + da);
+    let sin_a = load(cs + half + da);
+    let is_q = unit < n_heads;
+    let nwa = where_(is_q, load(q_norm + da).to(f32), load(k_norm + da).to(f32));
+    let nwb = where_(
+        is_q,
+        load(q_norm + da + half).to(f32),
+        load(k_norm + da + half).to(f32),
+    );
+    let xv = resid_load(x, cols, col_mask, k, COPIES);
+    // After the weights and x (its rows are then in L1).
+    if COPY {
+        copy_resid_rows(x, x_copy, p, k, COPY_ROWS, COPIES);
+    }
+    let inv = rms_inv(xv * xv, k, eps);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let ya = (sum(wa.to(f32) * xg, 1) * inv).to(bf16);
+    let yb = (sum(wb.to(f32) * xg, 1) * inv).to(bf16);
+    // Both halves in one [2, BM / 2] store (row 0 the first half's dimensions).
+    let first = (arange(0, 2) == 0).expand_dims(1);
+    let dims = (arange(0, 2) * half).expand_dims(1) + da.expand_dims(0);
+    if unit < n_heads + n_kv_heads {
+        let a = ya.to(f32);
+        let b = yb.to(f32);
+        let xa = a * nwa;
+        let xb = b * nwb;
+        // rotate_half: the first half takes -x2 sin, the second half +x1 sin.
+        let rot = where_(
+            first,
+            (xa * cos_a - xb * sin_a).expand_dims(0),
+            (xb * cos_a + xa * sin_a).expand_dims(0),
+        );
+        store(qk_rot + unit * D + dims, rot);
+        store(qk_ss + p, sum(a * a + b * b, 0));
+    } else {
+        // V needs no norm or rope: straight into the cache.
+        let slot = ((unit - n_heads - n_kv_heads) * max_seq + at) * D;
+        store(
+            v_cache + slot + dims,
+            where_(first, ya.expand_dims(0), yb.expand_dims(0)),
+        );
+    }
+}
