@@ -1159,7 +1159,8 @@ pub fn wait_in_body_rule(cfg: &Config, o_heads: bool) -> bool {
 
 /// The stages' kernels that wait inside their bodies by the rule (empty: all of them):
 /// o_proj per head's up to hidden 2048, QKV's and o_proj's above hidden 1024, and the split
-/// attention's up to it ([`wait_in_body_rule`]).
+/// attention's up to it ([`wait_in_body_rule`]). `Tiles::qkv_pairs`'s kernels where those
+/// they replace do.
 pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
     if cfg.hidden_size > 2048 {
         return vec![];
@@ -1168,11 +1169,13 @@ pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
         "gemv_head_residual",
         "gemv_head_residual_tiles",
         "attn_head_residual",
+        "attn_scale_head_residual",
     ];
     if cfg.hidden_size > 1024 {
         k.extend([
             "rmsnorm_qkv_rope",
             "rmsnorm_qkv_rope_tiles",
+            "rmsnorm_qkv_rope_pairs",
             "gemv_residual_copy",
         ]);
     } else {
