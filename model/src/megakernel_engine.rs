@@ -776,9 +776,9 @@ pub struct MegakernelOptions {
     pub attn_rope: Option<bool>,
     /// Whether, there, the QKV stage's programs rope their own half-head pairs and o_proj's
     /// programs apply each head's 1/rms (`Tiles::qkv_pairs`, `rope::rmsnorm_qkv_rope_pairs`,
-    /// `gemv::attn_scale_head_residual`; in `attn_rope`'s place where [`qkv_pairs_fit`]).
-    /// A candidate: off; `TESSERA_QKV_PAIRS=1` sets it.
-    pub qkv_pairs: bool,
+    /// `gemv::attn_scale_head_residual`; in `attn_rope`'s place, where [`qkv_pairs_fit`]):
+    /// None, [`qkv_pairs_rule`]. `TESSERA_QKV_PAIRS=0` (or `1`) sets it.
+    pub qkv_pairs: Option<bool>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -849,7 +849,7 @@ impl Default for MegakernelOptions {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             attn_rope: std::env::var("TESSERA_ATTN_ROPE").ok().map(|v| v != "0"),
-            qkv_pairs: std::env::var("TESSERA_QKV_PAIRS").is_ok_and(|v| v != "0"),
+            qkv_pairs: std::env::var("TESSERA_QKV_PAIRS").ok().map(|v| v != "0"),
         }
     }
 }
@@ -922,7 +922,7 @@ pub enum Variant {
 }
 
 /// `MegakernelOptions::attn_ahead`, `attn_in_o`, `attn_rope` and `qkv_pairs`.
-type SpecOptions = (Option<bool>, Option<usize>, Option<bool>, bool);
+type SpecOptions = (Option<bool>, Option<usize>, Option<bool>, Option<bool>);
 
 /// The decode step's specialisations, and the positions whose steps launch each: the
 /// engine's choice per launch, and what `tessera explain` says of it.
@@ -966,7 +966,7 @@ impl Specialisations {
 
     fn with_options(cfg: &Config, t: &Tiles, options: SpecOptions) -> Specialisations {
         let (attn_ahead, attn_in_o, attn_rope, qkv_pairs) = options;
-        let pairs = qkv_pairs && qkv_pairs_fit(cfg, t);
+        let pairs = qkv_pairs.unwrap_or_else(|| qkv_pairs_rule(cfg)) && qkv_pairs_fit(cfg, t);
         let rope = attn_rope.unwrap_or_else(|| attn_rope_rule(cfg));
         let ahead_from = attn_ahead_from(t, attn_ahead);
         let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope || pairs);
@@ -1121,6 +1121,19 @@ pub fn attn_in_o_until(cfg: &Config, t: &Tiles, option: Option<usize>, rope: boo
     }
 }
 
+/// Whether, inside o_proj's stage ([`attn_in_o_until`]), the QKV stage's programs rope their
+/// own half-head pairs and leave their rows' sums of squares, and o_proj's programs apply
+/// each head's 1/rms (`rope::rmsnorm_qkv_rope_pairs`, `gemv::attn_scale_head_residual`: no
+/// ticket, no head finisher, no norm over a head in o_proj), where [`qkv_pairs_fit`]: up to
+/// hidden 1024, where the heads are not normed and roped in o_proj ([`attn_rope_rule`]). On
+/// an H100 2.5% faster at 0.6B's context 1 (6 of 6 repetitions; 1.3% with the rotation's
+/// inputs loaded after the first half's reduction, 0.3% with o_proj's programs waiting in
+/// their bodies), level at 1.7B against `attn_rope` (+0.3%), and 5-7% slower where ptxas
+/// spilled (docs/PERF.md, session 29).
+pub fn qkv_pairs_rule(cfg: &Config) -> bool {
+    cfg.hidden_size <= 1024
+}
+
 /// Whether, inside o_proj's stage ([`attn_in_o_until`]), its programs also norm and rope
 /// the raw QKV heads and write the new K/V row (`gemv::attn_rope_head_residual`; the QKV
 /// stage then runs no ticket): above hidden 1024. On an H100 2.3-2.4% faster at 1.7B's
@@ -1159,8 +1172,9 @@ pub fn wait_in_body_rule(cfg: &Config, o_heads: bool) -> bool {
 
 /// The stages' kernels that wait inside their bodies by the rule (empty: all of them):
 /// o_proj per head's up to hidden 2048, QKV's and o_proj's above hidden 1024, and the split
-/// attention's up to it ([`wait_in_body_rule`]). `Tiles::qkv_pairs`'s kernels where those
-/// they replace do.
+/// attention's up to it ([`wait_in_body_rule`]); `Tiles::qkv_pairs`' QKV where QKV's does.
+/// (`attn_scale_head_residual` waiting in its body was 1% slower at 0.6B than outside,
+/// where `attn_head_residual`'s is faster: docs/PERF.md, session 29.)
 pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
     if cfg.hidden_size > 2048 {
         return vec![];
@@ -1169,7 +1183,6 @@ pub fn wait_in_body_only_rule(cfg: &Config) -> Vec<String> {
         "gemv_head_residual",
         "gemv_head_residual_tiles",
         "attn_head_residual",
-        "attn_scale_head_residual",
     ];
     if cfg.hidden_size > 1024 {
         k.extend([

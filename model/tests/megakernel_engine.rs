@@ -1125,6 +1125,9 @@ fn attention_inside_o_proj_computes_the_same_logits() {
                 }),
                 attn_in_o,
                 attn_rope: Some(attn_rope),
+                // The heads finished in the QKV stage (`qkv_pairs_compute_the_same_logits`
+                // tests the pairs).
+                qkv_pairs: Some(false),
                 // The split attention's plain loop throughout (no ahead specialisation).
                 attn_ahead: Some(false),
                 ..opts.clone()
@@ -1225,7 +1228,7 @@ fn qkv_pairs_compute_the_same_logits() {
                     ..t.clone()
                 }),
                 attn_in_o,
-                qkv_pairs,
+                qkv_pairs: Some(qkv_pairs),
                 attn_ahead: Some(false),
                 ..opts.clone()
             };

@@ -474,12 +474,10 @@ pub fn attn_scale_head_residual(
     let kvh = head / group;
     let d = arange(0, D);
     let ku = n_heads + kvh;
-    let qr = load(qk_rot + head * D + d);
-    let kr = load(qk_rot + ku * D + d);
-    let qv = (qr * head_rms_inv(qk_ss, head, eps, D, QBM))
-        .to(bf16)
-        .to(f32);
-    let kn = (kr * head_rms_inv(qk_ss, ku, eps, D, QBM)).to(bf16);
+    let qs = head_rms_inv(qk_ss, head, eps, D, QBM);
+    let ks = head_rms_inv(qk_ss, ku, eps, D, QBM);
+    let qv = (load(qk_rot + head * D + d) * qs).to(bf16).to(f32);
+    let kn = (load(qk_rot + ku * D + d) * ks).to(bf16);
     let slot = (kvh * max_seq + p) * D;
     let a = attend_head_cur(
         qv,

@@ -220,8 +220,9 @@ pub struct Tiles {
     /// With `attn_in_o`: each QKV program ropes its own half-head pairs and leaves its
     /// rows' sum of squares, and o_proj's programs apply each head's 1/rms
     /// (`rope::rmsnorm_qkv_rope_pairs`, `gemv::attn_scale_head_residual`): no ticket, no
-    /// head finisher, no norm in o_proj. A candidate, off; `megakernel_engine::qkv_pairs_fit`
-    /// says where it applies, and it takes `attn_rope`'s place there.
+    /// head finisher, no norm in o_proj. Off in the rule; the megakernel engine sets it in
+    /// that specialisation (`megakernel_engine::qkv_pairs_rule`, where `qkv_pairs_fit`),
+    /// in `attn_rope`'s place.
     pub qkv_pairs: bool,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,

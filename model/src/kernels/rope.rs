@@ -415,17 +415,8 @@ pub fn rmsnorm_qkv_rope_pairs(
         (rb < m).expand_dims(1) & col_mask.expand_dims(0),
         0.0,
     );
+    // The rotation's inputs: nothing another stage of the layer writes either.
     let at = load(pos);
-    let xv = resid_load(x, cols, col_mask, k, COPIES);
-    // After the weights and x (its rows are then in L1).
-    if COPY {
-        copy_resid_rows(x, x_copy, p, k, COPY_ROWS, COPIES);
-    }
-    let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
-    let ya = (sum(wa.to(f32) * xg, 1) * inv).to(bf16);
-    // The rotation's inputs once `wa` is spent (fewer registers live; their loads in flight
-    // while `wb` reduces).
     let cs = rope + at * D;
     let cos_a = load(cs + da);
     let sin_a = load(cs + half + da);
@@ -436,6 +427,14 @@ pub fn rmsnorm_qkv_rope_pairs(
         load(q_norm + da + half).to(f32),
         load(k_norm + da + half).to(f32),
     );
+    let xv = resid_load(x, cols, col_mask, k, COPIES);
+    // After the weights and x (its rows are then in L1).
+    if COPY {
+        copy_resid_rows(x, x_copy, p, k, COPY_ROWS, COPIES);
+    }
+    let inv = rms_inv(xv * xv, k, eps);
+    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let ya = (sum(wa.to(f32) * xg, 1) * inv).to(bf16);
     let yb = (sum(wb.to(f32) * xg, 1) * inv).to(bf16);
     // Both halves in one [2, BM / 2] store (row 0 the first half's dimensions).
     let first = (arange(0, 2) == 0).expand_dims(1);
