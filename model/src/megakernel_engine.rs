@@ -25,7 +25,9 @@ use crate::config::Config;
 use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
-use crate::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
+use crate::kernels::attention::{
+    attn_split, attn_split_ahead, attn_split_merge, attn_split_scaled,
+};
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{
     attn_head_residual, attn_rope_head_residual, attn_scale_head_residual, gemv_head_residual,
@@ -151,9 +153,9 @@ pub fn decode_step(
     // (`attn_rope_head_residual`), and the QKV stage leaves them raw (QKV_FINISH false).
     #[constexpr] ATTN_ROPE: bool,
     #[constexpr] QKV_FINISH: bool,
-    // With ATTN_IN_O: each QKV program ropes its own half-head pairs and o_proj's programs
-    // apply each head's 1/rms (`rmsnorm_qkv_rope_pairs`, `attn_scale_head_residual`;
-    // `Tiles::qkv_pairs`, a candidate): no ticket, no head finished, no norm in o_proj.
+    // Each QKV program ropes its own half-head pairs and the attention applies each head's
+    // 1/rms (`rmsnorm_qkv_rope_pairs`, then `attn_scale_head_residual` with ATTN_IN_O or
+    // `attn_split_scaled`; `Tiles::qkv_pairs`): no ticket, no head finished.
     #[constexpr] QKV_PAIRS: bool,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
@@ -362,6 +364,27 @@ pub fn decode_step(
                         HEAD_DIM,
                         ATTN_BLOCK_N,
                         ATTN_SPLITS,
+                    );
+                } else if QKV_PAIRS {
+                    attn_split_scaled(
+                        grid(HEADS, ATTN_SPLITS),
+                        qk_rot,
+                        qk_ss,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        part_m,
+                        part_l,
+                        part_acc,
+                        HEADS,
+                        KV_HEADS,
+                        max_seq,
+                        eps,
+                        scale,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        ATTN_SPLITS,
+                        QKV_BM,
                     );
                 } else {
                     attn_split(
@@ -622,7 +645,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
     }
     let oh_tiles = o_heads_tiles(cfg, t);
     let in_o = t.attn_in_o && t.o_heads;
-    let pairs = in_o && t.qkv_pairs && qkv_pairs_fit(cfg, t);
+    // The split attention's form only in the plain loop (not `attn_split_ahead`).
+    let pairs = t.qkv_pairs && t.o_heads && (in_o || !t.attn_ahead) && qkv_pairs_fit(cfg, t);
     decode_step::Consts {
         LAYERS: cfg.num_hidden_layers,
         HIDDEN: cfg.hidden_size,
@@ -668,7 +692,7 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_AHEAD: t.attn_ahead && t.o_heads,
         ATTN_IN_O: t.attn_in_o && t.o_heads,
         ATTN_ROPE: in_o && t.attn_rope && !pairs,
-        QKV_FINISH: !(in_o && (t.attn_rope || pairs)),
+        QKV_FINISH: !(pairs || in_o && t.attn_rope),
         QKV_PAIRS: pairs,
         ARGMAX_BLOCK: t.argmax_block,
     }
@@ -779,6 +803,10 @@ pub struct MegakernelOptions {
     /// `gemv::attn_scale_head_residual`; in `attn_rope`'s place, where [`qkv_pairs_fit`]):
     /// None, [`qkv_pairs_rule`]. `TESSERA_QKV_PAIRS=0` (or `1`) sets it.
     pub qkv_pairs: Option<bool>,
+    /// The same in the plain step, its split attention scaling the heads
+    /// (`attention::attn_split_scaled`; not in the step that loads the tiles ahead): a
+    /// candidate, None is off. `TESSERA_QKV_PAIRS_SPLIT=1` sets it.
+    pub qkv_pairs_split: Option<bool>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -850,6 +878,9 @@ impl Default for MegakernelOptions {
                 .and_then(|v| v.parse().ok()),
             attn_rope: std::env::var("TESSERA_ATTN_ROPE").ok().map(|v| v != "0"),
             qkv_pairs: std::env::var("TESSERA_QKV_PAIRS").ok().map(|v| v != "0"),
+            qkv_pairs_split: std::env::var("TESSERA_QKV_PAIRS_SPLIT")
+                .ok()
+                .map(|v| v != "0"),
         }
     }
 }
@@ -921,8 +952,15 @@ pub enum Variant {
     AttnInO,
 }
 
-/// `MegakernelOptions::attn_ahead`, `attn_in_o`, `attn_rope` and `qkv_pairs`.
-type SpecOptions = (Option<bool>, Option<usize>, Option<bool>, Option<bool>);
+/// `MegakernelOptions::attn_ahead`, `attn_in_o`, `attn_rope`, `qkv_pairs` and
+/// `qkv_pairs_split`.
+type SpecOptions = (
+    Option<bool>,
+    Option<usize>,
+    Option<bool>,
+    Option<bool>,
+    Option<bool>,
+);
 
 /// The decode step's specialisations, and the positions whose steps launch each: the
 /// engine's choice per launch, and what `tessera explain` says of it.
@@ -955,7 +993,13 @@ impl Specialisations {
         Self::with_options(
             cfg,
             t,
-            (o.attn_ahead, o.attn_in_o, o.attn_rope, o.qkv_pairs),
+            (
+                o.attn_ahead,
+                o.attn_in_o,
+                o.attn_rope,
+                o.qkv_pairs,
+                o.qkv_pairs_split,
+            ),
         )
     }
 
@@ -965,8 +1009,10 @@ impl Specialisations {
     }
 
     fn with_options(cfg: &Config, t: &Tiles, options: SpecOptions) -> Specialisations {
-        let (attn_ahead, attn_in_o, attn_rope, qkv_pairs) = options;
+        let (attn_ahead, attn_in_o, attn_rope, qkv_pairs, qkv_pairs_split) = options;
         let pairs = qkv_pairs.unwrap_or_else(|| qkv_pairs_rule(cfg)) && qkv_pairs_fit(cfg, t);
+        // In the plain step too (its split attention, `attn_split_scaled`), not the ahead one.
+        let pairs_split = qkv_pairs_split.unwrap_or(false) && t.o_heads && qkv_pairs_fit(cfg, t);
         let rope = attn_rope.unwrap_or_else(|| attn_rope_rule(cfg));
         let ahead_from = attn_ahead_from(t, attn_ahead);
         let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope || pairs);
@@ -979,7 +1025,13 @@ impl Specialisations {
             in_o_until,
             rope,
             pairs,
-            plain: constexprs(cfg, t),
+            plain: constexprs(
+                cfg,
+                &Tiles {
+                    qkv_pairs: pairs_split,
+                    ..t.clone()
+                },
+            ),
             ahead: with(
                 ahead_from.is_some(),
                 Tiles {

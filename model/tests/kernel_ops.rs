@@ -1300,7 +1300,10 @@ fn attention_inside_o_proj_ropes_the_raw_heads_as_qk_norm_rope() {
 /// applied after the rotation, not before): the same V cache bit for bit, the same K cache
 /// but for the new row, each program's sum of squares that of its own pair rows of the
 /// finished path's raw QKV output (f64), over one tile of context and three (ragged), GQA
-/// 2 and 1, the last o_proj row block past the hidden size, the older cache rows random.
+/// 2 and 1, the last o_proj row block past the hidden size, the older cache rows random; and
+/// so does the split attention that scales the heads (`attn_split_scaled`, three splits,
+/// merged by `gemv_head_residual`) against `attn_split`, its K row the same bits as
+/// `attn_scale_head_residual`'s.
 #[test]
 fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
     let mut rng = SplitMix64::new(44);
@@ -1475,6 +1478,97 @@ fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
         ] {
             let e = rel_err(&down(got), &down(want));
             assert!(e < 5e-3, "{what}: {part}: relative error {e:.2e}");
+        }
+        // The split attention (3 splits, o_proj merging them per head): the finished heads'
+        // `attn_split`, and `attn_split_scaled` on the pairs, with the new K row not yet in
+        // its cache (the split holding the position writes it) and the V row as the pairs
+        // stage left it.
+        let splits = 3;
+        let parts = || {
+            (
+                dev().zeros::<f32>(nh * splits).unwrap(),
+                dev().zeros::<f32>(nh * splits).unwrap(),
+                dev().zeros::<f32>(nh * splits * hd).unwrap(),
+            )
+        };
+        let split_grid = Launch::grid((nh as u32, splits as u32)).warps(NUM_WARPS);
+        let heads_grid = Launch::grid((nh as u32, h.div_ceil(obm) as u32)).warps(NUM_WARPS);
+        let merge = |(pm, pl, pa): &(Buffer<f32>, Buffer<f32>, Buffer<f32>)| {
+            let (res, xm) = (up(&res0), up(&xm0));
+            gemv::gemv_head_residual::launch(
+                &dev(),
+                &heads_grid,
+                &wb,
+                pm,
+                pl,
+                pa,
+                &res,
+                &xm,
+                hi,
+                q_dim as i32,
+                obm,
+                hd,
+                splits,
+                copies,
+            )
+            .unwrap();
+            (down(&res), down(&xm))
+        };
+        let pa_a = parts();
+        attention::attn_split::launch(
+            &dev(),
+            &split_grid,
+            &q,
+            &kc_a,
+            &vc_a,
+            &c.pos,
+            &pa_a.0,
+            &pa_a.1,
+            &pa_a.2,
+            (nh / nkv) as i32,
+            msi,
+            scale,
+            hd,
+            block_n,
+            splits,
+        )
+        .unwrap();
+        let (kc_c, vc_c) = (up(&cache.0), up(&down(&vc_b)));
+        let pa_c = parts();
+        attention::attn_split_scaled::launch(
+            &dev(),
+            &split_grid,
+            &rot,
+            &ss,
+            &kc_c,
+            &vc_c,
+            &c.pos,
+            &pa_c.0,
+            &pa_c.1,
+            &pa_c.2,
+            nhi,
+            nkvi,
+            msi,
+            1e-6,
+            scale,
+            hd,
+            block_n,
+            splits,
+            bm,
+        )
+        .unwrap();
+        assert_eq!(
+            bits(down(&kc_c)),
+            bits(down(&kc_b)),
+            "{what}: split: the K cache"
+        );
+        let (want, got) = (merge(&pa_a), merge(&pa_c));
+        for (part, got, want) in [
+            ("the residual", &got.0, &want.0),
+            ("the MLP's input", &got.1, &want.1),
+        ] {
+            let e = rel_err(got, want);
+            assert!(e < 5e-3, "{what}: split: {part}: relative error {e:.2e}");
         }
     }
 }

@@ -17,7 +17,7 @@ use model::kernels::attention::{attn_split, attn_split_ahead, attn_split_merge};
 use model::kernels::gemv::gemv_residual_tiles;
 use model::kernels::prefill::PrefillTiles;
 use model::kernels::prefill::{gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, prefill_attention};
-use model::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_tiles};
+use model::kernels::rope::{rmsnorm_qkv_rope, rmsnorm_qkv_rope_pairs, rmsnorm_qkv_rope_tiles};
 use model::kernels::NUM_WARPS;
 use model::sampling::SplitMix64;
 
@@ -804,6 +804,178 @@ fn attention_inside_o_proj_with_the_rope_emulated_equals_the_interpreter() {
             let ctx = format!("len {}, TILES {tiles}, {warps} warps", pos + 1);
             assert_close(&got, &want, &[("residual", 8), ("MLP input", 9)], &ctx);
         }
+    }
+}
+
+/// `rmsnorm_qkv_rope_pairs`' C (program p: the GEMV rows of BM / 2 dimensions of its head's
+/// first half and of their RoPE partners, weighted by the head's norm and rotated, in f32,
+/// into `qk_rot`, their sum of squares into `qk_ss[p]`; a V program's rows into the V cache)
+/// and `attn_scale_head_residual`'s C (program (head, row block) scales its head's q and its
+/// KV head's k by their 1/rms from `qk_ss`, attends, adds its block of o_proj, and one
+/// program per KV head writes the new K row) against the interpreter. The QKV kernel: GQA 2
+/// on two residual copies with `COPY` (8 rows a program, the hidden size ending inside one),
+/// and 2 query heads over 2 KV heads of 16 on one copy without; the attention: one tile of
+/// context and three, ragged (tiles of 8 keys), on random pairs, and two of 16 on the QKV
+/// kernel's own (its residual and its copy as the residual and the MLP's input), GQA 2,
+/// the last row block past the hidden size. Both with the shipped lowerings (`shipped()`),
+/// also on one warp. The QKV outputs and the cache rows bit for bit; the atomics' sums to
+/// 1e-6.
+#[test]
+fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
+    if !have_gxx() {
+        eprintln!("no g++: skipped");
+        return;
+    }
+    let mut rng = SplitMix64::new(43);
+    let int = |v: usize| ConstVal::Int(v as i64);
+    let bf = |v: Vec<f32>| HostMem::from_f32s(DType::BF16, &v);
+    let f32m = |v: Vec<f32>| HostMem::from_f32s(DType::F32, &v);
+    let bits = |m: &HostMem| m.to_f32s().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    // The first case's interpreted outputs, the attention's inputs in its last case.
+    let mut pairs: Option<Vec<HostMem>> = None;
+    // (heads, kv heads, D, hidden, BM, BK, max_seq, pos, COPIES, COPY_ROWS: 0 without COPY)
+    for (heads, kv, d, h, bm, bk, max_seq, pos, copies, copy_rows) in [
+        (
+            4usize, 2usize, 32usize, 44usize, 8usize, 64usize, 40usize, 21usize, 2usize, 8usize,
+        ),
+        (2, 2, 16, 24, 4, 32, 30, 20, 1, 0),
+    ] {
+        let m = (heads + 2 * kv) * d;
+        let units = heads + kv;
+        let k = rmsnorm_qkv_rope_pairs::KERNEL
+            .specialize(&[
+                ("BM", int(bm)),
+                ("BK", int(bk)),
+                ("D", int(d)),
+                ("COPIES", int(copies)),
+                ("COPY", ConstVal::Bool(copy_rows > 0)),
+                ("COPY_ROWS", int(copy_rows.max(1))),
+            ])
+            .unwrap();
+        let bufs = vec![
+            f32m(rand(&mut rng, copies * h, 2.0)), // the residual's copies
+            f32m(vec![f32::NAN; h]),               // their sum (with COPY)
+            bf(rand(&mut rng, h, 1.5)),
+            bf(rand(&mut rng, m * h, 0.5)),
+            bf(rand(&mut rng, d, 1.5)),
+            bf(rand(&mut rng, d, 1.5)),
+            rope_rows(d, max_seq),
+            HostMem::from_f32s(DType::I32, &[pos as f32]),
+            f32m(vec![f32::NAN; units * d]),
+            f32m(vec![f32::NAN; units * d / bm]),
+            bf(rand(&mut rng, kv * max_seq * d, 1.0)),
+        ];
+        let sc = [
+            Scalar::I32(m as i32),
+            Scalar::I32(h as i32),
+            Scalar::I32(heads as i32),
+            Scalar::I32(kv as i32),
+            Scalar::I32(max_seq as i32),
+            Scalar::F32(1e-6),
+        ];
+        let grid = [(m / bm) as u32, 1, 1];
+        let mut want = bufs.clone();
+        interpret(&k, grid, &mut want, &sc);
+        for (what, i) in [("qk_rot", 8), ("qk_ss", 9)] {
+            assert!(
+                want[i].to_f32s().iter().all(|x| x.is_finite()),
+                "{what}: interpreter left NaN"
+            );
+        }
+        if copy_rows > 0 {
+            let x = bufs[0].to_f32s();
+            let sum: Vec<f32> = (0..h)
+                .map(|r| (1..copies).fold(x[r], |s, c| s + x[c * h + r]))
+                .collect();
+            assert_eq!(bits(&want[1]), bits(&f32m(sum)), "x_copy: the copies' sum");
+        }
+        for warps in [NUM_WARPS, 1] {
+            let got = emulate_variant(&k, warps, 1, shipped(), grid, &bufs, &sc);
+            for (what, i) in [("x_copy", 1), ("qk_rot", 8), ("qk_ss", 9), ("V cache", 10)] {
+                assert_eq!(
+                    bits(&got[i]),
+                    bits(&want[i]),
+                    "rmsnorm_qkv_rope_pairs: {what} (heads {heads}/{kv}, D {d}, {warps} warps)"
+                );
+            }
+        }
+        eprintln!("rmsnorm_qkv_rope_pairs (heads {heads}/{kv}, D {d}): emulated C = interpreter, bit for bit");
+        pairs.get_or_insert(want);
+    }
+    let pairs = pairs.unwrap();
+    // (heads, kv heads, D, max_seq, pos, BLOCK_N, hidden, BM, QBM, the QKV case's pairs)
+    for (heads, kv, d, max_seq, pos, block_n, h, bm, qbm, chained) in [
+        (
+            4usize, 2usize, 32usize, 40usize, 5usize, 8usize, 40usize, 16usize, 8usize, false,
+        ),
+        (4, 2, 32, 40, 21, 8, 40, 16, 8, false),
+        (4, 2, 32, 40, 21, 16, 44, 16, 8, true),
+    ] {
+        let k = model::kernels::gemv::attn_scale_head_residual::KERNEL
+            .specialize(&[
+                ("BM", int(bm)),
+                ("D", int(d)),
+                ("BLOCK_N", int(block_n)),
+                ("COPIES", int(2)),
+                ("QBM", int(qbm)),
+            ])
+            .unwrap();
+        let q_dim = heads * d;
+        let units = heads + kv;
+        let w = bf(rand(&mut rng, h * q_dim, 0.5));
+        let k_cache = bf(rand(&mut rng, kv * max_seq * d, 2.0));
+        let bufs = if chained {
+            vec![
+                w,
+                pairs[8].clone(),
+                pairs[9].clone(),
+                k_cache,
+                pairs[10].clone(),
+                pairs[7].clone(),
+                pairs[0].clone(),
+                pairs[1].clone(),
+            ]
+        } else {
+            // Sums of squares of a program's qbm rows: 1 / rms of a head about 1 / 2.
+            let ss: Vec<f32> = (0..units * d / qbm)
+                .map(|_| d as f32 * (0.5 + 1.5 * rng.next_f64() as f32))
+                .collect();
+            vec![
+                w,
+                f32m(rand(&mut rng, units * d, 3.0)),
+                f32m(ss),
+                k_cache,
+                bf(rand(&mut rng, kv * max_seq * d, 1.0)),
+                HostMem::from_f32s(DType::I32, &[pos as f32]),
+                f32m(rand(&mut rng, 2 * h, 1.0)),
+                f32m(rand(&mut rng, h, 1.0)),
+            ]
+        };
+        let sc = [
+            Scalar::I32(heads as i32),
+            Scalar::I32(kv as i32),
+            Scalar::I32(max_seq as i32),
+            Scalar::F32(1e-6),
+            Scalar::F32(1.0 / (d as f32).sqrt()),
+            Scalar::I32(h as i32),
+            Scalar::I32(q_dim as i32),
+        ];
+        let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
+        let mut want = bufs.clone();
+        interpret(&k, grid, &mut want, &sc);
+        assert_ne!(bits(&want[3]), bits(&bufs[3]), "the new K rows not written");
+        for warps in [NUM_WARPS, 1] {
+            let got = emulate_variant(&k, warps, 1, shipped(), grid, &bufs, &sc);
+            let ctx = format!(
+                "len {}, BLOCK_N {block_n}, chained {chained}, {warps} warps",
+                pos + 1
+            );
+            for (what, i) in [("K cache", 3), ("V cache", 4)] {
+                assert_eq!(bits(&got[i]), bits(&want[i]), "{what} ({ctx})");
+            }
+            assert_close(&got, &want, &[("residual", 6), ("MLP input", 7)], &ctx);
+        }
+        eprintln!("attn_scale_head_residual (len {}, BLOCK_N {block_n}, chained {chained}): emulated C = interpreter", pos + 1);
     }
 }
 

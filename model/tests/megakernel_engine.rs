@@ -1205,7 +1205,8 @@ fn attention_inside_o_proj_computes_the_same_logits() {
 /// the heads by their 1/rms (`MegakernelOptions::qkv_pairs`: `rmsnorm_qkv_rope_pairs` and
 /// `attn_scale_head_residual` in the attention-inside-o_proj specialisation, no ticket):
 /// the logits of the same specialisation with the heads finished in the QKV stage within
-/// 1e-2 at every prompt position (the 1/rms applied after the rotation rounds otherwise, so
+/// 1e-2 at every prompt position, and so in the plain step with `qkv_pairs_split`
+/// (`attn_split_scaled`, three splits) against it without (the 1/rms applied after the rotation rounds otherwise, so
 /// q and a new K row may differ by a bf16 rounding, and every later value with them), and
 /// the K and V caches within 1e-2 (`kernel_ops` checks the V rows bit for bit), on every
 /// committed checkpoint, stage by stage and under adversarial interleavings, with tiles of
@@ -1232,28 +1233,45 @@ fn qkv_pairs_compute_the_same_logits() {
                 attn_ahead: Some(false),
                 ..opts.clone()
             };
-            // The heads finished in the QKV stage, the same attention inside o_proj.
-            let mut plain = mega(name, Output::Logits, &with(Some(usize::MAX), false));
-            let mut pairs = mega(name, Output::Logits, &with(Some(usize::MAX), true));
-            let bound = pairs.constexprs_for(Variant::AttnInO);
-            let on = bound.contains(&("QKV_PAIRS", dsl_runtime::ConstVal::Bool(true)));
-            assert!(on, "{name}: {bound:?}");
-            let prompt = ids(&expected(name)["prompt_ids"]);
-            for (pos, &t) in prompt.iter().enumerate() {
-                let want = logits(plain.step(t, pos).unwrap());
-                let err = rel_err(&logits(pairs.step(t, pos).unwrap()), &want);
-                assert!(err < 1e-2, "{name} ({mode}) pos {pos}: error {err:.2e}");
-            }
-            assert_eq!(pairs.attn_in_o_launches(), prompt.len() as u64, "{name}");
-            let ((k_want, v_want), (k_got, v_got)) =
-                (plain.kv_cache().unwrap(), pairs.kv_cache().unwrap());
-            let f = |v: &[half::bf16]| v.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
-            for (what, got, want) in [("K", &k_got, &k_want), ("V", &v_got, &v_want)] {
-                let err = rel_err(&f(got), &f(want));
-                assert!(
-                    err < 1e-2,
-                    "{name} ({mode}): the {what} cache: error {err:.2e}"
-                );
+            // The heads finished in the QKV stage, the same attention inside o_proj; and the
+            // split attention (`attn_split_scaled`) against `attn_split`.
+            let split = |pairs| MegakernelOptions {
+                qkv_pairs_split: Some(pairs),
+                ..with(Some(0), false)
+            };
+            for (what, plain_opts, pairs_opts, v) in [
+                (
+                    "inside o_proj",
+                    with(Some(usize::MAX), false),
+                    with(Some(usize::MAX), true),
+                    Variant::AttnInO,
+                ),
+                ("split", split(false), split(true), Variant::Plain),
+            ] {
+                let mut plain = mega(name, Output::Logits, &plain_opts);
+                let mut pairs = mega(name, Output::Logits, &pairs_opts);
+                let bound = pairs.constexprs_for(v);
+                let on = bound.contains(&("QKV_PAIRS", dsl_runtime::ConstVal::Bool(true)));
+                assert!(on, "{name} ({what}): {bound:?}");
+                let prompt = ids(&expected(name)["prompt_ids"]);
+                for (pos, &t) in prompt.iter().enumerate() {
+                    let want = logits(plain.step(t, pos).unwrap());
+                    let err = rel_err(&logits(pairs.step(t, pos).unwrap()), &want);
+                    assert!(
+                        err < 1e-2,
+                        "{name} ({mode}, {what}) pos {pos}: error {err:.2e}"
+                    );
+                }
+                let ((k_want, v_want), (k_got, v_got)) =
+                    (plain.kv_cache().unwrap(), pairs.kv_cache().unwrap());
+                let f = |v: &[half::bf16]| v.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
+                for (cache, got, want) in [("K", &k_got, &k_want), ("V", &v_got, &v_want)] {
+                    let err = rel_err(&f(got), &f(want));
+                    assert!(
+                        err < 1e-2,
+                        "{name} ({mode}, {what}): the {cache} cache: error {err:.2e}"
+                    );
+                }
             }
         }
     }

@@ -19,6 +19,7 @@
 //! from the position read from the device buffer, so the grid never depends on the
 //! step: a later split may be empty (it writes m = -3e38, l = 0, which merges to nothing).
 //! Scores are q·k * (1/sqrt(head_dim)), in f32, as in the reference.
+use super::rope::head_rms_inv;
 use dsl_runtime::prelude::*;
 
 /// Program (head, split)'s partial (m, l, acc) of attention over its chunk of 0..=pos.
@@ -305,6 +306,87 @@ pub fn attn_split_ahead(
         BLOCK_N,
         SPLITS,
     );
+}
+
+/// `attn_split` reading the QKV stage's rotated pairs (`rope::rmsnorm_qkv_rope_pairs`,
+/// `Tiles::qkv_pairs`, a candidate in the split attention): program (h, s) scales head h's q
+/// and its KV head's k by their 1/rms (`rope::head_rms_inv`) and rounds them to bf16 as `q`
+/// and the cache hold them, takes the new position's K row from registers and every other
+/// row from the cache (the QKV stage wrote the new V row there), and the program of the
+/// first query head of each KV head whose chunk holds the new position writes that K row
+/// into the cache, last (after its own reads of the cache).
+#[kernel(helpers(head_rms_inv))]
+pub fn attn_split_scaled(
+    qk_rot: Ptr<f32>,
+    qk_ss: Ptr<f32>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] SPLITS: usize,
+    // The QKV stage's rows a program (`qk_ss` holds D / QBM sums a head).
+    #[constexpr] QBM: usize,
+) {
+    let head = program_id(0);
+    let split = program_id(1);
+    let cur = load(pos);
+    let len = cur + 1;
+    let chunk = split_chunk(len, SPLITS, BLOCK_N);
+    let lo = split * chunk;
+    let hi = minimum(lo + chunk, len);
+    let group = n_heads / n_kv_heads;
+    let kvh = head / group;
+    let ku = n_heads + kvh;
+    let d = arange(0, D);
+    let qr = load(qk_rot + head * D + d);
+    let kr = load(qk_rot + ku * D + d);
+    let qv = (qr * head_rms_inv(qk_ss, head, eps, D, QBM))
+        .to(bf16)
+        .to(f32)
+        .expand_dims(0);
+    let kn = (kr * head_rms_inv(qk_ss, ku, eps, D, QBM)).to(bf16);
+    let base = kvh * max_seq * D;
+    let mut m = -3.0e38;
+    let mut l = 0.0;
+    let mut acc = zeros([D], f32);
+    for start in (lo..hi).step_by(BLOCK_N) {
+        let n = start + arange(0, BLOCK_N);
+        let valid = n < hi;
+        let offs = base + n.expand_dims(1) * D + d.expand_dims(0);
+        let kt = where_(
+            (n == cur).expand_dims(1),
+            kn.to(f32).expand_dims(0),
+            load(k_cache + offs, (valid & (n < cur)).expand_dims(1), 0.0).to(f32),
+        );
+        let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
+        let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
+        let m_new = maximum(m, max(s, 0));
+        let alpha = exp(m - m_new);
+        let pr = where_(valid, exp(s - m_new), 0.0);
+        l = l * alpha + sum(pr, 0);
+        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
+        m = m_new;
+    }
+    let slot = head * SPLITS + split;
+    store(part_m + slot, m);
+    store(part_l + slot, l);
+    store(part_acc + slot * D + d, acc);
+    if head % group == 0 {
+        if lo <= cur {
+            if cur < hi {
+                store(k_cache + base + cur * D + d, kn);
+            }
+        }
+    }
 }
 
 #[kernel(helpers(merge_head))]
