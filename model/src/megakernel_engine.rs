@@ -804,8 +804,8 @@ pub struct MegakernelOptions {
     /// None, [`qkv_pairs_rule`]. `TESSERA_QKV_PAIRS=0` (or `1`) sets it.
     pub qkv_pairs: Option<bool>,
     /// The same in the plain step, its split attention scaling the heads
-    /// (`attention::attn_split_scaled`; not in the step that loads the tiles ahead): a
-    /// candidate, None is off. `TESSERA_QKV_PAIRS_SPLIT=1` sets it.
+    /// (`attention::attn_split_scaled`; not in the step that loads the tiles ahead): None,
+    /// [`qkv_pairs_split_rule`]. `TESSERA_QKV_PAIRS_SPLIT=0` (or `1`) sets it.
     pub qkv_pairs_split: Option<bool>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
@@ -971,8 +971,10 @@ pub struct Specialisations {
     /// normed and roped inside it or not.
     in_o_until: usize,
     rope: bool,
-    /// There, the QKV programs rope their own pairs (`Tiles::qkv_pairs`; before `rope`).
+    /// There, the QKV programs rope their own pairs (`Tiles::qkv_pairs`; before `rope`);
+    /// and in the plain step.
     pairs: bool,
+    pairs_split: bool,
     /// Each variant's constexprs (empty where no step launches it).
     plain: Vec<Binding>,
     ahead: Vec<Binding>,
@@ -1012,7 +1014,9 @@ impl Specialisations {
         let (attn_ahead, attn_in_o, attn_rope, qkv_pairs, qkv_pairs_split) = options;
         let pairs = qkv_pairs.unwrap_or_else(|| qkv_pairs_rule(cfg)) && qkv_pairs_fit(cfg, t);
         // In the plain step too (its split attention, `attn_split_scaled`), not the ahead one.
-        let pairs_split = qkv_pairs_split.unwrap_or(false) && t.o_heads && qkv_pairs_fit(cfg, t);
+        let pairs_split = qkv_pairs_split.unwrap_or_else(|| qkv_pairs_split_rule(cfg))
+            && t.o_heads
+            && qkv_pairs_fit(cfg, t);
         let rope = attn_rope.unwrap_or_else(|| attn_rope_rule(cfg));
         let ahead_from = attn_ahead_from(t, attn_ahead);
         let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope || pairs);
@@ -1025,6 +1029,7 @@ impl Specialisations {
             in_o_until,
             rope,
             pairs,
+            pairs_split,
             plain: constexprs(
                 cfg,
                 &Tiles {
@@ -1106,12 +1111,16 @@ impl Specialisations {
         let mut text = String::new();
         if self.in_o_until > 0 {
             text += &format!(
-                "Steps below position {0} launch this program with ATTN_IN_O=true (o_proj's programs compute the attention, each its head's whole: {1}, one stage and one hop a layer less); from position {0} on, the same with ATTN_IN_O=false (the split attention in its own stage).\n",
+                "Steps below position {0} launch this program with ATTN_IN_O=true (o_proj's programs compute the attention, each its head's whole: {1}, one stage and one hop a layer less); from position {0} on, the same with ATTN_IN_O=false (the split attention in its own stage{2}).\n",
                 self.in_o_until,
                 match (self.pairs, self.rope) {
                     (true, _) => "attn_scale_head_residual, which scales the heads the QKV stage's programs roped in pairs (rmsnorm_qkv_rope_pairs) by their 1/rms, so the QKV stage runs no ticket",
                     (false, true) => "attn_rope_head_residual, which norms and ropes the raw QKV heads too, so the QKV stage runs no ticket",
                     (false, false) => "attn_head_residual",
+                },
+                match self.pairs_split {
+                    true => ": attn_split_scaled, which scales the heads the QKV stage's programs roped in pairs",
+                    false => "",
                 }
             );
         }
@@ -1184,6 +1193,15 @@ pub fn attn_in_o_until(cfg: &Config, t: &Tiles, option: Option<usize>, rope: boo
 /// spilled (docs/PERF.md, session 29).
 pub fn qkv_pairs_rule(cfg: &Config) -> bool {
     cfg.hidden_size <= 1024
+}
+
+/// Whether the plain step (the split attention in its own stage, o_proj per head merging it;
+/// not the step that loads the tiles ahead) runs the QKV pairs too, its split attention
+/// scaling the heads (`attention::attn_split_scaled`), where [`qkv_pairs_fit`]: up to hidden
+/// 2048. On an H100 3.6% faster at 0.6B's context 512 (every one of 6 repetitions; 1.7%
+/// with no stage waiting in its body) and 2.0% at 1.7B's (4 of 4) (docs/PERF.md, session 29).
+pub fn qkv_pairs_split_rule(cfg: &Config) -> bool {
+    cfg.hidden_size <= 2048
 }
 
 /// Whether, inside o_proj's stage ([`attn_in_o_until`]), its programs also norm and rope

@@ -1128,6 +1128,7 @@ fn attention_inside_o_proj_computes_the_same_logits() {
                 // The heads finished in the QKV stage (`qkv_pairs_compute_the_same_logits`
                 // tests the pairs).
                 qkv_pairs: Some(false),
+                qkv_pairs_split: Some(false),
                 // The split attention's plain loop throughout (no ahead specialisation).
                 attn_ahead: Some(false),
                 ..opts.clone()
