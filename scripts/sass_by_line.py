@@ -2,14 +2,17 @@
 """Where a generated kernel's machine code goes, without a GPU: SASS instructions per
 source line and per stage body.
 
-    python3 scripts/sass_by_line.py A.cu [--arch sm_90] [--lines N]
+    python3 scripts/sass_by_line.py A.cu [--arch sm_90a] [--lines N]
 
-Compiles A.cu with NVRTC for a real architecture (line information on), disassembles the
-cubin with nvdisasm (`pip install nvidia-cuda-nvdisasm`, or a CUDA toolkit's) and prints,
+Compiles A.cu with NVRTC for a real architecture (line information on; sm_90a, what the
+engine builds for an H100 or H200), disassembles the cubin with nvdisasm (`pip install
+nvidia-cuda-nvdisasm`, or a CUDA toolkit's) and prints ptxas's registers and spill, then
 per function of the megakernel (each `<kernel>_body`, the prelude's helpers, the persistent
-loop), its instruction count, barriers and commonest opcodes, then the N source lines with
-the most instructions. How session 27's per-element `expf`s and session 28's branches in
-the argmax steps were found (docs/PERF.md). Needs libnvrtc (./scripts/test.sh installs it;
+loop) its instruction count, barriers, spill loads and stores (LDL / STL) and commonest
+opcodes, then the N source lines with the most instructions. How session 27's per-element
+`expf`s and session 28's branches in the argmax steps were found, and session 29's spills
+(one persistent kernel has one register budget: a spill inside a body cost 5-7%;
+docs/PERF.md). Needs libnvrtc (./scripts/test.sh installs it;
 LD_LIBRARY_PATH as there). The sources: `tessera explain qwen3::decode_step --cuda
 [--model DIR]`.
 """
@@ -35,18 +38,26 @@ def cubin(path, arch):
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None) != 0:
         sys.exit("nvrtcCreateProgram failed")
-    opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", b"--generate-line-info"]
-    if lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)) != 0:
-        n = ctypes.c_size_t()
-        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-        log = ctypes.create_string_buffer(n.value)
-        lib.nvrtcGetProgramLog(prog, log)
+    opts = [
+        f"--gpu-architecture={arch}".encode(),
+        b"--std=c++17",
+        b"--generate-line-info",
+        b"--ptxas-options=-v",
+    ]
+    failed = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts)) != 0
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    if failed:
         sys.exit(log.value.decode()[:3000])
     n = ctypes.c_size_t()
     lib.nvrtcGetCUBINSize(prog, ctypes.byref(n))
     out = ctypes.create_string_buffer(n.value)
     lib.nvrtcGetCUBIN(prog, out)
-    return out.raw
+    # ptxas's lines on registers and spill (the first block is the megakernel's).
+    usage = [l.strip() for l in log.value.decode().splitlines() if "spill" in l or "registers" in l]
+    return out.raw, usage
 
 
 def nvdisasm():
@@ -64,12 +75,13 @@ def nvdisasm():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("source")
-    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--lines", type=int, default=20)
     a = ap.parse_args()
     text = open(a.source).read().splitlines()
     cub = a.source + ".cubin"
-    open(cub, "wb").write(cubin(a.source, a.arch))
+    code, usage = cubin(a.source, a.arch)
+    open(cub, "wb").write(code)
     sass = subprocess.run([nvdisasm(), "-c", "-g", cub], capture_output=True, text=True).stdout
     starts = [(i, m.group(1) or m.group(2)) for i, l in enumerate(text, 1) if (m := FUNCTION.match(l))]
 
@@ -95,10 +107,16 @@ def main():
         per_function[function(ln)].update(c)
     total = sum(sum(c.values()) for c in per_function.values())
     print(f"{a.source}: {total} instructions ({a.arch})")
+    for u in usage[:2]:
+        print(f"  {u}")
     for f, c in sorted(per_function.items(), key=lambda x: -sum(x[1].values())):
         bars = sum(k for o, k in c.items() if o.startswith("BAR.SYNC"))
+        spill = [sum(k for o, k in c.items() if o.startswith(p)) for p in ("LDL", "STL")]
         common = ", ".join(f"{o} {k}" for o, k in c.most_common(6))
-        print(f"  {f:36s} {sum(c.values()):6d}  barriers {bars:3d}  branches {c['BRA']:4d}  {common}")
+        print(
+            f"  {f:36s} {sum(c.values()):6d}  barriers {bars:3d}  branches {c['BRA']:4d}"
+            f"  spill ld/st {spill[0]:3d}/{spill[1]:<3d}  {common}"
+        )
     print(f"the {a.lines} source lines with the most instructions:")
     for ln, c in sorted(per_line.items(), key=lambda x: -sum(x[1].values()))[: a.lines]:
         common = ", ".join(f"{o} {k}" for o, k in c.most_common(3))
