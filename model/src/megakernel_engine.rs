@@ -952,15 +952,16 @@ pub enum Variant {
     AttnInO,
 }
 
-/// `MegakernelOptions::attn_ahead`, `attn_in_o`, `attn_rope`, `qkv_pairs` and
-/// `qkv_pairs_split`.
-type SpecOptions = (
-    Option<bool>,
-    Option<usize>,
-    Option<bool>,
-    Option<bool>,
-    Option<bool>,
-);
+/// The options that choose the specialisations (`MegakernelOptions`' fields of these
+/// names, each None: its rule), kept for a retune.
+#[derive(Debug, Clone, Copy)]
+struct SpecOptions {
+    attn_ahead: Option<bool>,
+    attn_in_o: Option<usize>,
+    attn_rope: Option<bool>,
+    qkv_pairs: Option<bool>,
+    qkv_pairs_split: Option<bool>,
+}
 
 /// The decode step's specialisations, and the positions whose steps launch each: the
 /// engine's choice per launch, and what `tessera explain` says of it.
@@ -971,16 +972,14 @@ pub struct Specialisations {
     /// normed and roped inside it or not.
     in_o_until: usize,
     rope: bool,
-    /// There, the QKV programs rope their own pairs (`Tiles::qkv_pairs`; before `rope`);
-    /// and in the plain step.
+    /// Whether the QKV programs rope their own pairs (`Tiles::qkv_pairs`) there (in `rope`'s
+    /// place), and in the plain step.
     pairs: bool,
     pairs_split: bool,
     /// Each variant's constexprs (empty where no step launches it).
     plain: Vec<Binding>,
     ahead: Vec<Binding>,
     in_o: Vec<Binding>,
-    /// `MegakernelOptions::attn_ahead`, `attn_in_o`, `attn_rope` and `qkv_pairs`, kept for
-    /// a retune.
     options: SpecOptions,
     /// Launches so far of `Variant::Ahead` and of `Variant::AttnInO`, and the last one's
     /// variant.
@@ -989,20 +988,17 @@ pub struct Specialisations {
 }
 
 impl Specialisations {
-    /// The specialisations for tiles `t` by `o`'s `attn_ahead`, `attn_in_o` and
-    /// `attn_rope` (each None: its rule) and `qkv_pairs`.
+    /// The specialisations for tiles `t` by `o`'s `attn_ahead`, `attn_in_o`, `attn_rope`,
+    /// `qkv_pairs` and `qkv_pairs_split` (each None: its rule).
     pub fn new(cfg: &Config, t: &Tiles, o: &MegakernelOptions) -> Specialisations {
-        Self::with_options(
-            cfg,
-            t,
-            (
-                o.attn_ahead,
-                o.attn_in_o,
-                o.attn_rope,
-                o.qkv_pairs,
-                o.qkv_pairs_split,
-            ),
-        )
+        let options = SpecOptions {
+            attn_ahead: o.attn_ahead,
+            attn_in_o: o.attn_in_o,
+            attn_rope: o.attn_rope,
+            qkv_pairs: o.qkv_pairs,
+            qkv_pairs_split: o.qkv_pairs_split,
+        };
+        Self::with_options(cfg, t, options)
     }
 
     /// The same options' specialisations for new tiles (`MegakernelEngine::retune`).
@@ -1011,7 +1007,13 @@ impl Specialisations {
     }
 
     fn with_options(cfg: &Config, t: &Tiles, options: SpecOptions) -> Specialisations {
-        let (attn_ahead, attn_in_o, attn_rope, qkv_pairs, qkv_pairs_split) = options;
+        let SpecOptions {
+            attn_ahead,
+            attn_in_o,
+            attn_rope,
+            qkv_pairs,
+            qkv_pairs_split,
+        } = options;
         let pairs = qkv_pairs.unwrap_or_else(|| qkv_pairs_rule(cfg)) && qkv_pairs_fit(cfg, t);
         // In the plain step too (its split attention, `attn_split_scaled`), not the ahead one.
         let pairs_split = qkv_pairs_split.unwrap_or_else(|| qkv_pairs_split_rule(cfg))
