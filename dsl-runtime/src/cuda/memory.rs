@@ -340,15 +340,6 @@ impl Emitter<'_> {
         if vec > 1 {
             c.push(format!("s % {vec} == 0"));
         }
-        // One request per 128-byte line, not per chunk: only the chunk holding a line's
-        // first byte asks (a line the tile covers from its middle on is not fetched).
-        let chunk = vec * pt.elem.pointee().map_or(1, |d| d.size_bytes());
-        if chunk < 128 {
-            c.push(format!(
-                "((unsigned long long)({}) & 127ull) < {chunk}ull",
-                strip(&p)
-            ));
-        }
         c.extend(self.slot_cond(self.owned(lay, "s"), mask, lay, "s")?);
         self.open_slots(lay, "s");
         let call = format!("tsr_prefetch({});", strip(&p));
