@@ -157,13 +157,6 @@ pub fn decode_step(
     // 1/rms (`rmsnorm_qkv_rope_pairs`, then `attn_scale_head_residual` with ATTN_IN_O or
     // `attn_split_scaled`; `Tiles::qkv_pairs`): no ticket, no head finished.
     #[constexpr] QKV_PAIRS: bool,
-    // With QKV_PAIRS: earlier K/V positions the QKV stage puts into L2 for the attention
-    // (`Tiles::kv_prefetch`), and, with ATTN_IN_O, the rows of the next MLP program o_proj's
-    // programs put into L2 while they attend (`Tiles::mlp_prefetch`); 0: none.
-    #[constexpr] KV_PF: bool,
-    #[constexpr] KV_ROWS: usize,
-    #[constexpr] MLP_PF: bool,
-    #[constexpr] MLP_PF_ROWS: usize,
     #[constexpr] LM_BM: usize,
     #[constexpr] LM_BK: usize,
     #[constexpr] LM_NORM_ONCE: bool,
@@ -202,7 +195,6 @@ pub fn decode_step(
                 pos,
                 qk_rot,
                 qk_ss,
-                k_cache.layer(layer, kv_layer),
                 v_cache.layer(layer, kv_layer),
                 qkv_rows,
                 HIDDEN,
@@ -216,8 +208,6 @@ pub fn decode_step(
                 RESID_COPIES,
                 O_HEADS,
                 QKV_COPY_ROWS,
-                KV_PF,
-                KV_ROWS,
             );
         } else if QKV_TILED {
             // QKV_TILES row tiles per program, the norm once (`Tiles::qkv_tiles`).
@@ -295,8 +285,6 @@ pub fn decode_step(
                         pos,
                         x,
                         x_mlp,
-                        gate_up_proj.layer(layer, 2 * INTER * HIDDEN),
-                        down_proj.layer(layer, HIDDEN * INTER),
                         HEADS,
                         KV_HEADS,
                         max_seq,
@@ -304,16 +292,11 @@ pub fn decode_step(
                         scale,
                         HIDDEN,
                         q_dim,
-                        INTER,
                         OH_BM,
                         HEAD_DIM,
                         ATTN_BLOCK_N,
                         RESID_COPIES,
                         QKV_BM,
-                        MLP_PF,
-                        MLP_PF_ROWS,
-                        MLP_BM * MLP_TILES,
-                        MLP_BK,
                     );
                 } else if ATTN_ROPE {
                     attn_rope_head_residual(
@@ -711,10 +694,6 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
         ATTN_ROPE: in_o && t.attn_rope && !pairs,
         QKV_FINISH: !(pairs || in_o && t.attn_rope),
         QKV_PAIRS: pairs,
-        KV_PF: pairs && t.kv_prefetch > 0,
-        KV_ROWS: (t.kv_prefetch / (cfg.head_dim / t.qkv.bm).max(1)).max(1),
-        MLP_PF: pairs && in_o && t.fused_mlp && t.mlp_prefetch > 0,
-        MLP_PF_ROWS: t.mlp_prefetch.max(1),
         ARGMAX_BLOCK: t.argmax_block,
     }
 }
@@ -828,15 +807,6 @@ pub struct MegakernelOptions {
     /// (`attention::attn_split_scaled`; not in the step that loads the tiles ahead): None,
     /// [`qkv_pairs_split_rule`]. `TESSERA_QKV_PAIRS_SPLIT=0` (or `1`) sets it.
     pub qkv_pairs_split: Option<bool>,
-    /// Where the QKV programs rope their own pairs: at most this many earlier K/V positions
-    /// they put into L2 for the attention (`Tiles::kv_prefetch`; rounded up to a power of
-    /// two of at least the programs a head). None: 0, none (a candidate).
-    /// `TESSERA_KV_PREFETCH=N` sets it.
-    pub kv_prefetch: Option<usize>,
-    /// There, with the attention inside o_proj: the rows of its CTA's next MLP program each
-    /// o_proj program puts into L2 while it attends (`Tiles::mlp_prefetch`, a power of two).
-    /// None: 0, none (a candidate). `TESSERA_MLP_PREFETCH=N` sets it.
-    pub mlp_prefetch: Option<usize>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -911,12 +881,6 @@ impl Default for MegakernelOptions {
             qkv_pairs_split: std::env::var("TESSERA_QKV_PAIRS_SPLIT")
                 .ok()
                 .map(|v| v != "0"),
-            kv_prefetch: std::env::var("TESSERA_KV_PREFETCH")
-                .ok()
-                .and_then(|v| v.parse().ok()),
-            mlp_prefetch: std::env::var("TESSERA_MLP_PREFETCH")
-                .ok()
-                .and_then(|v| v.parse().ok()),
         }
     }
 }
@@ -1343,8 +1307,6 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
     let t = Tiles {
         o_heads: o.o_heads.unwrap_or_else(|| o_heads_rule(cfg)) && o.fused_mlp,
         o_heads_tiles: o.o_heads_tiles.unwrap_or_else(|| o_heads_tiles_rule(cfg)),
-        kv_prefetch: kv_prefetch_positions(cfg, &t, o.kv_prefetch.unwrap_or(0)),
-        mlp_prefetch: pow2_or_off(o.mlp_prefetch.unwrap_or(0)),
         ..with_mlp(t, cfg, o.fused_mlp, o.resid_copies)
     };
     let (t, mut mega) = with_wait_in_body(cfg, t, o);
@@ -1352,20 +1314,6 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
         mega.wait_prefetch_by_kernel = wait_prefetch_rule();
     }
     (t, mega)
-}
-
-/// `n` rounded up to a power of two (a tile's size); 0 stays 0 (off).
-fn pow2_or_off(n: usize) -> usize {
-    match n {
-        0 => 0,
-        n => n.next_power_of_two(),
-    }
-}
-
-/// The K/V positions the QKV pairs put into L2 (`Tiles::kv_prefetch`) for `n` asked: a power
-/// of two of at least the QKV programs a head (each takes every such row); 0: none.
-pub fn kv_prefetch_positions(cfg: &Config, t: &Tiles, n: usize) -> usize {
-    pow2_or_off(n.max((n > 0) as usize * cfg.head_dim / t.qkv.bm.max(1)))
 }
 
 /// The wait prefetch of some stages by default (`MegaOptions::wait_prefetch_by_kernel`; the
@@ -1582,13 +1530,10 @@ impl MegakernelEngine {
     pub fn retune(&mut self, tiles: Tiles, o: &RetuneOptions) -> Result<(), ModelError> {
         let t = &self.m.tiles;
         let (fused, copies, weights_first) = (t.fused_mlp, t.resid_copies, t.o_weights_first);
-        let (o_heads, mlp_prefetch) = (t.o_heads, t.mlp_prefetch);
-        let kv_prefetch = kv_prefetch_positions(&self.m.cfg, &tiles, t.kv_prefetch);
+        let o_heads = t.o_heads;
         self.m.set_tiles(Tiles {
             o_weights_first: weights_first,
             o_heads,
-            kv_prefetch,
-            mlp_prefetch,
             ..with_mlp(tiles, &self.m.cfg, fused, Some(copies))
         })?;
         self.variants = self.variants.retiled(&self.m.cfg, &self.m.tiles);

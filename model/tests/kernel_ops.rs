@@ -1307,18 +1307,13 @@ fn attention_inside_o_proj_ropes_the_raw_heads_as_qk_norm_rope() {
 #[test]
 fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
     let mut rng = SplitMix64::new(44);
-    // (heads, kv_heads, head_dim, hidden, QKV BM, BK, max_seq, pos, BLOCK_N, o BM, COPIES,
-    // the K/V rows the pairs prefetch (KV_PF), the MLP rows o_proj's programs prefetch
-    // (MLP_PF) of MLP_ROWS a program): the prefetches' addresses stay in their buffers (the
-    // interpreter checks), at every position and past the MLP's last row.
+    // (heads, kv_heads, head_dim, hidden, QKV BM, BK, max_seq, pos, BLOCK_N, o BM, COPIES)
     let cases = [
-        (4, 2, 32, 48, 8, 64, 16, 5, 16, 16, 2, 16, 4, 6),
-        (4, 2, 32, 40, 16, 64, 40, 37, 16, 16, 1, 64, 8, 8),
-        (2, 2, 16, 24, 4, 32, 30, 20, 8, 16, 2, 8, 0, 4),
+        (4, 2, 32, 48, 8, 64, 16, 5, 16, 16, 2),
+        (4, 2, 32, 40, 16, 64, 40, 37, 16, 16, 1),
+        (2, 2, 16, 24, 4, 32, 30, 20, 8, 16, 2),
     ];
-    for (nh, nkv, hd, h, bm, bk, max_seq, pos, block_n, obm, copies, kv_pf, mlp_pf, mlp_rows) in
-        cases
-    {
+    for (nh, nkv, hd, h, bm, bk, max_seq, pos, block_n, obm, copies) in cases {
         let c = Qkv::new(&mut rng, (nh, nkv, hd, h), max_seq, pos as i32);
         let (m, q_dim) = (c.m(), nh * hd);
         let cache = rand_kv_cache(&mut rng, nkv * max_seq * hd);
@@ -1407,7 +1402,6 @@ fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
             &c.pos,
             &rot,
             &ss,
-            &kc_b,
             &vc_b,
             mi,
             hi,
@@ -1421,17 +1415,9 @@ fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
             1,
             false,
             1,
-            kv_pf > 0,
-            (kv_pf / (hd / bm)).max(1),
         )
         .unwrap();
         let (res_b, xm_b) = (up(&res0), up(&xm0));
-        // The MLP's weights, two rows short of its programs' last rows.
-        let inter = nh * h.div_ceil(obm) * mlp_rows - 2;
-        let (gate_up, down_t) = (
-            dev().zeros::<bf16>(2 * inter * h).unwrap(),
-            dev().zeros::<bf16>(inter * h).unwrap(),
-        );
         gemv::attn_scale_head_residual::launch(
             &dev(),
             &Launch::grid((nh as u32, h.div_ceil(obm) as u32)).warps(NUM_WARPS),
@@ -1443,8 +1429,6 @@ fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
             &c.pos,
             &res_b,
             &xm_b,
-            &gate_up,
-            &down_t,
             nhi,
             nkvi,
             msi,
@@ -1452,16 +1436,11 @@ fn qkv_pairs_then_the_scaled_heads_add_what_the_finished_heads_add() {
             scale,
             hi,
             q_dim as i32,
-            inter as i32,
             obm,
             hd,
             block_n,
             copies,
             bm,
-            mlp_pf > 0,
-            mlp_pf.max(1),
-            mlp_rows,
-            h.next_power_of_two(),
         )
         .unwrap();
         let what = format!("heads {nh}/{nkv} len {} BM {bm} o BM {obm}", pos + 1);

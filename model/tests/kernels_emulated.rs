@@ -833,14 +833,12 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
     let bits = |m: &HostMem| m.to_f32s().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     // The first case's interpreted outputs, the attention's inputs in its last case.
     let mut pairs: Option<Vec<HostMem>> = None;
-    // (heads, kv heads, D, hidden, BM, BK, max_seq, pos, COPIES, COPY_ROWS: 0 without COPY,
-    // KV_PF: the earlier K/V rows prefetched, all of them in the first case, some in the second)
-    for (heads, kv, d, h, bm, bk, max_seq, pos, copies, copy_rows, kv_pf) in [
+    // (heads, kv heads, D, hidden, BM, BK, max_seq, pos, COPIES, COPY_ROWS: 0 without COPY)
+    for (heads, kv, d, h, bm, bk, max_seq, pos, copies, copy_rows) in [
         (
             4usize, 2usize, 32usize, 44usize, 8usize, 64usize, 40usize, 21usize, 2usize, 8usize,
-            32usize,
         ),
-        (2, 2, 16, 24, 4, 32, 30, 20, 1, 0, 8),
+        (2, 2, 16, 24, 4, 32, 30, 20, 1, 0),
     ] {
         let m = (heads + 2 * kv) * d;
         let units = heads + kv;
@@ -852,8 +850,6 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
                 ("COPIES", int(copies)),
                 ("COPY", ConstVal::Bool(copy_rows > 0)),
                 ("COPY_ROWS", int(copy_rows.max(1))),
-                ("KV_PF", ConstVal::Bool(kv_pf > 0)),
-                ("KV_ROWS", int((kv_pf / (d / bm)).max(1))),
             ])
             .unwrap();
         let bufs = vec![
@@ -867,7 +863,6 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
             HostMem::from_f32s(DType::I32, &[pos as f32]),
             f32m(vec![f32::NAN; units * d]),
             f32m(vec![f32::NAN; units * d / bm]),
-            bf(rand(&mut rng, kv * max_seq * d, 1.0)), // the K cache (prefetched only)
             bf(rand(&mut rng, kv * max_seq * d, 1.0)),
         ];
         let sc = [
@@ -896,13 +891,7 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
         }
         for warps in [NUM_WARPS, 1] {
             let got = emulate_variant(&k, warps, 1, shipped(), grid, &bufs, &sc);
-            for (what, i) in [
-                ("x_copy", 1),
-                ("qk_rot", 8),
-                ("qk_ss", 9),
-                ("K cache", 10),
-                ("V cache", 11),
-            ] {
+            for (what, i) in [("x_copy", 1), ("qk_rot", 8), ("qk_ss", 9), ("V cache", 10)] {
                 assert_eq!(
                     bits(&got[i]),
                     bits(&want[i]),
@@ -914,15 +903,13 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
         pairs.get_or_insert(want);
     }
     let pairs = pairs.unwrap();
-    // (heads, kv heads, D, max_seq, pos, BLOCK_N, hidden, BM, QBM, the QKV case's pairs,
-    // MLP_PF: the next stage's rows prefetched, of 6 a program)
-    for (heads, kv, d, max_seq, pos, block_n, h, bm, qbm, chained, mlp_pf) in [
+    // (heads, kv heads, D, max_seq, pos, BLOCK_N, hidden, BM, QBM, the QKV case's pairs)
+    for (heads, kv, d, max_seq, pos, block_n, h, bm, qbm, chained) in [
         (
             4usize, 2usize, 32usize, 40usize, 5usize, 8usize, 40usize, 16usize, 8usize, false,
-            4usize,
         ),
-        (4, 2, 32, 40, 21, 8, 40, 16, 8, false, 0),
-        (4, 2, 32, 40, 21, 16, 44, 16, 8, true, 8),
+        (4, 2, 32, 40, 21, 8, 40, 16, 8, false),
+        (4, 2, 32, 40, 21, 16, 44, 16, 8, true),
     ] {
         let k = model::kernels::gemv::attn_scale_head_residual::KERNEL
             .specialize(&[
@@ -931,16 +918,9 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
                 ("BLOCK_N", int(block_n)),
                 ("COPIES", int(2)),
                 ("QBM", int(qbm)),
-                ("MLP_PF", ConstVal::Bool(mlp_pf > 0)),
-                ("MLP_PF_ROWS", int(mlp_pf.max(1))),
-                ("MLP_ROWS", int(6)),
-                ("HB", int(h.next_power_of_two())),
             ])
             .unwrap();
         let q_dim = heads * d;
-        // The next stage's weights MLP_PF prefetches from: rows to just short of the last
-        // program's.
-        let inter = heads * h.div_ceil(bm) * 6 - 1;
         let units = heads + kv;
         let w = bf(rand(&mut rng, h * q_dim, 0.5));
         let k_cache = bf(rand(&mut rng, kv * max_seq * d, 2.0));
@@ -950,7 +930,7 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
                 pairs[8].clone(),
                 pairs[9].clone(),
                 k_cache,
-                pairs[11].clone(),
+                pairs[10].clone(),
                 pairs[7].clone(),
                 pairs[0].clone(),
                 pairs[1].clone(),
@@ -971,9 +951,6 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
                 f32m(rand(&mut rng, h, 1.0)),
             ]
         };
-        let mut bufs = bufs;
-        bufs.push(bf(rand(&mut rng, 2 * inter * h, 1.0)));
-        bufs.push(bf(rand(&mut rng, inter * h, 1.0)));
         let sc = [
             Scalar::I32(heads as i32),
             Scalar::I32(kv as i32),
@@ -982,7 +959,6 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
             Scalar::F32(1.0 / (d as f32).sqrt()),
             Scalar::I32(h as i32),
             Scalar::I32(q_dim as i32),
-            Scalar::I32(inter as i32),
         ];
         let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
         let mut want = bufs.clone();

@@ -450,10 +450,6 @@ pub fn attn_scale_head_residual(
     pos: Ptr<i32>,
     res: Ptr<f32>,
     copy: Ptr<f32>,
-    // The next stage's weights (the fused MLP's gate/up and transposed down, `inter` rows
-    // each), for MLP_PF below.
-    gate_up: Ptr<bf16>,
-    down_t: Ptr<bf16>,
     n_heads: i32,
     n_kv_heads: i32,
     max_seq: i32,
@@ -461,36 +457,18 @@ pub fn attn_scale_head_residual(
     scale: f32,
     m: i32,
     k: i32,
-    inter: i32,
     #[constexpr] BM: usize,
     #[constexpr] D: usize,
     #[constexpr] BLOCK_N: usize,
     #[constexpr] COPIES: usize,
     // The QKV stage's rows a program (`qk_ss` holds D / QBM sums a head).
     #[constexpr] QBM: usize,
-    // With MLP_PF: the first MLP_PF_ROWS of the MLP_ROWS rows of the fused MLP's program of
-    // this program's index (the same CTA's next program when both stages are one round
-    // over the CTAs) into L2 while the attention computes, when no weights stream; HB a
-    // power of two >= m.
-    #[constexpr] MLP_PF: bool,
-    #[constexpr] MLP_PF_ROWS: usize,
-    #[constexpr] MLP_ROWS: usize,
-    #[constexpr] HB: usize,
 ) {
     let head = program_id(0);
     let rows = program_id(1) * BM + arange(0, BM);
     let row_mask = rows < m;
     // The weights first: nothing they need is written by another stage.
     let wt = load_head_block(w, rows, row_mask, head, k, D);
-    if MLP_PF {
-        let r = (head + n_heads * program_id(1)) * MLP_ROWS + arange(0, MLP_PF_ROWS);
-        let hc = arange(0, HB);
-        let offs = r.expand_dims(1) * m + hc.expand_dims(0);
-        let on = (r < inter).expand_dims(1) & (hc < m).expand_dims(0);
-        prefetch(gate_up + offs, on);
-        prefetch(gate_up + inter * m + offs, on);
-        prefetch(down_t + offs, on);
-    }
     let p = load(pos);
     let group = n_heads / n_kv_heads;
     let kvh = head / group;

@@ -224,16 +224,6 @@ pub struct Tiles {
     /// that specialisation (`megakernel_engine::qkv_pairs_rule`, where `qkv_pairs_fit`),
     /// in `attn_rope`'s place.
     pub qkv_pairs: bool,
-    /// With `qkv_pairs`: the K/V cache positions (at most this many; 0: none) the QKV
-    /// stage's k and v programs put into L2 for the attention a hop later
-    /// (`rope::rmsnorm_qkv_rope_pairs`' KV_PF; a power of two, a multiple of the programs a
-    /// head). 0 in the rule; `MegakernelOptions::kv_prefetch` (a candidate).
-    pub kv_prefetch: usize,
-    /// With `qkv_pairs` and `attn_in_o`: the rows of its CTA's next fused-MLP program (of
-    /// `mlp.bm * mlp_tiles`; 0: none) each o_proj program puts into L2 while its attention
-    /// computes (`gemv::attn_scale_head_residual`'s MLP_PF; a power of two). 0 in the rule;
-    /// `MegakernelOptions::mlp_prefetch` (a candidate).
-    pub mlp_prefetch: usize,
     /// Tile of the argmax merge over lm_head blocks.
     pub argmax_block: usize,
 }
@@ -292,8 +282,6 @@ impl Tiles {
             attn_in_o: false,
             attn_rope: false,
             qkv_pairs: false,
-            kv_prefetch: 0,
-            mlp_prefetch: 0,
             // The whole merge in one tile (one round trip, not one per 1024 blocks).
             argmax_block: lm_head
                 .programs(cfg.vocab_size)

@@ -381,7 +381,6 @@ pub fn rmsnorm_qkv_rope_pairs(
     pos: Ptr<i32>,
     qk_rot: Ptr<f32>,
     qk_ss: Ptr<f32>,
-    k_cache: Ptr<bf16>,
     v_cache: Ptr<bf16>,
     m: i32,
     k: i32,
@@ -395,10 +394,6 @@ pub fn rmsnorm_qkv_rope_pairs(
     #[constexpr] COPIES: usize,
     #[constexpr] COPY: bool,
     #[constexpr] COPY_ROWS: usize,
-    // With KV_PF: earlier positions of the K/V cache put into L2 for the attention, KV_ROWS
-    // a program (every (D / BM)-th position: KV_ROWS · D / BM of them at most).
-    #[constexpr] KV_PF: bool,
-    #[constexpr] KV_ROWS: usize,
 ) {
     let p = program_id(0);
     let unit = p / (D / BM);
@@ -441,21 +436,6 @@ pub fn rmsnorm_qkv_rope_pairs(
     let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
     let ya = (sum(wa.to(f32) * xg, 1) * inv).to(bf16);
     let yb = (sum(wb.to(f32) * xg, 1) * inv).to(bf16);
-    if KV_PF {
-        // A k (or v) program's KV head's earlier K (or V) rows into L2, every (D / BM)-th
-        // from its index in the head: the attention reads them a hop later, from L2 instead
-        // of DRAM. A hint (no value, no hazard); q programs prefetch nothing. Here, with the
-        // weight tiles spent: before them it made ptxas spill.
-        let kvu = unit - n_heads;
-        let is_k = (kvu >= 0) & (kvu < n_kv_heads);
-        let is_v = kvu >= n_kv_heads;
-        let n = p % (D / BM) + (D / BM) * arange(0, KV_ROWS);
-        let offs =
-            ((kvu % n_kv_heads) * max_seq + n).expand_dims(1) * D + arange(0, D).expand_dims(0);
-        let earlier = (n < at).expand_dims(1);
-        prefetch(k_cache + offs, earlier & is_k);
-        prefetch(v_cache + offs, earlier & is_v);
-    }
     // Both halves in one [2, BM / 2] store (row 0 the first half's dimensions).
     let first = (arange(0, 2) == 0).expand_dims(1);
     let dims = (arange(0, 2) * half).expand_dims(1) + da.expand_dims(0);
