@@ -389,6 +389,94 @@ pub fn attn_split_scaled(
     }
 }
 
+/// `attn_split_scaled` with each tile's K and V loaded one iteration early, as
+/// `attn_split_ahead` loads them (`Tiles::qkv_pairs` in the step that loads its tiles ahead,
+/// a candidate): the same partials and K row bit for bit, a long chunk's round trips
+/// overlapping its reductions.
+#[kernel(helpers(head_rms_inv))]
+pub fn attn_split_ahead_scaled(
+    qk_rot: Ptr<f32>,
+    qk_ss: Ptr<f32>,
+    k_cache: Ptr<bf16>,
+    v_cache: Ptr<bf16>,
+    pos: Ptr<i32>,
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    n_heads: i32,
+    n_kv_heads: i32,
+    max_seq: i32,
+    eps: f32,
+    scale: f32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+    #[constexpr] SPLITS: usize,
+    // The QKV stage's rows a program (`qk_ss` holds D / QBM sums a head).
+    #[constexpr] QBM: usize,
+) {
+    let head = program_id(0);
+    let split = program_id(1);
+    let cur = load(pos);
+    let len = cur + 1;
+    let chunk = split_chunk(len, SPLITS, BLOCK_N);
+    let lo = split * chunk;
+    let hi = minimum(lo + chunk, len);
+    let group = n_heads / n_kv_heads;
+    let kvh = head / group;
+    let ku = n_heads + kvh;
+    let d = arange(0, D);
+    let base = kvh * max_seq * D;
+    // q and the new K row, then the first tile's K (the new position's row comes from
+    // registers) and V; each iteration loads the next tile's.
+    let qr = load(qk_rot + head * D + d);
+    let kr = load(qk_rot + ku * D + d);
+    let qv = (qr * head_rms_inv(qk_ss, head, eps, D, QBM))
+        .to(bf16)
+        .to(f32)
+        .expand_dims(0);
+    let kn = (kr * head_rms_inv(qk_ss, ku, eps, D, QBM)).to(bf16);
+    let n0 = lo + arange(0, BLOCK_N);
+    let offs0 = base + n0.expand_dims(1) * D + d.expand_dims(0);
+    let mut kt = load(k_cache + offs0, ((n0 < hi) & (n0 < cur)).expand_dims(1), 0.0);
+    let mut vt = load(v_cache + offs0, (n0 < hi).expand_dims(1), 0.0);
+    let mut m = -3.0e38;
+    let mut l = 0.0;
+    let mut acc = zeros([D], f32);
+    for start in (lo..hi).step_by(BLOCK_N) {
+        let n = start + arange(0, BLOCK_N);
+        let valid = n < hi;
+        let kf = where_(
+            (n == cur).expand_dims(1),
+            kn.to(f32).expand_dims(0),
+            kt.to(f32),
+        );
+        let vf = vt.to(f32);
+        // The next tile (none past the chunk) streams in while this one reduces.
+        let next = n + BLOCK_N;
+        let offs = base + next.expand_dims(1) * D + d.expand_dims(0);
+        kt = load(k_cache + offs, ((next < hi) & (next < cur)).expand_dims(1), 0.0);
+        vt = load(v_cache + offs, (next < hi).expand_dims(1), 0.0);
+        let s = where_(valid, sum(kf * qv, 1) * scale, -3.0e38);
+        let m_new = maximum(m, max(s, 0));
+        let alpha = exp(m - m_new);
+        let pr = where_(valid, exp(s - m_new), 0.0);
+        l = l * alpha + sum(pr, 0);
+        acc = acc * alpha + sum(vf * pr.expand_dims(1), 0);
+        m = m_new;
+    }
+    let slot = head * SPLITS + split;
+    store(part_m + slot, m);
+    store(part_l + slot, l);
+    store(part_acc + slot * D + d, acc);
+    if head % group == 0 {
+        if lo <= cur {
+            if cur < hi {
+                store(k_cache + base + cur * D + d, kn);
+            }
+        }
+    }
+}
+
 #[kernel(helpers(merge_head))]
 pub fn attn_merge(
     part_m: Ptr<f32>,
