@@ -8,7 +8,8 @@
 //!
 //! The language (Triton's names):
 //! - parameters: `Ptr<bf16|f16|f32|i32>`, `i32`, `f32`, `#[constexpr] usize|i32|u32|bool`;
-//! - statements: `let` / `let mut` (shadowing, block scoping), `x = e`, `x op= e` (mut
+//! - statements: `let` / `let mut` (shadowing, block scoping), `let (a, mut b, _) = f(..)`
+//!   (the values of a tile function that returns several), `x = e`, `x op= e` (mut
 //!   only), `store` / `atomic_*` calls, `for i in a..b` and `(a..b).step_by(s)`,
 //!   `if c {} else if d {} else {}` on bool scalars;
 //! - expressions: literals, names, `+ - * / % & | ^ << >> < <= > >= == !=`, unary `-` `!`,
@@ -87,7 +88,22 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Parameters are `Ptr<T>`, `i32`, `f32`, `bool`, `Tile<dtype, N>` / `Tile<dtype, M, N>`
 /// (a name in a shape that is not a `#[constexpr]` parameter is inferred from the first
-/// argument it appears in), or `#[constexpr]` integers and bools. It expands to a
+/// argument it appears in), or `#[constexpr]` integers and bools. It returns nothing (a
+/// call is a statement), one value of those types (the body ends with it, no `;`), or
+/// several: `-> (A, B, ..)`, the body ending with a tuple `(a, b, ..)`, each value checked
+/// against its type, and every call binding them with `let (a, mut b, _) = f(..);` (a call
+/// anywhere else is an error: an expression has one value):
+///
+/// ```ignore
+/// #[tile_fn]
+/// fn online_max(m: f32, s: Tile<f32, N>) -> (f32, f32) {
+///     let m_new = maximum(m, max(s, 0));
+///     (m_new, exp(m - m_new)) // the new max, and the factor that rescales the old sums
+/// }
+/// // in a kernel: let (m_new, alpha) = online_max(m, s);
+/// ```
+///
+/// It expands to a
 /// `macro_rules!` of the same name that hands its source to the kernels that list it
 /// (visible where a `macro_rules!` is: this module and below, or by path through the
 /// `pub(crate) use` it makes).

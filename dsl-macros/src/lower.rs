@@ -4,7 +4,7 @@
 //!
 //! Scoping follows Rust: a block's `let`s die with it; only `let mut` variables declared
 //! outside a block carry values out of it (through `Builder::assign`).
-use crate::parse::{dtype_of_type, src_of, src_text, HTy, Helper, KernelSig, PTy};
+use crate::parse::{dtype_of_type, src_of, src_text, HRet, HTy, Helper, HelperSig, KernelSig, PTy};
 use dsl_ir::*;
 use quote::ToTokens;
 use std::collections::HashMap;
@@ -194,30 +194,40 @@ impl Lower {
                     "type annotations are not supported in kernels: types are inferred",
                 )
             }
-            p => return err(p, "a `let` binds one name (no patterns)"),
+            Pat::Tuple(t) => return self.tuple_local(local, t),
+            p => {
+                return err(
+                    p,
+                    "a `let` binds one name (no patterns but `let (a, b) = f(..)`, for the values of a tile function that returns several)",
+                )
+            }
         };
-        let Some(init) = &local.init else {
-            return err(
-                local,
-                "`let` needs an initializer: every kernel value is defined once",
-            );
-        };
-        if let Some((_, e)) = &init.diverge {
-            return err(e, "`let ... else` is not supported in kernels");
-        }
+        let init = local_init(local)?;
         let Some(ident) = ident else {
-            self.expr(&init.expr).map(|_| ())?;
+            self.expr(init).map(|_| ())?;
             return Ok(());
         };
-        let name = ident.to_string();
-        let v = match self.expr(&init.expr) {
+        let v = match self.expr(init) {
             Ok(v) => v,
             Err(f) => {
                 // Later uses of the name stay quiet: the one error is enough.
-                self.bind(name, Bind::Poisoned);
+                self.bind(ident.to_string(), Bind::Poisoned);
                 return Err(f);
             }
         };
+        self.bind_let(local, ident, mutable, v)
+    }
+
+    /// Binds `ident` (of `let` statement `local`) to `v`: a value, or for `let mut` a
+    /// variable initialised to it.
+    fn bind_let(
+        &mut self,
+        local: &syn::Local,
+        ident: &Ident,
+        mutable: bool,
+        v: ValueId,
+    ) -> LResult<()> {
+        let name = ident.to_string();
         self.names.entry(v).or_insert_with(|| name.clone());
         if mutable {
             let mut src = src_of(local, &name);
@@ -231,6 +241,80 @@ impl Lower {
             self.bind(name, Bind::Val(v));
         }
         Ok(())
+    }
+
+    /// `let (a, mut b, _) = f(..);`: binds the values of a tile function that returns
+    /// several, in order. On any failure every name is poisoned, so the one error stands alone.
+    fn tuple_local(&mut self, local: &syn::Local, pat: &syn::PatTuple) -> LResult<()> {
+        let (slots, bad) = tuple_slots(pat);
+        let values = match bad {
+            Some(e) => Err(e.into()),
+            None => local_init(local).and_then(|init| {
+                let call = strip_parens(init);
+                let (h, fname, args) = self.tuple_callee(call, pat)?;
+                self.inline(&h, fname, &args, call)
+            }),
+        };
+        let values = match values {
+            Ok(values) => values,
+            Err(f) => {
+                for (id, _) in slots.iter().flatten() {
+                    self.bind(id.to_string(), Bind::Poisoned);
+                }
+                return Err(f);
+            }
+        };
+        for (slot, v) in slots.iter().zip(values) {
+            let Some((id, mutable)) = slot else { continue };
+            if let Err(f) = self.bind_let(local, id, *mutable, v) {
+                self.report(f);
+                self.bind(id.to_string(), Bind::Poisoned);
+            }
+        }
+        Ok(())
+    }
+
+    /// The tile function a tuple pattern's initialiser `call` calls, with its name and
+    /// arguments: one that returns as many values as `pat` has places.
+    fn tuple_callee<'e>(
+        &self,
+        call: &'e Expr,
+        pat: &syn::PatTuple,
+    ) -> LResult<(Rc<Helper>, &'e Ident, Vec<&'e Expr>)> {
+        let found = match call {
+            Expr::Call(_) | Expr::MethodCall(_) => {
+                let (fname, args) = callee(call)?;
+                self.helpers
+                    .get(&fname.to_string())
+                    .map(|h| (h.clone(), fname, args))
+            }
+            _ => None,
+        };
+        let Some((h, fname, args)) = found else {
+            return err(
+                call,
+                "a tuple pattern takes the values of a tile function that returns several: `let (a, b) = f(..)`",
+            );
+        };
+        let n = pat.elems.len();
+        match &h.sig.ret {
+            HRet::Tuple(tys) if tys.len() == n => Ok((h, fname, args)),
+            HRet::Tuple(tys) => err(
+                pat,
+                format!(
+                    "`{fname}` returns {} values, but this pattern has {n}",
+                    tys.len()
+                ),
+            ),
+            HRet::One(_) => err(
+                pat,
+                format!("`{fname}` returns one value: bind it with `let name = {fname}(..)`"),
+            ),
+            HRet::Unit => err(
+                pat,
+                format!("`{fname}` returns nothing: call it as a statement"),
+            ),
+        }
     }
 
     fn expr_stmt(&mut self, e: &Expr) -> LResult<()> {
@@ -570,40 +654,24 @@ impl Lower {
     /// A primitive call, `f(args)` or the method form `x.f(args)` ≡ `f(x, args)`.
     /// Returns `None` for the primitives that produce nothing (store, tile atomics).
     fn call_expr(&mut self, e: &Expr) -> LResult<Option<ValueId>> {
-        let (fname, args): (&Ident, Vec<&Expr>) = match e {
-            Expr::Call(c) => {
-                let Some(id) = plain_ident(&c.func) else {
-                    return err(
-                        &c.func,
-                        format!("expected a primitive name; the primitives are: {PRIMITIVES}"),
-                    );
-                };
-                (id, c.args.iter().collect())
-            }
-            Expr::MethodCall(m) => {
-                if let Some(t) = &m.turbofish {
-                    return err(t, "type arguments are not supported in kernels");
+        match e {
+            // `x.to(f32)`: the conversion method.
+            Expr::MethodCall(m) if m.turbofish.is_none() && m.method == "to" => {
+                if m.args.len() != 1 {
+                    return err(e, "`.to` takes one dtype: `x.to(f32)`");
                 }
-                if m.method == "to" {
-                    // `x.to(f32)`: the conversion method.
-                    if m.args.len() != 1 {
-                        return err(e, "`.to` takes one dtype: `x.to(f32)`");
-                    }
-                    let d = self.dtype_arg(&m.args[0])?;
-                    let v = self.expr(&m.receiver)?;
-                    return self
-                        .b
-                        .cast(v, d, src_of(e, ""))
-                        .map(Some)
-                        .map_err(|x| blame(x, e, &[]));
-                }
-                let mut args = vec![&*m.receiver];
-                args.extend(m.args.iter());
-                (&m.method, args)
+                let d = self.dtype_arg(&m.args[0])?;
+                let v = self.expr(&m.receiver)?;
+                self.b
+                    .cast(v, d, src_of(e, ""))
+                    .map(Some)
+                    .map_err(|x| blame(x, e, &[]))
             }
-            _ => unreachable!("call_expr is only called on calls"),
-        };
-        self.primitive(fname, &args, e)
+            _ => {
+                let (fname, args) = callee(e)?;
+                self.primitive(fname, &args, e)
+            }
+        }
     }
 
     fn primitive(&mut self, fname: &Ident, args: &[&Expr], e: &Expr) -> LResult<Option<ValueId>> {
@@ -802,7 +870,20 @@ impl Lower {
                         .reduce(op, x, axis, src())
                         .map_err(|m| blame(m, e, &roles(&[Operand::A, Operand::Axis])))?
                 } else if let Some(h) = self.helpers.get(&name).cloned() {
-                    return self.inline(&h, fname, args, e);
+                    // Several values have no place in an expression: only `let (..)` takes them.
+                    if let HRet::Tuple(tys) = &h.sig.ret {
+                        return err(
+                            e,
+                            format!(
+                                "`{name}` returns {} values: bind them with `let ({}) = {name}(..);`",
+                                tys.len(),
+                                placeholders(tys.len())
+                            ),
+                        );
+                    }
+                    return self
+                        .inline(&h, fname, args, e)
+                        .map(|vs| vs.first().copied());
                 } else {
                     return err(
                         fname,
@@ -888,14 +969,14 @@ impl Lower {
 impl Lower {
     /// Inlines a call of a `#[tile_fn]`: checks the arguments against its signature (at
     /// the argument's token), lowers its body in a scope that sees only its parameters
-    /// (every `Src` on the call's line), and checks what it returns.
+    /// (every `Src` on the call's line), and checks what it returns: its values, in order.
     fn inline(
         &mut self,
         h: &Rc<Helper>,
         fname: &Ident,
         args: &[&Expr],
         e: &Expr,
-    ) -> LResult<Option<ValueId>> {
+    ) -> LResult<Vec<ValueId>> {
         let name = fname.to_string();
         if self.inlining.contains(&name) {
             let chain: Vec<&str> = self.inlining.iter().map(|s| s.as_str()).collect();
@@ -1028,49 +1109,195 @@ impl Lower {
         })
     }
 
-    /// The body's statements, then its tail expression: the value the call returns.
-    fn helper_body(&mut self, h: &Helper, call: &Expr) -> LResult<Option<ValueId>> {
+    /// The body's statements, then its tail expression: the values the call returns (none
+    /// for a helper that returns nothing, the tail's elements for one that returns a tuple).
+    fn helper_body(&mut self, h: &Helper, call: &Expr) -> LResult<Vec<ValueId>> {
         let before = self.errors.len();
+        let sig = &h.sig;
         let stmts = &h.body.stmts;
-        let tail = match (&h.sig.ret, stmts.last()) {
-            (Some(_), Some(SynStmt::Expr(t, None))) => Some(t),
-            (Some(_), _) => {
+        let tail = match (&sig.ret, stmts.last()) {
+            (HRet::Unit, _) => None,
+            (_, Some(SynStmt::Expr(t, None))) => Some(t),
+            (HRet::One(_), _) => {
                 return err(
-                    &h.sig.name,
+                    &sig.name,
                     format!(
                         "`{}` returns a value: end its body with that expression (no `;`)",
-                        h.sig.name
+                        sig.name
                     ),
                 )
             }
-            (None, _) => None,
+            (HRet::Tuple(tys), _) => {
+                return err(
+                    &sig.name,
+                    format!(
+                    "`{}` returns {} values: end its body with a tuple of them, `({})` (no `;`)",
+                    sig.name,
+                    tys.len(),
+                    placeholders(tys.len())
+                ),
+                )
+            }
         };
+        // Checked before the body is lowered, as a missing tail is.
+        let results = tail.map(|t| tail_results(sig, t)).transpose()?;
         let n = stmts.len() - usize::from(tail.is_some());
         self.block_stmts(&stmts[..n]);
-        let Some(tail) = tail else {
+        let Some(results) = results else {
             return if self.errors.len() > before {
                 Err(Fail(None))
             } else {
-                Ok(None)
+                Ok(vec![])
             };
         };
-        let v = self.expr(tail)?;
+        let mut values = vec![];
+        for (e, _) in &results {
+            values.push(self.expr(e)?);
+        }
         if self.errors.len() > before {
             return Err(Fail(None));
         }
-        let ret = h.sig.ret.as_ref().expect("a tail only with a return type");
-        let want = self.expect_type(ret, None)?;
-        let got = self.b.ty(v).clone();
-        if got == want {
-            return Ok(Some(v));
+        let several = matches!(sig.ret, HRet::Tuple(_));
+        for (i, (v, (_, ty))) in values.iter().zip(&results).enumerate() {
+            let want = self.expect_type(ty, None)?;
+            let got = self.b.ty(*v).clone();
+            if got != want {
+                let which = if several {
+                    format!(" as its {} value", ordinal(i + 1))
+                } else {
+                    String::new()
+                };
+                return err(
+                    call,
+                    format!(
+                        "`{}` returns {got}{which} here, but its signature says {want}",
+                        sig.name
+                    ),
+                );
+            }
         }
-        err(
-            call,
+        Ok(values)
+    }
+}
+
+/// The expressions a helper's `tail` returns, each with its declared type: the tail itself,
+/// or the elements of the tuple it must be.
+fn tail_results<'a>(sig: &'a HelperSig, tail: &'a Expr) -> LResult<Vec<(&'a Expr, &'a HTy)>> {
+    let tys = match &sig.ret {
+        HRet::Unit => return Ok(vec![]),
+        HRet::One(ty) => return Ok(vec![(tail, ty)]),
+        HRet::Tuple(tys) => tys,
+    };
+    let name = &sig.name;
+    match strip_parens(tail) {
+        Expr::Tuple(t) if t.elems.len() == tys.len() => Ok(t.elems.iter().zip(tys).collect()),
+        Expr::Tuple(t) => err(
+            tail,
             format!(
-                "`{}` returns {got} here, but its signature says {want}",
-                h.sig.name
+                "`{name}` returns {} values, but this tuple has {}",
+                tys.len(),
+                t.elems.len()
             ),
-        )
+        ),
+        _ => err(
+            tail,
+            format!(
+                "`{name}` returns {} values: its body ends with a tuple of them, `({})`",
+                tys.len(),
+                placeholders(tys.len())
+            ),
+        ),
+    }
+}
+
+/// `a, b, c`: names for `n` values in a message's example.
+fn placeholders(n: usize) -> String {
+    let names: Vec<String> = (0..n)
+        .map(|i| match (b'a'..=b'z').nth(i) {
+            Some(c) => char::from(c).to_string(),
+            None => format!("v{i}"),
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, ..., `11th`, `21st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// A `let`'s initialiser (`let x;` and `let .. else` are errors).
+fn local_init(local: &syn::Local) -> LResult<&Expr> {
+    let Some(init) = &local.init else {
+        return err(
+            local,
+            "`let` needs an initializer: every kernel value is defined once",
+        );
+    };
+    if let Some((_, e)) = &init.diverge {
+        return err(e, "`let ... else` is not supported in kernels");
+    }
+    Ok(&init.expr)
+}
+
+/// A tuple pattern's places: `Some((name, mutable))`, or `None` for `_`; and the error of
+/// the first place that is none of `name`, `mut name`, `_` (or a name bound twice). The
+/// good places come back either way, so the caller can silence their later uses.
+fn tuple_slots(pat: &syn::PatTuple) -> (Vec<Option<(Ident, bool)>>, Option<syn::Error>) {
+    let mut slots: Vec<Option<(Ident, bool)>> = vec![];
+    let mut bad = None;
+    for p in &pat.elems {
+        let slot = match p {
+            Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                Some((pi.ident.clone(), pi.mutability.is_some()))
+            }
+            Pat::Wild(_) => None,
+            p => {
+                let msg = "a tuple pattern holds names, `mut` names or `_`";
+                bad = bad.or_else(|| Some(syn::Error::new_spanned(p, msg)));
+                continue;
+            }
+        };
+        if let Some((id, _)) = &slot {
+            if slots.iter().flatten().any(|(other, _)| other == id) {
+                let msg = format!("`{id}` is bound more than once in this pattern");
+                bad = bad.or_else(|| Some(syn::Error::new(id.span(), msg)));
+                continue;
+            }
+        }
+        slots.push(slot);
+    }
+    (slots, bad)
+}
+
+/// `f(args)` or the method form `x.f(args)`: the name and the arguments, `x` first.
+fn callee(e: &Expr) -> LResult<(&Ident, Vec<&Expr>)> {
+    match e {
+        Expr::Call(c) => {
+            let Some(id) = plain_ident(&c.func) else {
+                return err(
+                    &c.func,
+                    format!("expected a primitive name; the primitives are: {PRIMITIVES}"),
+                );
+            };
+            Ok((id, c.args.iter().collect()))
+        }
+        Expr::MethodCall(m) => {
+            if let Some(t) = &m.turbofish {
+                return err(t, "type arguments are not supported in kernels");
+            }
+            let mut args = vec![&*m.receiver];
+            args.extend(m.args.iter());
+            Ok((&m.method, args))
+        }
+        _ => unreachable!("callee is only called on calls"),
     }
 }
 

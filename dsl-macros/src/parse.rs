@@ -404,8 +404,17 @@ pub struct Helper {
 pub struct HelperSig {
     pub name: Ident,
     pub params: Vec<HParam>,
-    /// `None`: the helper returns nothing (it stores), so a call is a statement.
-    pub ret: Option<HTy>,
+    pub ret: HRet,
+}
+
+/// What a helper returns, which decides where a call may stand.
+pub enum HRet {
+    /// Nothing (it stores): a call is a statement.
+    Unit,
+    /// One value: a call is an expression.
+    One(HTy),
+    /// `-> (A, B, ..)`, two or more values: a call only initialises `let (a, b, ..) = f(..);`.
+    Tuple(Vec<HTy>),
 }
 
 pub struct HParam {
@@ -500,14 +509,29 @@ pub fn helper_signature(f: &ItemFn) -> syn::Result<HelperSig> {
         params.push(HParam { ident, ty });
     }
     let ret = match &sig.output {
-        syn::ReturnType::Default => None,
-        syn::ReturnType::Type(_, t) => Some(helper_type(t)?),
+        syn::ReturnType::Default => HRet::Unit,
+        syn::ReturnType::Type(_, t) => helper_result(t)?,
     };
     Ok(HelperSig {
         name: sig.ident.clone(),
         params,
         ret,
     })
+}
+
+/// A helper's result type: one type, or a tuple of two or more (`()` is left to
+/// `helper_type`, which rejects it as before).
+fn helper_result(ty: &Type) -> syn::Result<HRet> {
+    match ty {
+        Type::Tuple(t) if t.elems.len() == 1 => Err(syn::Error::new_spanned(
+            ty,
+            "a tile function returns one value `T` or a tuple of two or more `(A, B)`, not a 1-tuple",
+        )),
+        Type::Tuple(t) if t.elems.len() >= 2 => Ok(HRet::Tuple(
+            t.elems.iter().map(helper_type).collect::<syn::Result<_>>()?,
+        )),
+        t => helper_type(t).map(HRet::One),
+    }
 }
 
 fn helper_type(ty: &Type) -> syn::Result<HTy> {

@@ -160,3 +160,195 @@ fn inlined_code_takes_the_line_of_the_call_and_names_its_place_in_the_helper() {
     });
     assert_eq!(loops, 2);
 }
+
+// ---- tile functions that return several values --------------------------------------------
+
+/// A single-value helper a tuple helper calls.
+#[tile_fn]
+fn block_max(s: Tile<f32, N>) -> f32 {
+    max(s, 0)
+}
+
+/// The running max after a block of scores `s`, and the factor that rescales what was
+/// summed under the old max `m`: a tuple helper, called from another.
+#[tile_fn]
+fn new_max(m: f32, s: Tile<f32, N>) -> (f32, f32) {
+    let m_new = maximum(m, block_max(s));
+    (m_new, exp(m - m_new))
+}
+
+/// One step of online softmax · V: the new max, sum and accumulator.
+#[tile_fn]
+fn softmax_step(
+    m: f32,
+    l: f32,
+    acc: Tile<f32, D>,
+    s: Tile<f32, N>,
+    vt: Tile<f32, N, D>,
+    valid: Tile<bool, N>,
+    #[constexpr] D: usize,
+    #[constexpr] N: usize,
+) -> (f32, f32, Tile<f32, D>) {
+    let (m_new, alpha) = new_max(m, s);
+    let pr = where_(valid, exp(s - m_new), 0.0);
+    (
+        m_new,
+        l * alpha + sum(pr, 0),
+        acc * alpha + sum(vt * pr.expand_dims(1), 0),
+    )
+}
+
+/// The state before the first step (a weak literal returned as an f32).
+#[tile_fn]
+fn softmax_init(#[constexpr] D: usize) -> (f32, f32, Tile<f32, D>) {
+    (f32::NEG_INFINITY, 0.0, zeros([D], f32))
+}
+
+/// The normalised output and the log-sum-exp (which the kernel ignores with `_`).
+#[tile_fn]
+fn softmax_finish(acc: Tile<f32, D>, l: f32, m: f32) -> (Tile<f32, D>, f32) {
+    (acc / l, m + log(l))
+}
+
+/// softmax(s[row]) · v[row] over `n` keys in `BLOCK_N` blocks; stats gets the row's max and sum.
+#[kernel(helpers(softmax_init, softmax_step, new_max, block_max, softmax_finish))]
+fn attend_helpers(
+    s: Ptr<f32>,
+    v: Ptr<f32>,
+    out: Ptr<f32>,
+    stats: Ptr<f32>,
+    n: i32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+) {
+    let row = program_id(0);
+    let dcols = arange(0, D);
+    let (mut m, mut l, mut acc) = softmax_init(D);
+    for start in (0..n).step_by(BLOCK_N) {
+        let keys = start + arange(0, BLOCK_N);
+        let valid = keys < n;
+        let sv = load(s + row * n + keys, valid, f32::NEG_INFINITY);
+        let vt = load(
+            v + (row * n + keys).expand_dims(1) * D + dcols.expand_dims(0),
+            valid.expand_dims(1),
+            0.0,
+        );
+        let (m2, l2, acc2) = softmax_step(m, l, acc, sv, vt, valid, D, BLOCK_N);
+        m = m2;
+        l = l2;
+        acc = acc2;
+    }
+    let (o, _) = softmax_finish(acc, l, m);
+    store(out + row * D + dcols, o);
+    store(stats + row * 2, m);
+    store(stats + row * 2 + 1, l);
+}
+
+/// `attend_helpers` written out: each call's arguments read first, as inlining does.
+#[kernel]
+fn attend_plain(
+    s: Ptr<f32>,
+    v: Ptr<f32>,
+    out: Ptr<f32>,
+    stats: Ptr<f32>,
+    n: i32,
+    #[constexpr] D: usize,
+    #[constexpr] BLOCK_N: usize,
+) {
+    let row = program_id(0);
+    let dcols = arange(0, D);
+    let m0 = f32::NEG_INFINITY;
+    let l0 = 0.0;
+    let acc0 = zeros([D], f32);
+    let mut m = m0;
+    let mut l = l0;
+    let mut acc = acc0;
+    for start in (0..n).step_by(BLOCK_N) {
+        let keys = start + arange(0, BLOCK_N);
+        let valid = keys < n;
+        let sv = load(s + row * n + keys, valid, f32::NEG_INFINITY);
+        let vt = load(
+            v + (row * n + keys).expand_dims(1) * D + dcols.expand_dims(0),
+            valid.expand_dims(1),
+            0.0,
+        );
+        let m0 = m;
+        let l0 = l;
+        let acc0 = acc;
+        let m_new = maximum(m0, max(sv, 0));
+        let alpha = exp(m0 - m_new);
+        let pr = where_(valid, exp(sv - m_new), 0.0);
+        let l_new = l0 * alpha + sum(pr, 0);
+        let acc_new = acc0 * alpha + sum(vt * pr.expand_dims(1), 0);
+        m = m_new;
+        l = l_new;
+        acc = acc_new;
+    }
+    let acc0 = acc;
+    let l0 = l;
+    let m0 = m;
+    let o = acc0 / l0;
+    let _ = m0 + log(l0);
+    store(out + row * D + dcols, o);
+    store(stats + row * 2, m);
+    store(stats + row * 2 + 1, l);
+}
+
+/// The IR's statements without the kernel's name and the source comments: the ops alone.
+fn ops_text(json: &str) -> String {
+    let text = Kernel::from_json(json).unwrap().to_text();
+    let ops: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split("    // ").next().unwrap_or(l))
+        .collect();
+    ops.join("\n")
+}
+
+#[test]
+fn tuple_helpers_build_the_ir_of_the_kernel_written_out() {
+    let (a, b) = (
+        ops_text(attend_helpers::ir_json()),
+        ops_text(attend_plain::ir_json()),
+    );
+    assert_eq!(a, b, "with helpers:\n{a}\nwritten out:\n{b}");
+}
+
+#[test]
+fn tuple_helpers_compute_what_the_kernel_written_out_computes() {
+    let dev = Device::interpreter();
+    let (rows, n, d) = (3usize, 45usize, 8usize);
+    let sh: Vec<f32> = (0..rows * n)
+        .map(|i| ((i * 7919) % 101) as f32 / 101.0 * 6.0 - 3.0)
+        .collect();
+    let vh: Vec<f32> = (0..rows * n * d)
+        .map(|i| ((i * 104729) % 89) as f32 / 89.0 - 0.5)
+        .collect();
+    let (s, v) = (dev.upload(&sh).unwrap(), dev.upload(&vh).unwrap());
+    let grid = Launch::grid(rows as u32);
+    let mut outs = vec![];
+    for helpers in [true, false] {
+        let (out, stats) = (
+            dev.zeros::<f32>(rows * d).unwrap(),
+            dev.zeros::<f32>(rows * 2).unwrap(),
+        );
+        if helpers {
+            attend_helpers::launch(&dev, &grid, &s, &v, &out, &stats, n as i32, d, 16).unwrap();
+        } else {
+            attend_plain::launch(&dev, &grid, &s, &v, &out, &stats, n as i32, d, 16).unwrap();
+        }
+        let mut all = out.to_vec().unwrap();
+        all.extend(stats.to_vec().unwrap());
+        outs.push(all.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+    }
+    assert_eq!(outs[0], outs[1]);
+    // And it is softmax · V: row 0 against a direct evaluation.
+    let got: Vec<f32> = outs[0][..d].iter().map(|b| f32::from_bits(*b)).collect();
+    let mx = sh[..n].iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let w: Vec<f32> = sh[..n].iter().map(|x| (x - mx).exp()).collect();
+    let total: f32 = w.iter().sum();
+    for (c, g) in got.iter().enumerate() {
+        let want: f32 = (0..n).map(|j| w[j] * vh[j * d + c]).sum::<f32>() / total;
+        assert!((g - want).abs() < 1e-4, "column {c}: {g} vs {want}");
+    }
+}
