@@ -26,7 +26,7 @@ use crate::device_model::DeviceModel;
 use crate::engine::{Engine, StepOutput};
 use crate::error::ModelError;
 use crate::kernels::attention::{
-    attn_split, attn_split_ahead, attn_split_ahead_scaled, attn_split_merge, attn_split_scaled,
+    attn_split, attn_split_ahead, attn_split_merge, attn_split_scaled,
 };
 use crate::kernels::embedding::embedding;
 use crate::kernels::gemv::{
@@ -349,45 +349,22 @@ pub fn decode_step(
             } else {
                 // Partials only: o_proj merges each head (`gemv_head_residual`).
                 if ATTN_AHEAD {
-                    if QKV_PAIRS {
-                        attn_split_ahead_scaled(
-                            grid(HEADS, ATTN_SPLITS),
-                            qk_rot,
-                            qk_ss,
-                            k_cache.layer(layer, kv_layer),
-                            v_cache.layer(layer, kv_layer),
-                            pos,
-                            part_m,
-                            part_l,
-                            part_acc,
-                            HEADS,
-                            KV_HEADS,
-                            max_seq,
-                            eps,
-                            scale,
-                            HEAD_DIM,
-                            ATTN_BLOCK_N,
-                            ATTN_SPLITS,
-                            QKV_BM,
-                        );
-                    } else {
-                        attn_split_ahead(
-                            grid(HEADS, ATTN_SPLITS),
-                            q,
-                            k_cache.layer(layer, kv_layer),
-                            v_cache.layer(layer, kv_layer),
-                            pos,
-                            part_m,
-                            part_l,
-                            part_acc,
-                            HEADS / KV_HEADS,
-                            max_seq,
-                            scale,
-                            HEAD_DIM,
-                            ATTN_BLOCK_N,
-                            ATTN_SPLITS,
-                        );
-                    }
+                    attn_split_ahead(
+                        grid(HEADS, ATTN_SPLITS),
+                        q,
+                        k_cache.layer(layer, kv_layer),
+                        v_cache.layer(layer, kv_layer),
+                        pos,
+                        part_m,
+                        part_l,
+                        part_acc,
+                        HEADS / KV_HEADS,
+                        max_seq,
+                        scale,
+                        HEAD_DIM,
+                        ATTN_BLOCK_N,
+                        ATTN_SPLITS,
+                    );
                 } else if QKV_PAIRS {
                     attn_split_scaled(
                         grid(HEADS, ATTN_SPLITS),
@@ -668,7 +645,8 @@ pub fn consts(cfg: &Config, t: &Tiles) -> decode_step::Consts {
     }
     let oh_tiles = o_heads_tiles(cfg, t);
     let in_o = t.attn_in_o && t.o_heads;
-    let pairs = t.qkv_pairs && t.o_heads && qkv_pairs_fit(cfg, t);
+    // The split attention's form only in the plain loop (not `attn_split_ahead`).
+    let pairs = t.qkv_pairs && t.o_heads && (in_o || !t.attn_ahead) && qkv_pairs_fit(cfg, t);
     decode_step::Consts {
         LAYERS: cfg.num_hidden_layers,
         HIDDEN: cfg.hidden_size,
@@ -829,10 +807,6 @@ pub struct MegakernelOptions {
     /// (`attention::attn_split_scaled`; not in the step that loads the tiles ahead): None,
     /// [`qkv_pairs_split_rule`]. `TESSERA_QKV_PAIRS_SPLIT=0` (or `1`) sets it.
     pub qkv_pairs_split: Option<bool>,
-    /// The same in the step that loads the attention's tiles ahead
-    /// (`attention::attn_split_ahead_scaled`): None, off (a candidate).
-    /// `TESSERA_QKV_PAIRS_AHEAD=0` (or `1`) sets it.
-    pub qkv_pairs_ahead: Option<bool>,
     /// `Engine::decode` queues each step before it reads the previous step's token back,
     /// so the GPU never waits for the host between steps. On by default: on an H100 it was
     /// 5.7% / 6.3% faster at 0.6B (contexts 1 / 512), 6.2% / 3.4% at 1.7B, 1.8% / 1.6% at
@@ -905,9 +879,6 @@ impl Default for MegakernelOptions {
             attn_rope: std::env::var("TESSERA_ATTN_ROPE").ok().map(|v| v != "0"),
             qkv_pairs: std::env::var("TESSERA_QKV_PAIRS").ok().map(|v| v != "0"),
             qkv_pairs_split: std::env::var("TESSERA_QKV_PAIRS_SPLIT")
-                .ok()
-                .map(|v| v != "0"),
-            qkv_pairs_ahead: std::env::var("TESSERA_QKV_PAIRS_AHEAD")
                 .ok()
                 .map(|v| v != "0"),
         }
@@ -990,7 +961,6 @@ struct SpecOptions {
     attn_rope: Option<bool>,
     qkv_pairs: Option<bool>,
     qkv_pairs_split: Option<bool>,
-    qkv_pairs_ahead: Option<bool>,
 }
 
 /// The decode step's specialisations, and the positions whose steps launch each: the
@@ -1006,8 +976,6 @@ pub struct Specialisations {
     /// place), and in the plain step.
     pairs: bool,
     pairs_split: bool,
-    /// And in the step that loads the attention's tiles ahead.
-    pairs_ahead: bool,
     /// Each variant's constexprs (empty where no step launches it).
     plain: Vec<Binding>,
     ahead: Vec<Binding>,
@@ -1029,7 +997,6 @@ impl Specialisations {
             attn_rope: o.attn_rope,
             qkv_pairs: o.qkv_pairs,
             qkv_pairs_split: o.qkv_pairs_split,
-            qkv_pairs_ahead: o.qkv_pairs_ahead,
         };
         Self::with_options(cfg, t, options)
     }
@@ -1046,15 +1013,12 @@ impl Specialisations {
             attn_rope,
             qkv_pairs,
             qkv_pairs_split,
-            qkv_pairs_ahead,
         } = options;
         let pairs = qkv_pairs.unwrap_or_else(|| qkv_pairs_rule(cfg)) && qkv_pairs_fit(cfg, t);
-        // In the plain step too (its split attention, `attn_split_scaled`), and in the ahead
-        // one (`attn_split_ahead_scaled`) where asked.
+        // In the plain step too (its split attention, `attn_split_scaled`), not the ahead one.
         let pairs_split = qkv_pairs_split.unwrap_or_else(|| qkv_pairs_split_rule(cfg))
             && t.o_heads
             && qkv_pairs_fit(cfg, t);
-        let pairs_ahead = qkv_pairs_ahead.unwrap_or(false) && t.o_heads && qkv_pairs_fit(cfg, t);
         let rope = attn_rope.unwrap_or_else(|| attn_rope_rule(cfg));
         let ahead_from = attn_ahead_from(t, attn_ahead);
         let in_o_until = attn_in_o_until(cfg, t, attn_in_o, rope || pairs);
@@ -1068,7 +1032,6 @@ impl Specialisations {
             rope,
             pairs,
             pairs_split,
-            pairs_ahead,
             plain: constexprs(
                 cfg,
                 &Tiles {
@@ -1080,7 +1043,6 @@ impl Specialisations {
                 ahead_from.is_some(),
                 Tiles {
                     attn_ahead: true,
-                    qkv_pairs: pairs_ahead,
                     ..t.clone()
                 },
             ),
@@ -1166,12 +1128,8 @@ impl Specialisations {
         }
         if let Some(from) = self.ahead_from {
             text += &format!(
-                "From position {} on, a step launches the same program with ATTN_AHEAD=true (the attention loads each K/V tile one iteration early: {}).\n",
-                from.max(self.in_o_until),
-                match self.pairs_ahead {
-                    true => "attn_split_ahead_scaled, which scales the heads the QKV stage's programs roped in pairs",
-                    false => "attn_split_ahead",
-                }
+                "From position {} on, a step launches the same program with ATTN_AHEAD=true (the attention loads each K/V tile one iteration early: attn_split_ahead).\n",
+                from.max(self.in_o_until)
             );
         }
         text
