@@ -22,6 +22,29 @@
 use super::rope::head_rms_inv;
 use dsl_runtime::prelude::*;
 
+/// One tile of the online softmax: the running max `m`, sum `l` of exp(score - m) and
+/// unnormalised accumulator `acc` after the tile's scores `s` (-3e38 where not `valid`) and
+/// values `vt`, each old sum rescaled by exp(m_old - m_new). Every attention loop here
+/// takes its steps from it, so their partials agree bit for bit.
+#[tile_fn]
+pub fn softmax_tile(
+    m: f32,
+    l: f32,
+    acc: Tile<f32, D>,
+    s: Tile<f32, N>,
+    vt: Tile<f32, N, D>,
+    valid: Tile<bool, N>,
+) -> (f32, f32, Tile<f32, D>) {
+    let m_new = maximum(m, max(s, 0));
+    let alpha = exp(m - m_new); // rescales what was summed against the old max
+    let pr = where_(valid, exp(s - m_new), 0.0);
+    (
+        m_new,
+        l * alpha + sum(pr, 0),
+        acc * alpha + sum(vt * pr.expand_dims(1), 0),
+    )
+}
+
 /// Program (head, split)'s partial (m, l, acc) of attention over its chunk of 0..=pos.
 #[tile_fn]
 fn attend_chunk(
@@ -61,11 +84,9 @@ fn attend_chunk(
         let kt = load(k_cache + offs, valid.expand_dims(1), 0.0).to(f32);
         let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
         let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
-        let m_new = maximum(m, max(s, 0));
-        let alpha = exp(m - m_new); // rescales what was summed against the old max
-        let pr = where_(valid, exp(s - m_new), 0.0);
-        l = l * alpha + sum(pr, 0);
-        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
+        let (m_new, l_new, acc_new) = softmax_tile(m, l, acc, s, vt, valid);
+        l = l_new;
+        acc = acc_new;
         m = m_new;
     }
     let slot = head * SPLITS + split;
@@ -118,11 +139,9 @@ pub fn attend_head_cur(
             load(v_cache + offs, cached, 0.0).to(f32),
         );
         let s = where_(valid, sum(kt * q2, 1) * scale, -3.0e38);
-        let m_new = maximum(m, max(s, 0));
-        let alpha = exp(m - m_new);
-        let pr = where_(valid, exp(s - m_new), 0.0);
-        l = l * alpha + sum(pr, 0);
-        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
+        let (m_new, l_new, acc_new) = softmax_tile(m, l, acc, s, vt, valid);
+        l = l_new;
+        acc = acc_new;
         m = m_new;
     }
     acc * (1.0 / l) // one division, not D (as `merged_head`: the same bits)
@@ -176,11 +195,9 @@ fn attend_chunk_ahead(
         kt = load(k_cache + offs, (next < hi).expand_dims(1), 0.0);
         vt = load(v_cache + offs, (next < hi).expand_dims(1), 0.0);
         let s = where_(valid, sum(kf * qv, 1) * scale, -3.0e38);
-        let m_new = maximum(m, max(s, 0));
-        let alpha = exp(m - m_new);
-        let pr = where_(valid, exp(s - m_new), 0.0);
-        l = l * alpha + sum(pr, 0);
-        acc = acc * alpha + sum(vf * pr.expand_dims(1), 0);
+        let (m_new, l_new, acc_new) = softmax_tile(m, l, acc, s, vf, valid);
+        l = l_new;
+        acc = acc_new;
         m = m_new;
     }
     let slot = head * SPLITS + split;
@@ -236,7 +253,7 @@ fn merge_head(
     );
 }
 
-#[kernel(helpers(attend_chunk))]
+#[kernel(helpers(attend_chunk, softmax_tile))]
 pub fn attn_split(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -273,7 +290,7 @@ pub fn attn_split(
 
 /// `attn_split` with each tile's K and V loaded one iteration early (`attend_chunk_ahead`):
 /// the megakernel's attention with `Tiles::attn_ahead` (a candidate).
-#[kernel(helpers(attend_chunk_ahead))]
+#[kernel(helpers(attend_chunk_ahead, softmax_tile))]
 pub fn attn_split_ahead(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -315,7 +332,7 @@ pub fn attn_split_ahead(
 /// row from the cache (the QKV stage wrote the new V row there), and the program of the
 /// first query head of each KV head whose chunk holds the new position writes that K row
 /// into the cache, last (after its own reads of the cache).
-#[kernel(helpers(head_rms_inv))]
+#[kernel(helpers(head_rms_inv, softmax_tile))]
 pub fn attn_split_scaled(
     qk_rot: Ptr<f32>,
     qk_ss: Ptr<f32>,
@@ -369,11 +386,9 @@ pub fn attn_split_scaled(
         );
         let vt = load(v_cache + offs, valid.expand_dims(1), 0.0).to(f32);
         let s = where_(valid, sum(kt * qv, 1) * scale, -3.0e38);
-        let m_new = maximum(m, max(s, 0));
-        let alpha = exp(m - m_new);
-        let pr = where_(valid, exp(s - m_new), 0.0);
-        l = l * alpha + sum(pr, 0);
-        acc = acc * alpha + sum(vt * pr.expand_dims(1), 0);
+        let (m_new, l_new, acc_new) = softmax_tile(m, l, acc, s, vt, valid);
+        l = l_new;
+        acc = acc_new;
         m = m_new;
     }
     let slot = head * SPLITS + split;
@@ -407,7 +422,7 @@ pub fn attn_merge(
 /// the last one's merge after every count, and the last one puts the ticket back to 0 for
 /// the next layer and step (tickets start at 0). One hop less than `attn_split` then
 /// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
-#[kernel(helpers(attend_chunk, merge_head))]
+#[kernel(helpers(attend_chunk, merge_head, softmax_tile))]
 pub fn attn_split_merge(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
