@@ -23,19 +23,12 @@
 //   7 ahead-nw  6 with no waits (the ceiling of reading the weights from shared memory)
 // Prints each mode's median ms a launch, its read bandwidth and its overhead a hop
 // against mode 0.
-#ifndef __CUDACC_RTC__
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-#endif
+#include "common.cuh"
 
 #ifndef CL
 #define CL 8
 #endif
-constexpr int THREADS = 512, CTAS = 128, LAYERS = 28, STAGES = 3, HOT = 1024, MODES = 8;
+constexpr int THREADS = 512, CTAS = 128, STAGES = 3, HOT = 1024, MODES = 8;  // LAYERS: common.cuh
 // Per stage: weight bytes a CTA, floats it adds (atomically) into the hot vector, and where
 // its weights sit in shared memory (any two consecutive stages' regions are disjoint).
 __device__ __constant__ int W_BYTES[STAGES] = {56 * 1024, 29 * 1024, 132 * 1024};
@@ -43,16 +36,10 @@ __device__ __constant__ int ADDS[STAGES] = {32, 256, 1024};
 __device__ __constant__ int REGION[STAGES] = {132 * 1024, 188 * 1024, 0};
 constexpr int SMEM = 217 * 1024, CHUNK = 16 * 1024;
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void red_release(unsigned* p, unsigned v) {
+// The generated kernel's publish: a release add, no fence before it (common.cuh's
+// `red_release` fences first).
+__device__ __forceinline__ void publish(unsigned* p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
 }
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
@@ -62,14 +49,11 @@ __device__ __forceinline__ unsigned cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar)));
-}
 // One arrival on CTA `rank`'s barrier at the same shared address as `bar`.
 __device__ __forceinline__ void arrive_remote(unsigned long long* bar, unsigned rank) {
   asm volatile(
       "{ .reg .b32 r; mapa.shared::cluster.u32 r, %0, %1;\n"
-      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }" ::"r"(smem_u32(bar)),
+      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }" ::"r"(sa(bar)),
       "r"(rank)
       : "memory");
 }
@@ -80,43 +64,27 @@ __device__ __forceinline__ void wait_cluster(unsigned long long* bar, unsigned p
         "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         "  selp.u32 %0, 1, 0, p; }"
         : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
+        : "r"(sa(bar)), "r"(parity)
         : "memory");
 }
 __device__ __forceinline__ void store_remote(unsigned* word, unsigned rank, unsigned v) {
   asm volatile(
       "{ .reg .b32 r; mapa.shared::cluster.u32 r, %0, %1;\n"
-      "  st.release.cluster.shared::cluster.u32 [r], %2; }" ::"r"(smem_u32(word)),
+      "  st.release.cluster.shared::cluster.u32 [r], %2; }" ::"r"(sa(word)),
       "r"(rank), "r"(v)
       : "memory");
 }
 __device__ __forceinline__ unsigned ld_acquire_cluster(const unsigned* word) {
   unsigned v;
-  asm volatile("ld.acquire.cluster.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(smem_u32(word)) : "memory");
+  asm volatile("ld.acquire.cluster.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(sa(word)) : "memory");
   return v;
 }
 // The bulk copies of `bytes` from `src` into shared `dst`, completing on `bar` (thread 0).
 __device__ __forceinline__ void stage_in(void* dst, const void* src, int bytes, unsigned long long* bar) {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // after the generic reads of dst
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-  for (int o = 0; o < bytes; o += CHUNK) {
-    const int n = bytes - o < CHUNK ? bytes - o : CHUNK;
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-            smem_u32((char*)dst + o)),
-        "l"((const char*)src + o), "r"(n), "r"(smem_u32(bar))
-        : "memory");
-  }
-}
-__device__ __forceinline__ void wait_cta(unsigned long long* bar, unsigned parity) {
-  unsigned done = 0;
-  while (!done)
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "  selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
+  mbar_expect(bar, bytes);
+  for (int o = 0; o < bytes; o += CHUNK)
+    bulk_copy((char*)dst + o, (const char*)src + o, bytes - o < CHUNK ? bytes - o : CHUNK, bar);
 }
 __device__ __forceinline__ float fold(uint4 r) {
   return __uint_as_float(r.x & 0x3f800000u) + __uint_as_float(r.w & 0x3f800000u);
@@ -128,13 +96,12 @@ __shared__ __align__(8) unsigned long long hop;            // the hop's news (2)
 __shared__ unsigned flag;                                  // the hop's news (3)
 __shared__ float part[THREADS / 32];
 
-// Every barrier this CTA uses, once (thread 0). A call: inlined here, NVRTC 13's
-// optimiser crashed on two instantiations of `hops`.
+// Every barrier this CTA uses, once (thread 0).
 __device__ __noinline__ void init_barriers() {
-  mbar_init(&bar[0]);
-  mbar_init(&bar[1]);
-  mbar_init(&bar[2]);
-  mbar_init(&hop);
+  mbar_init(&bar[0], 1);
+  mbar_init(&bar[1], 1);
+  mbar_init(&bar[2], 1);
+  mbar_init(&hop, 1);
   flag = 0;
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
@@ -205,7 +172,7 @@ __device__ __forceinline__ void hops(const uint4* __restrict__ w, float* hot, un
       // The stage: read the hot vector (the activations), the weights, reduce.
       float a = __ldcg(hot + (tid % HOT));
       if (SMEM_W) {
-        wait_cta(&bar[s], phase[s]);
+        mbar_wait(&bar[s], phase[s]);
         phase[s] ^= 1;
         const uint4* q = (const uint4*)(slab + REGION[s]);
         for (int i = tid; i < n16; i += THREADS) a += fold(q[i]);
@@ -238,7 +205,7 @@ __device__ __forceinline__ void hops(const uint4* __restrict__ w, float* hot, un
       if (tid >= 32 && tid - 32 < ADDS[s]) atomicAdd(hot + (blockIdx.x * 7 + tid) % HOT, tot * 1e-9f);
       // The publish (every thread done with this stage's shared weights too).
       __syncthreads();
-      if (tid == 32 && WAITS) red_release(sync, 1);
+      if (tid == 32 && WAITS) publish(sync, 1);
     }
   }
   if (tid == 0) sink[blockIdx.x] = acc;
@@ -255,26 +222,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
     hops_cluster(const uint4* w, float* hot, unsigned* sync, float* sink) {
   hops<MODE>(w, hot, sync, sink);
 }
-#ifdef __CUDACC_RTC__
-template __global__ void hops_plain<0>(const uint4*, float*, unsigned*, float*);
-template __global__ void hops_plain<1>(const uint4*, float*, unsigned*, float*);
-template __global__ void hops_cluster<2>(const uint4*, float*, unsigned*, float*);
-template __global__ void hops_cluster<3>(const uint4*, float*, unsigned*, float*);
-template __global__ void hops_plain<4>(const uint4*, float*, unsigned*, float*);
-template __global__ void hops_plain<5>(const uint4*, float*, unsigned*, float*);
-template __global__ void hops_plain<6>(const uint4*, float*, unsigned*, float*);
-template __global__ void hops_plain<7>(const uint4*, float*, unsigned*, float*);
-#endif
 
-#ifndef __CUDACC_RTC__
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                 \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
 
 typedef void (*Kernel)(const uint4*, float*, unsigned*, float*);
 static const Kernel KERNELS[MODES] = {hops_plain<0>,   hops_plain<1>, hops_cluster<2>, hops_cluster<3>,
@@ -341,4 +289,3 @@ int main(int argc, char** argv) {
            t[m].front(), t[m].back(), bytes / (med[m] * 1e6), (med[m] - med[0]) * 1e3 / hops_n);
   return 0;
 }
-#endif

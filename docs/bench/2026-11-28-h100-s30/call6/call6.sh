@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30 call 6 (call 5 with warp 0 writing nothing: its thread 0 only polls and passes the news on): the hop probe (scripts/probe/cluster_hops.cu, 8 modes: the hop as the
+# Session 30 call 6 (call 5 with warp 0 writing nothing: its thread 0 only polls and passes the news on; the probe as at 1e8cea3): the hop probe (scripts/probe/cluster_hops.cu, 8 modes: the hop as the
 # generated kernel makes it, two cluster signals, and the weights loaded before the wait:
 # registers, shared memory, one stage ahead), built here with nvcc (NVRTC 13 on the
 # development machine crashed in its optimiser on it; -O fallbacks below).
