@@ -39,6 +39,24 @@ pub fn resid_load(
     v
 }
 
+/// An RMSNorm over a whole row `xv` (one k step, `cols` the row's columns) in the two parts
+/// a GEMV takes separately: 1/rms(x), applied once to the dot products, and x·g as a
+/// [1, BK] row to multiply the weight tiles by (W · (x·g·inv) = inv · (W · (x·g))).
+#[tile_fn]
+pub fn rmsnorm_parts(
+    xv: Tile<f32, BK>,
+    g: Ptr<bf16>,
+    cols: Tile<i32, BK>,
+    col_mask: Tile<bool, BK>,
+    k: i32,
+    eps: f32,
+) -> (f32, Tile<f32, 1, BK>) {
+    (
+        rms_inv(xv * xv, k, eps),
+        (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0),
+    )
+}
+
 /// `W[rows, :] · (x / rms(x) * g)` for a bf16 W of row length `k`: the RMSNorm's squares
 /// summed in the loop that streams the weight rows, its scalar applied once at the end
 /// (W · (x * g * inv) = inv · (W · (x * g))).

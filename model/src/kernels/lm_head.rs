@@ -100,7 +100,11 @@ pub fn lm_head_argmax(
 /// block's weights loaded while the previous one reduces. Every block still stores its own
 /// (max, argmax), so `argmax_merge` is unchanged; blocks past the vocab store nothing. The
 /// same arithmetic, block by block, as `lm_head_argmax` with one k step: the same bits.
-#[kernel(helpers(crate::kernels::gemv::resid_load, gumbel_scores))]
+#[kernel(helpers(
+    crate::kernels::gemv::resid_load,
+    crate::kernels::gemv::rmsnorm_parts,
+    gumbel_scores
+))]
 pub fn lm_head_argmax_tiles(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -132,8 +136,7 @@ pub fn lm_head_argmax_tiles(
         0.0,
     );
     let xv = resid_load(x, cols, col_mask, k, COPIES);
-    let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let (inv, xg) = rmsnorm_parts(xv, g, cols, col_mask, k, eps);
     for t in 0..TILES {
         let block = first + t;
         let rows = block * BM + arange(0, BM);

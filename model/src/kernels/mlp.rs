@@ -55,7 +55,7 @@ pub fn rmsnorm_gate_up_silu(
 /// (`wg`/`wu` carried into the next iteration). With one program per CTA the CTA computes
 /// the stage's activation once (issue 10). The same arithmetic, tile by tile, as
 /// `rmsnorm_gate_up_silu` with one k step: the same bits.
-#[kernel]
+#[kernel(helpers(crate::kernels::gemv::rmsnorm_parts))]
 pub fn rmsnorm_gate_up_silu_tiles(
     x: Ptr<f32>,
     g: Ptr<bf16>,
@@ -79,8 +79,7 @@ pub fn rmsnorm_gate_up_silu_tiles(
     let mut wg = load(w + offs0, mask0, 0.0);
     let mut wu = load(w + inter * k + offs0, mask0, 0.0);
     let xv = load(x + cols, col_mask, 0.0);
-    let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let (inv, xg) = rmsnorm_parts(xv, g, cols, col_mask, k, eps);
     for t in 0..TILES {
         let rows = (first + t) * BM + arange(0, BM);
         let row_mask = rows < inter;
@@ -112,7 +111,7 @@ pub fn rmsnorm_gate_up_silu_tiles(
 /// `x`, which this stage's finished programs are adding into while others still read.
 /// act is rounded to bf16 as the two-stage path stores it, so only the order of the sums
 /// differs (and varies from run to run: the atomics land in any order).
-#[kernel]
+#[kernel(helpers(crate::kernels::gemv::rmsnorm_parts))]
 pub fn rmsnorm_mlp_tiles(
     h: Ptr<f32>,
     g: Ptr<bf16>,
@@ -139,8 +138,7 @@ pub fn rmsnorm_mlp_tiles(
     let mut wu = load(w + inter * k + offs0, mask0, 0.0);
     let mut wd = load(down_t + offs0, mask0, 0.0);
     let hv = load(h + cols, col_mask, 0.0);
-    let inv = rms_inv(hv * hv, k, eps);
-    let hg = (hv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let (inv, hg) = rmsnorm_parts(hv, g, cols, col_mask, k, eps);
     // Each tile's act times its down rows, summed over the tiles lane by lane; the sum
     // over rows happens once, after the loop.
     let mut acc_down = zeros([BM, BK], f32);

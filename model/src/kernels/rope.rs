@@ -22,7 +22,7 @@
 //! A head's keys are then one contiguous `[len, head_dim]` block, so attention streams it
 //! with full-width, coalesced tile loads; the whole cache is `[layer][kv_head][pos][dim]`
 //! and a layer's part is a `Buffer::slice`.
-use super::gemv::{normed_gemv_rows, resid_load};
+use super::gemv::{normed_gemv_rows, resid_load, rmsnorm_parts};
 use dsl_runtime::prelude::*;
 
 /// The head at `src` (D elements of the QKV output) RMS-normed with weight `w` and rotated
@@ -262,7 +262,7 @@ pub fn rmsnorm_qkv_rope(
 /// into its head's ticket and the head's last tile finishes it, as one program per tile
 /// does. The same arithmetic, tile by tile, as `rmsnorm_qkv_rope` with one k step: the
 /// same bits. Needs D % BM == 0.
-#[kernel(helpers(resid_load, finish_head, norm_rope, copy_resid_rows))]
+#[kernel(helpers(resid_load, rmsnorm_parts, finish_head, norm_rope, copy_resid_rows))]
 pub fn rmsnorm_qkv_rope_tiles(
     x: Ptr<f32>,
     x_copy: Ptr<f32>,
@@ -310,8 +310,7 @@ pub fn rmsnorm_qkv_rope_tiles(
     if COPY {
         copy_resid_rows(x, x_copy, program_id(0), k, COPY_ROWS, COPIES);
     }
-    let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let (inv, xg) = rmsnorm_parts(xv, g, cols, col_mask, k, eps);
     for t in 0..TILES {
         let tile = first + t;
         let rows = tile * BM + arange(0, BM);
@@ -369,7 +368,7 @@ pub fn head_rms_inv(
 /// cache. No program waits for another, and none does more than the rest. The GEMV's rows
 /// are rounded to bf16 first, as `rmsnorm_qkv_rope` leaves them in `qkv`. One k step
 /// (k <= BK); D % BM == 0 and BM even (`megakernel_engine::qkv_pairs_fit`).
-#[kernel(helpers(resid_load, copy_resid_rows))]
+#[kernel(helpers(resid_load, rmsnorm_parts, copy_resid_rows))]
 pub fn rmsnorm_qkv_rope_pairs(
     x: Ptr<f32>,
     x_copy: Ptr<f32>,
@@ -432,8 +431,7 @@ pub fn rmsnorm_qkv_rope_pairs(
     if COPY {
         copy_resid_rows(x, x_copy, p, k, COPY_ROWS, COPIES);
     }
-    let inv = rms_inv(xv * xv, k, eps);
-    let xg = (xv * load(g + cols, col_mask, 0.0).to(f32)).expand_dims(0);
+    let (inv, xg) = rmsnorm_parts(xv, g, cols, col_mask, k, eps);
     let ya = (sum(wa.to(f32) * xg, 1) * inv).to(bf16);
     let yb = (sum(wb.to(f32) * xg, 1) * inv).to(bf16);
     // Both halves in one [2, BM / 2] store (row 0 the first half's dimensions).
