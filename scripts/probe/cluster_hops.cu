@@ -21,6 +21,9 @@
 //               starts (its own were copied one stage earlier): the stream runs on through
 //               the hop
 //   7 ahead-nw  6 with no waits (the ceiling of reading the weights from shared memory)
+//   8 stores    global, the outputs plain stores into this CTA's own slots, no atomics
+//               (what the publish's release waits for when nothing contends)
+//   9 silent    global, no outputs at all (the hop with nothing for the release to wait on)
 // Prints each mode's median ms a launch, its read bandwidth and its overhead a hop
 // against mode 0.
 #include "common.cuh"
@@ -28,7 +31,7 @@
 #ifndef CL
 #define CL 8
 #endif
-constexpr int THREADS = 512, CTAS = 128, STAGES = 3, HOT = 1024, MODES = 8;  // LAYERS: common.cuh
+constexpr int THREADS = 512, CTAS = 128, STAGES = 3, HOT = 1024, MODES = 10;  // LAYERS: common.cuh
 // Per stage: weight bytes a CTA, floats it adds (atomically) into the hot vector, and where
 // its weights sit in shared memory (any two consecutive stages' regions are disjoint).
 __device__ __constant__ int W_BYTES[STAGES] = {56 * 1024, 29 * 1024, 132 * 1024};
@@ -117,7 +120,7 @@ __device__ __forceinline__ const char* src(const uint4* w, int l, int s) {
 
 template <int MODE>
 __device__ __forceinline__ void hops(const uint4* __restrict__ w, float* hot, unsigned* sync, float* sink) {
-  constexpr bool CLUSTER = MODE == 2 || MODE == 3, SMEM_W = MODE >= 5;
+  constexpr bool CLUSTER = MODE == 2 || MODE == 3, SMEM_W = MODE >= 5 && MODE <= 7;
   constexpr bool WAITS = MODE != 0 && MODE != 7;
   const int tid = threadIdx.x;
   if (tid == 0) init_barriers();
@@ -202,7 +205,12 @@ __device__ __forceinline__ void hops(const uint4* __restrict__ w, float* hot, un
       // Its outputs: atomics into the hot vector (o_proj's and down's residual adds).
       // (Warp 0 writes nothing: its thread 0 polls and, in a cluster, passes the news on
       // with release semantics, which would first wait for any write of its own.)
-      if (tid >= 32 && tid - 32 < ADDS[s]) atomicAdd(hot + (blockIdx.x * 7 + tid) % HOT, tot * 1e-9f);
+      if (tid >= 32 && tid - 32 < ADDS[s]) {
+        if (MODE == 8)
+          sink[CTAS + blockIdx.x * HOT + (tid - 32) % HOT] = tot;
+        else if (MODE != 9)
+          atomicAdd(hot + (blockIdx.x * 7 + tid) % HOT, tot * 1e-9f);
+      }
       // The publish (every thread done with this stage's shared weights too).
       __syncthreads();
       if (tid == 32 && WAITS) publish(sync, 1);
@@ -226,7 +234,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 
 typedef void (*Kernel)(const uint4*, float*, unsigned*, float*);
 static const Kernel KERNELS[MODES] = {hops_plain<0>,   hops_plain<1>, hops_cluster<2>, hops_cluster<3>,
-                                      hops_plain<4>,   hops_plain<5>, hops_plain<6>,   hops_plain<7>};
+                                      hops_plain<4>,   hops_plain<5>, hops_plain<6>,   hops_plain<7>,
+                                      hops_plain<8>,   hops_plain<9>};
 
 static float run(int mode, const uint4* w, float* hot, unsigned* sync, float* sink) {
   CHECK(cudaMemset(sync, 0, 4));
@@ -234,7 +243,7 @@ static float run(int mode, const uint4* w, float* hot, unsigned* sync, float* si
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   CHECK(cudaEventRecord(a));
-  KERNELS[mode]<<<CTAS, THREADS, mode >= 5 ? SMEM : 0>>>(w, hot, sync, sink);  // the cluster modes fit only without it
+  KERNELS[mode]<<<CTAS, THREADS, mode >= 5 && mode <= 7 ? SMEM : 0>>>(w, hot, sync, sink);  // the cluster modes fit only without it
   CHECK(cudaEventRecord(b));
   CHECK(cudaEventSynchronize(b));
   CHECK(cudaGetLastError());
@@ -256,7 +265,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&hot, HOT * 4));
   CHECK(cudaMemset(hot, 0, HOT * 4));
   CHECK(cudaMalloc(&sync, 4));
-  CHECK(cudaMalloc(&sink, CTAS * 4));
+  CHECK(cudaMalloc(&sink, (CTAS + CTAS * HOT) * 4));  // each CTA's sum, then mode 8's slots
   for (int m = 0; m < MODES; ++m)
     CHECK(cudaFuncSetAttribute((const void*)KERNELS[m], cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
   {
@@ -271,7 +280,8 @@ int main(int argc, char** argv) {
   }
   printf("cluster_hops: %d CTAs x %d threads, clusters of %d, %d layers x %d stages, %.1f MB of weights\n", CTAS,
          THREADS, CL, LAYERS, STAGES, bytes / 1e6);
-  const char* names[MODES] = {"nowait", "global", "cl-mbar", "cl-flag", "first", "staged", "ahead", "ahead-nw"};
+  const char* names[MODES] = {"nowait", "global", "cl-mbar", "cl-flag",  "first",
+                              "staged", "ahead",  "ahead-nw", "stores", "silent"};
   std::vector<float> t[MODES];
   for (int r = 0; r < reps + 2; ++r)  // interleaved; the first two rounds warm up
     for (int m = 0; m < MODES; ++m) {
