@@ -24,6 +24,8 @@
 //   8 stores    global, the outputs plain stores into this CTA's own slots, no atomics
 //               (what the publish's release waits for when nothing contends)
 //   9 silent    global, no outputs at all (the hop with nothing for the release to wait on)
+//  10 sharded   the counter split over SHARDS words on their own lines: CTA c adds to word
+//               c % SHARDS, and lanes 0..SHARDS-1 of warp 0 poll one word each
 // Prints each mode's median ms a launch, its read bandwidth and its overhead a hop
 // against mode 0.
 #include "common.cuh"
@@ -31,13 +33,14 @@
 #ifndef CL
 #define CL 8
 #endif
-constexpr int THREADS = 512, CTAS = 128, STAGES = 3, HOT = 1024, MODES = 10;  // LAYERS: common.cuh
+constexpr int THREADS = 512, CTAS = 128, STAGES = 3, HOT = 1024, MODES = 11, SHARDS = 16;  // LAYERS: common.cuh
 // Per stage: weight bytes a CTA, floats it adds (atomically) into the hot vector, and where
 // its weights sit in shared memory (any two consecutive stages' regions are disjoint).
 __device__ __constant__ int W_BYTES[STAGES] = {56 * 1024, 29 * 1024, 132 * 1024};
 __device__ __constant__ int ADDS[STAGES] = {32, 256, 1024};
 __device__ __constant__ int REGION[STAGES] = {132 * 1024, 188 * 1024, 0};
 constexpr int SMEM = 217 * 1024, CHUNK = 16 * 1024;
+static_assert(CTAS % SHARDS == 0 && SHARDS <= 32, "each shard counts CTAS / SHARDS CTAs, one lane a shard");
 
 // The generated kernel's publish: a release add, no fence before it (common.cuh's
 // `red_release` fences first).
@@ -149,7 +152,14 @@ __device__ __forceinline__ void hops(const uint4* __restrict__ w, float* hot, un
         stage_in(slab + REGION[ns], src(w, nl, ns), W_BYTES[ns], &bar[ns]);
       }
       // The wait: every CTA has published `step` times.
-      if (WAITS && step > 0) {
+      if (MODE == 10 && step > 0) {
+        if (tid < 32) {
+          const unsigned* word = sync + (tid % SHARDS) * 32;
+          while (!__all_sync(0xffffffffu, tid >= SHARDS || ld_acquire(word) >= step * (CTAS / SHARDS))) {
+          }
+        }
+        __syncthreads();
+      } else if (WAITS && step > 0) {
         if (tid == 0) {
           if (!CLUSTER) {
             while (ld_acquire(sync) < step * CTAS) {
@@ -213,7 +223,7 @@ __device__ __forceinline__ void hops(const uint4* __restrict__ w, float* hot, un
       }
       // The publish (every thread done with this stage's shared weights too).
       __syncthreads();
-      if (tid == 32 && WAITS) publish(sync, 1);
+      if (tid == 32 && WAITS) publish(MODE == 10 ? sync + (blockIdx.x % SHARDS) * 32 : sync, 1);
     }
   }
   if (tid == 0) sink[blockIdx.x] = acc;
@@ -235,10 +245,10 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, 1)
 typedef void (*Kernel)(const uint4*, float*, unsigned*, float*);
 static const Kernel KERNELS[MODES] = {hops_plain<0>,   hops_plain<1>, hops_cluster<2>, hops_cluster<3>,
                                       hops_plain<4>,   hops_plain<5>, hops_plain<6>,   hops_plain<7>,
-                                      hops_plain<8>,   hops_plain<9>};
+                                      hops_plain<8>,   hops_plain<9>, hops_plain<10>};
 
 static float run(int mode, const uint4* w, float* hot, unsigned* sync, float* sink) {
-  CHECK(cudaMemset(sync, 0, 4));
+  CHECK(cudaMemset(sync, 0, SHARDS * 32 * 4));
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
@@ -264,7 +274,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(w, 0x3c, bytes));
   CHECK(cudaMalloc(&hot, HOT * 4));
   CHECK(cudaMemset(hot, 0, HOT * 4));
-  CHECK(cudaMalloc(&sync, 4));
+  CHECK(cudaMalloc(&sync, SHARDS * 32 * 4));
   CHECK(cudaMalloc(&sink, (CTAS + CTAS * HOT) * 4));  // each CTA's sum, then mode 8's slots
   for (int m = 0; m < MODES; ++m)
     CHECK(cudaFuncSetAttribute((const void*)KERNELS[m], cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
@@ -281,7 +291,7 @@ int main(int argc, char** argv) {
   printf("cluster_hops: %d CTAs x %d threads, clusters of %d, %d layers x %d stages, %.1f MB of weights\n", CTAS,
          THREADS, CL, LAYERS, STAGES, bytes / 1e6);
   const char* names[MODES] = {"nowait", "global", "cl-mbar", "cl-flag",  "first",
-                              "staged", "ahead",  "ahead-nw", "stores", "silent"};
+                              "staged", "ahead",  "ahead-nw", "stores", "silent", "sharded"};
   std::vector<float> t[MODES];
   for (int r = 0; r < reps + 2; ++r)  // interleaved; the first two rounds warm up
     for (int m = 0; m < MODES; ++m) {
