@@ -22,6 +22,31 @@
 use super::rope::head_rms_inv;
 use dsl_runtime::prelude::*;
 
+/// The online softmax's start: no max yet (-3e38, which any score replaces), nothing summed.
+#[tile_fn]
+pub fn softmax_start(#[constexpr] D: usize) -> (f32, f32, Tile<f32, D>) {
+    (-3.0e38, 0.0, zeros([D], f32))
+}
+
+/// A split's partial (m, l, acc) into slot `slot` of the partials (`attn_merge` and
+/// `merged_head` read them).
+#[tile_fn]
+fn store_partial(
+    part_m: Ptr<f32>,
+    part_l: Ptr<f32>,
+    part_acc: Ptr<f32>,
+    slot: i32,
+    m: f32,
+    l: f32,
+    acc: Tile<f32, D>,
+    // arange(0, D), the caller's
+    d: Tile<i32, D>,
+) {
+    store(part_m + slot, m);
+    store(part_l + slot, l);
+    store(part_acc + slot * D + d, acc);
+}
+
 /// One tile of the online softmax: the running max `m`, sum `l` of exp(score - m) and
 /// unnormalised accumulator `acc` after the tile's scores `s` (-3e38 where not `valid`) and
 /// values `vt`, each old sum rescaled by exp(m_old - m_new). Every attention loop here
@@ -72,9 +97,7 @@ fn attend_chunk(
     let d = arange(0, D);
     let qv = load(q + head * D + d).to(f32).expand_dims(0);
     let base = (head / group) * max_seq * D;
-    let mut m = -3.0e38;
-    let mut l = 0.0;
-    let mut acc = zeros([D], f32);
+    let (mut m, mut l, mut acc) = softmax_start(D);
     for start in (lo..hi).step_by(BLOCK_N) {
         let n = start + arange(0, BLOCK_N);
         let valid = n < hi;
@@ -89,10 +112,16 @@ fn attend_chunk(
         acc = acc_new;
         m = m_new;
     }
-    let slot = head * SPLITS + split;
-    store(part_m + slot, m);
-    store(part_l + slot, l);
-    store(part_acc + slot * D + d, acc);
+    store_partial(
+        part_m,
+        part_l,
+        part_acc,
+        head * SPLITS + split,
+        m,
+        l,
+        acc,
+        d,
+    );
 }
 
 /// A head's attention over all of positions 0..len in one pass, normalised: `attend_chunk`'s
@@ -119,9 +148,7 @@ pub fn attend_head_cur(
     let d = arange(0, D);
     let q2 = qv.expand_dims(0);
     let cur = len - 1;
-    let mut m = -3.0e38;
-    let mut l = 0.0;
-    let mut acc = zeros([D], f32);
+    let (mut m, mut l, mut acc) = softmax_start(D);
     for start in (0..len).step_by(BLOCK_N) {
         let n = start + arange(0, BLOCK_N);
         let valid = n < len;
@@ -181,9 +208,7 @@ fn attend_chunk_ahead(
     let mut kt = load(k_cache + offs0, (n0 < hi).expand_dims(1), 0.0);
     let mut vt = load(v_cache + offs0, (n0 < hi).expand_dims(1), 0.0);
     let qv = load(q + head * D + d).to(f32).expand_dims(0);
-    let mut m = -3.0e38;
-    let mut l = 0.0;
-    let mut acc = zeros([D], f32);
+    let (mut m, mut l, mut acc) = softmax_start(D);
     for start in (lo..hi).step_by(BLOCK_N) {
         let n = start + arange(0, BLOCK_N);
         let valid = n < hi;
@@ -200,10 +225,16 @@ fn attend_chunk_ahead(
         acc = acc_new;
         m = m_new;
     }
-    let slot = head * SPLITS + split;
-    store(part_m + slot, m);
-    store(part_l + slot, l);
-    store(part_acc + slot * D + d, acc);
+    store_partial(
+        part_m,
+        part_l,
+        part_acc,
+        head * SPLITS + split,
+        m,
+        l,
+        acc,
+        d,
+    );
 }
 
 /// Head `head`'s SPLITS partials merged: its attention output, in f32 (o_proj per head,
@@ -253,7 +284,7 @@ fn merge_head(
     );
 }
 
-#[kernel(helpers(attend_chunk, softmax_tile))]
+#[kernel(helpers(attend_chunk, softmax_start, softmax_tile, store_partial))]
 pub fn attn_split(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -290,7 +321,7 @@ pub fn attn_split(
 
 /// `attn_split` with each tile's K and V loaded one iteration early (`attend_chunk_ahead`):
 /// the megakernel's attention with `Tiles::attn_ahead` (a candidate).
-#[kernel(helpers(attend_chunk_ahead, softmax_tile))]
+#[kernel(helpers(attend_chunk_ahead, softmax_start, softmax_tile, store_partial))]
 pub fn attn_split_ahead(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,
@@ -332,7 +363,7 @@ pub fn attn_split_ahead(
 /// row from the cache (the QKV stage wrote the new V row there), and the program of the
 /// first query head of each KV head whose chunk holds the new position writes that K row
 /// into the cache, last (after its own reads of the cache).
-#[kernel(helpers(head_rms_inv, softmax_tile))]
+#[kernel(helpers(head_rms_inv, softmax_start, softmax_tile, store_partial))]
 pub fn attn_split_scaled(
     qk_rot: Ptr<f32>,
     qk_ss: Ptr<f32>,
@@ -372,9 +403,7 @@ pub fn attn_split_scaled(
         .expand_dims(0);
     let kn = (kr * head_rms_inv(qk_ss, ku, eps, D, QBM)).to(bf16);
     let base = kvh * max_seq * D;
-    let mut m = -3.0e38;
-    let mut l = 0.0;
-    let mut acc = zeros([D], f32);
+    let (mut m, mut l, mut acc) = softmax_start(D);
     for start in (lo..hi).step_by(BLOCK_N) {
         let n = start + arange(0, BLOCK_N);
         let valid = n < hi;
@@ -391,10 +420,16 @@ pub fn attn_split_scaled(
         acc = acc_new;
         m = m_new;
     }
-    let slot = head * SPLITS + split;
-    store(part_m + slot, m);
-    store(part_l + slot, l);
-    store(part_acc + slot * D + d, acc);
+    store_partial(
+        part_m,
+        part_l,
+        part_acc,
+        head * SPLITS + split,
+        m,
+        l,
+        acc,
+        d,
+    );
     if head % group == 0 {
         if lo <= cur {
             if cur < hi {
@@ -422,7 +457,7 @@ pub fn attn_merge(
 /// the last one's merge after every count, and the last one puts the ticket back to 0 for
 /// the next layer and step (tickets start at 0). One hop less than `attn_split` then
 /// `attn_merge`, and the merge runs once per head, on whichever CTA finishes the head.
-#[kernel(helpers(attend_chunk, merge_head, softmax_tile))]
+#[kernel(helpers(attend_chunk, merge_head, softmax_start, softmax_tile, store_partial))]
 pub fn attn_split_merge(
     q: Ptr<bf16>,
     k_cache: Ptr<bf16>,

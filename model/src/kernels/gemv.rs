@@ -16,7 +16,7 @@
 //!   reduction before the first weight load, and the normed vector never goes to memory.
 //! - `gemv_residual`: the residual add is the epilogue; each program reads and writes only
 //!   its own rows of the residual stream (f32), so it updates it in place.
-use super::attention::{attend_head_cur, merged_head, softmax_tile};
+use super::attention::{attend_head_cur, merged_head, softmax_start, softmax_tile};
 use super::rope::{head_rms_inv, norm_rope_qk};
 use dsl_runtime::prelude::*;
 
@@ -314,7 +314,13 @@ pub fn gemv_head_residual(
 /// first), which costs little while the context is a tile or two, and the step loses the
 /// hop between the attention's stage and o_proj's (`MegakernelOptions::attn_in_o`). Up to
 /// BLOCK_N positions it adds what `attn_split` then `gemv_head_residual` add, bit for bit.
-#[kernel(helpers(attend_head_cur, softmax_tile, add_head_rows, load_head_block))]
+#[kernel(helpers(
+    attend_head_cur,
+    softmax_start,
+    softmax_tile,
+    add_head_rows,
+    load_head_block
+))]
 pub fn attn_head_residual(
     w: Ptr<bf16>,
     q: Ptr<bf16>,
@@ -368,6 +374,7 @@ pub fn attn_head_residual(
 /// stage's ticket chain off the critical path, a norm and a rope in every program here.
 #[kernel(helpers(
     attend_head_cur,
+    softmax_start,
     softmax_tile,
     norm_rope_qk,
     add_head_rows,
@@ -466,6 +473,7 @@ pub fn attn_rope_head_residual(
 /// (after its own reads of the cache, so no barrier orders them).
 #[kernel(helpers(
     attend_head_cur,
+    softmax_start,
     softmax_tile,
     head_rms_inv,
     add_head_rows,
