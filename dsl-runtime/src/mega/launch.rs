@@ -63,6 +63,11 @@ pub struct MegaOptions {
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
+    /// GPU: a CTA that waits outside its bodies first puts the weight tiles its first
+    /// program loads before any access another stage may write into L2
+    /// (`mega::first_loads`), after a bar.sync that lets the previous stage's publish leave
+    /// first. Off by default (a candidate: `TESSERA_FIRST_LOADS=1` in the Qwen3 engine).
+    pub prefetch_first_loads: bool,
 }
 
 impl Default for MegaOptions {
@@ -82,6 +87,7 @@ impl Default for MegaOptions {
             wait_in_body_only: vec![],
             early_loads: true,
             profile: false,
+            prefetch_first_loads: false,
         }
     }
 }
@@ -160,6 +166,7 @@ struct GenKey {
     wait_in_body_only: Vec<String>,
     early_loads: bool,
     profile: bool,
+    prefetch_first_loads: bool,
 }
 
 /// The part of `opts` that changes the generated source. Every field is named, so a new
@@ -182,6 +189,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_in_body_only,
         early_loads,
         profile,
+        prefetch_first_loads,
     } = opts;
     GenKey {
         num_warps: *num_warps,
@@ -194,6 +202,7 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_in_body_only: wait_in_body_only.clone(),
         early_loads: *early_loads,
         profile: *profile,
+        prefetch_first_loads: *prefetch_first_loads,
     }
 }
 
@@ -594,6 +603,7 @@ fn generate(
         facts,
         &gen.wait_in_body,
         opts.early_loads,
+        opts.prefetch_first_loads,
     )
     .map_err(Error::Lower)?;
     cuda::generate(r, s, &prelude, &bodies, &gen).map_err(Error::Lower)

@@ -10,6 +10,7 @@
 pub mod bodies;
 pub mod c_expr;
 pub mod cuda;
+pub mod first_loads;
 pub mod graph;
 pub mod interp;
 pub mod launch;
