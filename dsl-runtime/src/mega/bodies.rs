@@ -96,9 +96,10 @@ fn loads_before_wait(r: &Resolved, sched: &Schedule, s: usize, early: bool) -> V
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
 /// one kernel binding with different facts get two bodies (`name_v2`). For a stage that
 /// waits in its bodies (`wait_in_body`, per stage), what it may load before the wait
-/// ([`loads_before_wait`], `early_loads`) is part of a body too. With `first_loads`
-/// (`MegaOptions::prefetch_first_loads`), a body that waits outside also gets its first
-/// weight tiles' prefetch (`first_loads::first_loads_prefetch`), `<name>_first_body`.
+/// ([`loads_before_wait`], `early_loads`) is part of a body too. With `first_loads` > 0
+/// (`MegaOptions::prefetch_first_loads`), a body that waits outside also gets the prefetch
+/// of its first that-many weight tiles (`first_loads::first_loads_prefetch`),
+/// `<name>_first_body`.
 pub fn stage_bodies(
     r: &Resolved,
     sched: &Schedule,
@@ -106,7 +107,7 @@ pub fn stage_bodies(
     facts: &MegaFacts,
     wait_in_body: &[bool],
     early_loads: bool,
-    first_loads: bool,
+    first_loads: usize,
 ) -> Result<(String, Vec<BodyCode>), String> {
     type Group = (String, Vec<bool>, Option<Vec<bool>>, Vec<usize>);
     let mut groups: Vec<Group> = vec![];
@@ -149,14 +150,14 @@ pub fn stage_bodies(
                 .sync_for(*s)
                 .is_some_and(|sy| sy.kind == SyncKind::Counter)
         };
-        if first_loads && ro.is_none() && stages.iter().any(waits) {
+        if first_loads > 0 && ro.is_none() && stages.iter().any(waits) {
             // What every stage of the group may read before its wait.
             let before_wait = stages
                 .iter()
                 .map(|&s| loads_before_wait(r, sched, s, early_loads))
                 .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x && *y).collect())
                 .unwrap_or_default();
-            if let Some(k) = first_loads_prefetch(&kernel, &before_wait) {
+            if let Some(k) = first_loads_prefetch(&kernel, &before_wait, first_loads) {
                 let fb = cuda::emit_body(
                     &k,
                     &EmitOptions {

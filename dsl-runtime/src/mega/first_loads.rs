@@ -12,9 +12,10 @@
 use dsl_ir::{Kernel, Op, Stmt, ValueId};
 
 /// The cut of `kernel`'s body described above, named `<name>_first`, or None when it
-/// prefetches nothing. `before_wait[p]`: whether parameter `p` may be read before the
-/// stage's wait (a weight, or what no pending stage writes: `bodies::loads_before_wait`).
-pub fn first_loads_prefetch(kernel: &Kernel, before_wait: &[bool]) -> Option<Kernel> {
+/// prefetches nothing: at most `tiles` tile loads prefetched (the cut ends before the next).
+/// `before_wait[p]`: whether parameter `p` may be read before the stage's wait (a weight,
+/// or what no pending stage writes: `bodies::loads_before_wait`).
+pub fn first_loads_prefetch(kernel: &Kernel, before_wait: &[bool], tiles: usize) -> Option<Kernel> {
     let mut defs: Vec<Option<&Op>> = vec![None; kernel.values.len()];
     let mut dropped = vec![false; kernel.values.len()];
     let mut dropped_vars = vec![false; kernel.vars.len()];
@@ -43,6 +44,8 @@ pub fn first_loads_prefetch(kernel: &Kernel, before_wait: &[bool]) -> Option<Ker
                         }
                         if kernel.ty(*id).shape.is_empty() {
                             body.push(s.clone());
+                        } else if prefetches == tiles {
+                            break;
                         } else {
                             body.push(Stmt::Prefetch {
                                 ptr: *ptr,

@@ -63,11 +63,11 @@ pub struct MegaOptions {
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
-    /// GPU: a CTA that waits outside its bodies first puts the weight tiles its first
-    /// program loads before any access another stage may write into L2
+    /// GPU: a CTA that waits outside its bodies first puts into L2 the first this-many
+    /// weight tiles its first program loads before any access another stage may write
     /// (`mega::first_loads`), after a bar.sync that lets the previous stage's publish leave
-    /// first. Off by default (a candidate: `TESSERA_FIRST_LOADS=1` in the Qwen3 engine).
-    pub prefetch_first_loads: bool,
+    /// first. 0 (off) by default: a candidate, `TESSERA_FIRST_LOADS=N` in the Qwen3 engine.
+    pub prefetch_first_loads: usize,
 }
 
 impl Default for MegaOptions {
@@ -87,7 +87,7 @@ impl Default for MegaOptions {
             wait_in_body_only: vec![],
             early_loads: true,
             profile: false,
-            prefetch_first_loads: false,
+            prefetch_first_loads: 0,
         }
     }
 }
@@ -166,7 +166,7 @@ struct GenKey {
     wait_in_body_only: Vec<String>,
     early_loads: bool,
     profile: bool,
-    prefetch_first_loads: bool,
+    prefetch_first_loads: usize,
 }
 
 /// The part of `opts` that changes the generated source. Every field is named, so a new
