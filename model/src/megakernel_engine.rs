@@ -855,10 +855,6 @@ impl Default for MegakernelOptions {
             mega: MegaOptions {
                 wait_in_body_only: only,
                 early_loads: std::env::var("TESSERA_EARLY_LOADS").map_or(true, |v| v != "0"),
-                prefetch_first_loads: std::env::var("TESSERA_FIRST_LOADS")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0),
                 wait_prefetch_by_kernel: wait_prefetch_env(),
                 ..MegaOptions::default()
             },

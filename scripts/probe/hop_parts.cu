@@ -35,7 +35,9 @@
 //  17 l1pf-race    16 without that bar.sync
 //  18 l2pf         16 with `prefetch.global.L2`
 // Prints each mode's median ms a launch and its overhead a hop against mode 0 (modes 3-5
-// against mode 3), then the stamped modes' split.
+// against mode 3), then the stamped modes' split. Results and what they say: docs/PERF.md,
+// session 31 (the signal ~0.8 µs, the refill ~0.5, the last CTA ~0.25; weights issued after
+// the publish take back the refill; nothing tried shortens the signal).
 #include "common.cuh"
 
 constexpr int THREADS = 512, CTAS = 128, STAGES = 3, HOT = 1024, MODES = 19;

@@ -4,10 +4,9 @@
 //! an i32 argument is divisible by 16 when its expression is. Facts allow vector loads;
 //! without them the emitter takes the scalar path (always correct).
 use super::cuda::BodyCode;
-use super::first_loads::first_loads_prefetch;
 use super::program::{ArgExpr, Expr, Op, Val};
 use super::resolve::Resolved;
-use super::schedule::{HazardKind, Schedule, SyncKind};
+use super::schedule::{HazardKind, Schedule};
 use crate::cuda::{self, EmitOptions};
 use dsl_ir::ParamKind;
 use std::collections::BTreeSet;
@@ -96,10 +95,7 @@ fn loads_before_wait(r: &Resolved, sched: &Schedule, s: usize, early: bool) -> V
 /// The emitter's prelude and one body per distinct (stage body, facts); two call sites of
 /// one kernel binding with different facts get two bodies (`name_v2`). For a stage that
 /// waits in its bodies (`wait_in_body`, per stage), what it may load before the wait
-/// ([`loads_before_wait`], `early_loads`) is part of a body too. With `first_loads` > 0
-/// (`MegaOptions::prefetch_first_loads`), a body that waits outside also gets the prefetch
-/// of its first that-many weight tiles (`first_loads::first_loads_prefetch`),
-/// `<name>_first_body`.
+/// ([`loads_before_wait`], `early_loads`) is part of a body too.
 pub fn stage_bodies(
     r: &Resolved,
     sched: &Schedule,
@@ -107,7 +103,6 @@ pub fn stage_bodies(
     facts: &MegaFacts,
     wait_in_body: &[bool],
     early_loads: bool,
-    first_loads: usize,
 ) -> Result<(String, Vec<BodyCode>), String> {
     type Group = (String, Vec<bool>, Option<Vec<bool>>, Vec<usize>);
     let mut groups: Vec<Group> = vec![];
@@ -129,52 +124,28 @@ pub fn stage_bodies(
         if variant > 0 {
             kernel.name = format!("{name}_v{}", variant + 1);
         }
-        let opts = EmitOptions {
-            divisible16: f.clone(),
-            num_stages: 1,
-            dep_hook: ro.clone(),
-            ..crate::kernel_def::switched_options(num_warps)
-        };
-        let at = r.stages[stages[0]].label();
-        let b = cuda::emit_body(&kernel, &opts).map_err(|e| format!("{at}: {e}"))?;
+        let b = cuda::emit_body(
+            &kernel,
+            &EmitOptions {
+                divisible16: f.clone(),
+                num_stages: 1,
+                dep_hook: ro.clone(),
+                ..crate::kernel_def::switched_options(num_warps)
+            },
+        )
+        .map_err(|e| format!("{}: {e}", r.stages[stages[0]].label()))?;
         if b.block_threads != 32 * num_warps {
             return Err(format!(
-                "{at}: the emitter lowered it for {} threads, the megakernel runs {}",
+                "{}: the emitter lowered it for {} threads, the megakernel runs {}",
+                r.stages[stages[0]].label(),
                 b.block_threads,
                 32 * num_warps
             ));
         }
-        let (mut code, mut first_fn) = (b.code, None);
-        let waits = |s: &usize| {
-            sched
-                .sync_for(*s)
-                .is_some_and(|sy| sy.kind == SyncKind::Counter)
-        };
-        if first_loads > 0 && ro.is_none() && stages.iter().any(waits) {
-            // What every stage of the group may read before its wait.
-            let before_wait = stages
-                .iter()
-                .map(|&s| loads_before_wait(r, sched, s, early_loads))
-                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| *x && *y).collect())
-                .unwrap_or_default();
-            if let Some(k) = first_loads_prefetch(&kernel, &before_wait, first_loads) {
-                let fb = cuda::emit_body(
-                    &k,
-                    &EmitOptions {
-                        dep_hook: None,
-                        ..opts
-                    },
-                )
-                .map_err(|e| format!("{at} (its first loads' prefetch): {e}"))?;
-                code = format!("{code}\n{}", fb.code);
-                first_fn = Some(fb.name);
-            }
-        }
         bodies.push(BodyCode {
             stages: stages.clone(),
             fn_name: b.name,
-            first_fn,
-            code,
+            code: b.code,
             smem_bytes: b.smem_bytes,
         });
     }

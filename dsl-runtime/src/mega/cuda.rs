@@ -56,8 +56,6 @@ pub struct BodyCode {
     pub stages: Vec<usize>,
     /// The C function: `<name>_body`.
     pub fn_name: String,
-    /// Its first weight tiles' prefetch, `<name>_first_body` (`first_loads`), if any.
-    pub first_fn: Option<String>,
     pub code: String,
     pub smem_bytes: usize,
 }
@@ -246,17 +244,11 @@ pub fn generate(
         .iter()
         .map(|s| body_of(s.index).map(|b| b.fn_name.clone()))
         .collect::<Result<_, _>>()?;
-    let first_fns: Vec<Option<String>> = r
-        .stages
-        .iter()
-        .map(|s| body_of(s.index).map(|b| b.first_fn.clone()))
-        .collect::<Result<_, _>>()?;
     let mut g = Gen {
         r,
         sched,
         opts,
         fns,
-        first_fns,
         smem: if smem > 0 { "smem" } else { "nullptr" },
         w,
         loops: vec![],
@@ -281,8 +273,6 @@ struct Gen<'a> {
     opts: &'a GenOptions,
     /// Per stage: its body function.
     fns: Vec<String>,
-    /// Per stage: its first weight tiles' prefetch (`BodyCode::first_fn`), if any.
-    first_fns: Vec<Option<String>>,
     smem: &'static str,
     w: CWriter,
     /// Enclosing loop variables (C names), innermost last.
@@ -442,9 +432,6 @@ impl Gen<'_> {
         if let Some(sy) = counter {
             self.w
                 .line("// Only CTAs with programs here wait; the others run ahead.");
-            if !hooked {
-                self.first_loads(s);
-            }
             self.wait_prefetch(s, "blockIdx.x", "tsr_min(tsr_n, gridDim.x)");
             let wait = if hooked {
                 "tsr_wait_inline"
@@ -545,27 +532,6 @@ impl Gen<'_> {
         if self.opts.profile {
             w.line("tsr_t2 = tsr_now();");
         }
-    }
-
-    /// `MegaOptions::prefetch_first_loads`: this CTA's first program's first weight tiles
-    /// into L2 before it waits, once the previous stage's publish has left (a bar.sync
-    /// behind thread 0's release add: prefetches issued ahead of it delay the hop).
-    fn first_loads(&mut self, s: usize) {
-        let Some(f) = self.first_fns[s].clone() else {
-            return;
-        };
-        let r = self.r;
-        let args: Vec<String> = r.stages[s].args.iter().map(|a| c_arg(r, a)).collect();
-        self.w
-            .line("// While waiting: the first weight tiles of this CTA's first program, into L2.");
-        self.w
-            .line("__syncthreads();  // the previous stage's publish leaves first");
-        self.w.line(format!(
-            "{f}(blockIdx.x % tsr_g0, (blockIdx.x / tsr_g0) % tsr_g1, blockIdx.x / (tsr_g0 * tsr_g1), tsr_g0, tsr_g1, tsr_g2, {}{}{});",
-            args.join(", "),
-            if args.is_empty() { "" } else { ", " },
-            self.smem,
-        ));
     }
 
     /// Productive waiting: stage `s`'s weights stream into L2 while the producers finish,

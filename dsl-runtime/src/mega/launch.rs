@@ -63,11 +63,6 @@ pub struct MegaOptions {
     /// GPU: record per stage run and CTA when it entered, passed its wait and finished;
     /// read with [`MegaDef::take_profile`] (waits for the launch).
     pub profile: bool,
-    /// GPU: a CTA that waits outside its bodies first puts into L2 the first this-many
-    /// weight tiles its first program loads before any access another stage may write
-    /// (`mega::first_loads`), after a bar.sync that lets the previous stage's publish leave
-    /// first. 0 (off) by default: a candidate, `TESSERA_FIRST_LOADS=N` in the Qwen3 engine.
-    pub prefetch_first_loads: usize,
 }
 
 impl Default for MegaOptions {
@@ -87,7 +82,6 @@ impl Default for MegaOptions {
             wait_in_body_only: vec![],
             early_loads: true,
             profile: false,
-            prefetch_first_loads: 0,
         }
     }
 }
@@ -166,7 +160,6 @@ struct GenKey {
     wait_in_body_only: Vec<String>,
     early_loads: bool,
     profile: bool,
-    prefetch_first_loads: usize,
 }
 
 /// The part of `opts` that changes the generated source. Every field is named, so a new
@@ -189,7 +182,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_in_body_only,
         early_loads,
         profile,
-        prefetch_first_loads,
     } = opts;
     GenKey {
         num_warps: *num_warps,
@@ -202,7 +194,6 @@ fn gen_key(opts: &MegaOptions) -> GenKey {
         wait_in_body_only: wait_in_body_only.clone(),
         early_loads: *early_loads,
         profile: *profile,
-        prefetch_first_loads: *prefetch_first_loads,
     }
 }
 
@@ -603,7 +594,6 @@ fn generate(
         facts,
         &gen.wait_in_body,
         opts.early_loads,
-        opts.prefetch_first_loads,
     )
     .map_err(Error::Lower)?;
     cuda::generate(r, s, &prelude, &bodies, &gen).map_err(Error::Lower)

@@ -10,7 +10,6 @@
 pub mod bodies;
 pub mod c_expr;
 pub mod cuda;
-pub mod first_loads;
 pub mod graph;
 pub mod interp;
 pub mod launch;
