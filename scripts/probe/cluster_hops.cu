@@ -249,19 +249,10 @@ static const Kernel KERNELS[MODES] = {hops_plain<0>,   hops_plain<1>, hops_clust
 
 static float run(int mode, const uint4* w, float* hot, unsigned* sync, float* sink) {
   CHECK(cudaMemset(sync, 0, SHARDS * 32 * 4));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  CHECK(cudaEventRecord(a));
-  KERNELS[mode]<<<CTAS, THREADS, mode >= 5 && mode <= 7 ? SMEM : 0>>>(w, hot, sync, sink);  // the cluster modes fit only without it
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
-  CHECK(cudaGetLastError());
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return ms;
+  return launch_ms([&] {
+    // (the cluster modes fit only without the shared memory)
+    KERNELS[mode]<<<CTAS, THREADS, mode >= 5 && mode <= 7 ? SMEM : 0>>>(w, hot, sync, sink);
+  });
 }
 
 int main(int argc, char** argv) {

@@ -118,31 +118,36 @@ __global__ void fill_random(bf16* p, size_t n, unsigned seed, float scale, float
   }
 }
 
-static float median(std::vector<float> v) {
+template <typename T>
+static T median(std::vector<T> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// One launch's time in ms (events around it; its errors checked).
+template <typename F>
+float launch_ms(F&& launch) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  CHECK(cudaEventRecord(a));
+  launch();
+  CHECK(cudaEventRecord(b));
+  CHECK(cudaEventSynchronize(b));
+  CHECK(cudaGetLastError());
+  float ms;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return ms;
 }
 
 // A launch's median time in ms over `reps` runs, after 3 warm-up runs.
 template <typename F>
 float median_ms(F&& launch, int reps) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
   for (int w = 0; w < 3; ++w) launch();
   std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(a);
-    launch();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float t;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  CHECK(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  for (int r = 0; r < reps; ++r) ms.push_back(launch_ms(launch));
   return median(ms);
 }
 

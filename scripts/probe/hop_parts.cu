@@ -257,24 +257,7 @@ constexpr size_t SYNC_WORDS = 64 + 32 * STEPS;
 static float run(int mode, Args a) {
   CHECK(cudaMemset(a.sync, 0, SYNC_WORDS * 4));
   CHECK(cudaMemset(a.sync + 32, 1, 1));  // mode 9's satisfied word: 1
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  CHECK(cudaEventRecord(e0));
-  KERNELS[mode]<<<CTAS, THREADS, SMEM[mode]>>>(a);
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  CHECK(cudaGetLastError());
-  float ms;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  return ms;
-}
-
-static double med(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return launch_ms([&] { KERNELS[mode]<<<CTAS, THREADS, SMEM[mode]>>>(a); });
 }
 
 // The split of each hop from one stamped launch: per stage kind, medians over the layers.
@@ -293,17 +276,17 @@ static void split(const char* name, const std::vector<unsigned long long>& st) {
         pub_now.push_back((double)st[((size_t)step * CTAS + c) * 2]);
       }
       const double last_pub = *std::max_element(pub.begin(), pub.end());
-      spread.push_back((last_pub - med(pub)) / 1e3);
+      spread.push_back((last_pub - median(pub)) / 1e3);
       first.push_back((*std::min_element(wake.begin(), wake.end()) - last_pub) / 1e3);
-      mid.push_back((med(wake) - last_pub) / 1e3);
+      mid.push_back((median(wake) - last_pub) / 1e3);
       last.push_back((*std::max_element(wake.begin(), wake.end()) - last_pub) / 1e3);
       std::vector<double> d;
       for (int c = 0; c < CTAS; ++c) d.push_back(pub_now[c] - wake[c]);
-      compute.push_back(med(d) / 1e3);
+      compute.push_back(median(d) / 1e3);
     }
     const char* kind[STAGES] = {"qkv", "o_proj", "mlp"};
-    printf("  %-6s %12.3f %12.3f %12.3f %12.3f %12.3f\n", kind[s], med(spread), med(first), med(mid), med(last),
-           med(compute));
+    printf("  %-6s %12.3f %12.3f %12.3f %12.3f %12.3f\n", kind[s], median(spread), median(first), median(mid), median(last),
+           median(compute));
   }
 }
 
