@@ -13,7 +13,9 @@
 # with a newer glibc, so these binaries run there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -rf .gpu
+# Everything but the calls' scripts (.gpu/callN.sh: a repack between calls keeps them).
+mkdir -p .gpu
+find .gpu -mindepth 1 -maxdepth 1 ! -name 'call*.sh' -exec rm -rf {} +
 mkdir -p .gpu/bin
 cp scripts/device-env.sh scripts/hf_reference.py scripts/hf_peers.py scripts/bench_peers.py .gpu/
 pwd > .gpu/origin
