@@ -52,27 +52,6 @@ __device__ __forceinline__ unsigned cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// One arrival on CTA `rank`'s barrier at the same shared address as `bar`.
-__device__ __forceinline__ void arrive_remote(unsigned long long* bar, unsigned rank) {
-  asm volatile(
-      "{ .reg .b32 r; mapa.shared::cluster.u32 r, %0, %1;\n"
-      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }" ::"r"(sa(bar)),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ void wait_cluster(unsigned long long* bar, unsigned parity) {
-  unsigned done = 0;
-  while (!done)
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "  selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(sa(bar)), "r"(parity)
-        : "memory");
-}
 __device__ __forceinline__ void store_remote(unsigned* word, unsigned rank, unsigned v) {
   asm volatile(
       "{ .reg .b32 r; mapa.shared::cluster.u32 r, %0, %1;\n"
@@ -91,9 +70,6 @@ __device__ __forceinline__ void stage_in(void* dst, const void* src, int bytes, 
   mbar_expect(bar, bytes);
   for (int o = 0; o < bytes; o += CHUNK)
     bulk_copy((char*)dst + o, (const char*)src + o, bytes - o < CHUNK ? bytes - o : CHUNK, bar);
-}
-__device__ __forceinline__ float fold(uint4 r) {
-  return __uint_as_float(r.x & 0x3f800000u) + __uint_as_float(r.w & 0x3f800000u);
 }
 
 extern __shared__ __align__(128) unsigned char slab[];  // two stages' weights (modes 5-7)

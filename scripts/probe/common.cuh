@@ -77,6 +77,32 @@ __device__ __forceinline__ void red_release(unsigned* p, unsigned v) {
 __device__ __forceinline__ void consumers_sync(int nthreads) {
   asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
 }
+// ---- clusters (sm_90) ----
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// One arrival on CTA `rank`'s barrier at the same shared address as `bar`.
+__device__ __forceinline__ void arrive_remote(unsigned long long* bar, unsigned rank) {
+  asm volatile(
+      "{ .reg .b32 r; mapa.shared::cluster.u32 r, %0, %1;\n"
+      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }" ::"r"(sa(bar)),
+      "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ void wait_cluster(unsigned long long* bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "  selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(sa(bar)), "r"(parity)
+        : "memory");
+}
+// A probe's stand-in for a weight tile's work: two of its words as floats.
+__device__ __forceinline__ float fold(uint4 r) {
+  return __uint_as_float(r.x & 0x3f800000u) + __uint_as_float(r.w & 0x3f800000u);
+}
 __device__ __forceinline__ float bf(bf16 v) { return __bfloat162float(v); }
 // Activations written by other CTAs: read at L2 (ld.global.cg), never from a stale L1 line.
 __device__ __forceinline__ float ldcg_bf(const bf16* p) {

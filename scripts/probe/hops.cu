@@ -29,6 +29,12 @@
 // another CTA. (An L2 prefetch of the chunks beyond the ring, cp.async.bulk.prefetch.L2,
 // measured slower: 1.025 ms against 0.759; removed.)
 //
+// Session 32: `gateG`, the producer holding a task's chunks from the (G+1)-th on until its CTA
+// has published the task before (hop_parts.cu: a release waits behind the weights in flight on
+// its SM, so the ring that runs across hops made every publish slow); `relaxed-red` publishes
+// without a release (wrong: the bound); `no MLP adds` leaves out the residual's split-k
+// atomics (wrong: what they cost).
+//
 // Variants: W consumer warps; NS slots; ST, a storer warp; `coarse` (attention waits for all of QKV,
 // o_proj for all heads: the fine counters' worth); `nodeps` (no waits: wrong numbers, the
 // stream + compute ceiling). Every variant's logits are checked against one naive launch
@@ -67,6 +73,9 @@ struct Params {
   unsigned epoch;
   int nodeps, coarse;
   int pub;  // how a task is published: 0 fence + release add, 1 fence + relaxed add, 2 release add
+  int no_adds;  // the storer skips gate/up+down's residual atomics (wrong numbers: their cost)
+  int gate;  // >= 0: the producer issues at most `gate` chunks of a task before the CTA has
+             // published its task before (session 32: a release waits behind weights in flight)
   unsigned long long* prof;  // [gridDim.x][NKIND][3] cycles: dependency wait, weight wait, compute
   unsigned* err;
 };
@@ -85,6 +94,7 @@ __device__ __forceinline__ int kind_of(int s) { return s == 4 * LAYERS ? LMHEAD 
 
 struct Cursor {  // this CTA's (stage, task, chunk), in order
   int s = 0, t = 0, c = 0, base = 0;
+  int npub = 0;  // tasks before this one that publish (all but the lm_head's)
   bool done = false;
   __device__ void start_stage() {
     const int g = gridDim.x;
@@ -97,6 +107,7 @@ struct Cursor {  // this CTA's (stage, task, chunk), in order
   }
   __device__ void init() { start_stage(); }
   __device__ void next_task() {
+    if (kind_of(s) != LMHEAD) ++npub;
     c = 0;
     t += gridDim.x;
     if (t >= ntasks(kind_of(s))) {
@@ -147,11 +158,17 @@ __device__ __forceinline__ Chunk chunk_src(const Params& p, int s, int t, int c)
 }
 
 template <int NS>
-__device__ void produce(const Params& p, unsigned char* smem, unsigned long long* full, unsigned long long* empty) {
+__device__ void produce(const Params& p, unsigned char* smem, unsigned long long* full, unsigned long long* empty,
+                        const volatile unsigned* published) {
   Cursor cur;
   cur.first_chunk();
   for (unsigned i = 0; !cur.done; ++i, cur.next_chunk()) {
     const unsigned slot = i % NS, fill = i / NS;
+    if (p.gate >= 0) {  // the task before published, but for this task's first `gate` chunks
+      const int need = cur.c < p.gate ? cur.npub - 1 : cur.npub;
+      while ((int)*published < need) {
+      }
+    }
     if (fill > 0) mbar_wait(&empty[slot], (fill - 1) & 1);
     const Chunk q = chunk_src(p, cur.s, cur.t, cur.c);
     unsigned char* dst = smem + slot * SLOT;
@@ -172,6 +189,7 @@ struct Rec {
 };
 struct Ctl {
   unsigned long long full[16], empty[16], pfull[NP], pfree[NP];
+  volatile unsigned published;  // tasks this CTA has published (the producer's gate)
   float red[32];
   float gate[GU_R], up[GU_R], act[GU_R];
   __align__(16) float xs[HIDDEN];  // the task's input vector, x * g (f32)
@@ -258,13 +276,17 @@ struct Deps {
 __device__ __forceinline__ void publish_add(const Params& p, unsigned* c) {
   if (p.pub == 0) red_release(c, 1);
   else if (p.pub == 1) asm volatile("fence.acq_rel.gpu;\n red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
-  else asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+  else if (p.pub == 2) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+  else asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");  // 3: wrong, the bound
 }
 // Publish a task: every consumer's stores and atomics are done (the barrier), then thread 0
 // makes them visible at gpu scope and bumps the counter.
-__device__ __forceinline__ void publish(const Params& p, unsigned* c, int nthreads) {
+__device__ __forceinline__ void publish(const Params& p, unsigned* c, int nthreads, volatile unsigned* published) {
   consumers_sync(nthreads);
-  if (threadIdx.x == 0) publish_add(p, c);
+  if (threadIdx.x == 0) {
+    publish_add(p, c);
+    *published = *published + 1;
+  }
 }
 
 // x * g into xs and 1 / rms(x); x = a + b + c (f32 vectors; b, c may be null) or the bf16
@@ -335,7 +357,7 @@ __device__ void store_records(const Params& p, Ctl& ctl) {
           p.A[prev * HIDDEN + t * ROWS_OWNED + lane] = 0.f;
           p.M[prev * HIDDEN + t * ROWS_OWNED + lane] = 0.f;
         }
-        for (int i = 0; i < HIDDEN / 128; ++i)
+        for (int i = 0; i < HIDDEN / 128 && !p.no_adds; ++i)
           atomicAdd((float4*)(p.M + par * HIDDEN + (i * 32 + lane) * 4), *(const float4*)(r.v + (i * 32 + lane) * 4));
         c = &p.cnt->gud[l];
         break;
@@ -344,6 +366,7 @@ __device__ void store_records(const Params& p, Ctl& ctl) {
     if (lane == 0) {
       mbar_arrive(&ctl.pfree[b]);
       publish_add(p, c);
+      ctl.published = ctl.published + 1;
     }
   }
 }
@@ -363,11 +386,12 @@ __global__ void __launch_bounds__((W + 1 + ST) * 32, 1) hops(Params p) {
       mbar_init(&ctl.pfull[s], W);
       mbar_init(&ctl.pfree[s], 1);
     }
+    ctl.published = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   if (warp == W) {
-    if (lane == 0) produce<NS>(p, smem, ctl.full, ctl.empty);
+    if (lane == 0) produce<NS>(p, smem, ctl.full, ctl.empty, &ctl.published);
     return;
   }
   if (ST && warp == W + 1) {
@@ -405,7 +429,7 @@ __global__ void __launch_bounds__((W + 1 + ST) * 32, 1) hops(Params p) {
   // A task's end: hand the record over, or publish it here.
   auto finish = [&](int kind, int l, int t, unsigned* c) {
     if (ST) hand_over(kind, l, t);
-    else publish(p, c, NT);
+    else publish(p, c, NT, &ctl.published);
   };
   Deps deps{p, NT};
   unsigned long long* prof = p.prof ? p.prof + (size_t)blockIdx.x * NKIND * 3 : nullptr;
@@ -679,6 +703,8 @@ int main(int argc, char** argv) {
     int warps, ns, nodeps, coarse;
     int storer = 0;
     int pub = 0;
+    int gate = -1;
+    int no_adds = 0;
   };
   std::vector<Variant> vs = {
       {"hops W16 NS6", hops<16, 6, false>, 16, 6, 0, 0},
@@ -689,6 +715,17 @@ int main(int argc, char** argv) {
       {"hops+storer W16 NS6 pub2", hops<16, 6, true>, 16, 6, 0, 0, 1, 2},
       {"hops+storer W16 NS6 coarse", hops<16, 6, true>, 16, 6, 0, 1, 1},
       {"hops+storer W16 NS6 nodeps", hops<16, 6, true>, 16, 6, 1, 0, 1},
+      {"hops W16 NS6 gate0", hops<16, 6, false>, 16, 6, 0, 0, 0, 0, 0},
+      {"hops W16 NS6 gate1", hops<16, 6, false>, 16, 6, 0, 0, 0, 0, 1},
+      {"hops W16 NS6 gate2", hops<16, 6, false>, 16, 6, 0, 0, 0, 0, 2},
+      {"hops+storer W16 NS6 pub2 gate0", hops<16, 6, true>, 16, 6, 0, 0, 1, 2, 0},
+      {"hops+storer W16 NS6 pub2 gate1", hops<16, 6, true>, 16, 6, 0, 0, 1, 2, 1},
+      {"hops+storer W16 NS6 pub2 gate2", hops<16, 6, true>, 16, 6, 0, 0, 1, 2, 2},
+      {"hops W16 NS6 pub1 relaxed-red (wrong: the bound)", hops<16, 6, false>, 16, 6, 0, 0, 0, 3},
+      {"hops+storer W16 NS6 gate2 relaxed-red (wrong)", hops<16, 6, true>, 16, 6, 0, 0, 1, 3, 2},
+      {"hops+storer W16 NS6 pub2 gate2 no MLP adds (wrong)", hops<16, 6, true>, 16, 6, 0, 0, 1, 2, 2, 1},
+      {"hops+storer W16 NS6 gate2 relaxed no MLP adds (wrong)", hops<16, 6, true>, 16, 6, 0, 0, 1, 3, 2, 1},
+      {"hops+storer W16 NS6 nodeps no MLP adds (wrong)", hops<16, 6, true>, 16, 6, 1, 0, 1, 0, -1, 1},
   };
   auto smem_of = [](const Variant& v) { return (size_t)v.ns * SLOT + sizeof(Ctl); };
   auto launch_v = [&](const Variant& v, bool profile) {
@@ -697,6 +734,8 @@ int main(int argc, char** argv) {
     q.nodeps = v.nodeps;
     q.coarse = v.coarse;
     q.pub = v.pub;
+    q.gate = v.gate;
+    q.no_adds = v.no_adds;
     q.prof = profile ? prof : nullptr;
     v.k<<<sms, (v.warps + 1 + v.storer) * 32, smem_of(v)>>>(q);
   };
@@ -754,7 +793,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(&e, err, 4, cudaMemcpyDeviceToHost));
     printf("| %s | %.3f | %.2fx | %.0f |%s\n", v.name, ms, ms / floor_ms, bytes / ms / 1e6, e ? " (a wait timed out)" : "");
   }
-  for (int vi : {0, 3, 5}) {
+  for (int vi : {0, 5, 9, 12}) {
     CHECK(cudaMemset(prof, 0, (size_t)sms * NKIND * 3 * 8));
     launch_v(vs[vi], true);
     CHECK(cudaDeviceSynchronize());
