@@ -33,7 +33,9 @@
 // has published the task before (hop_parts.cu: a release waits behind the weights in flight on
 // its SM, so the ring that runs across hops made every publish slow); `relaxed-red` publishes
 // without a release (wrong: the bound); `no MLP adds` leaves out the residual's split-k
-// atomics (wrong: what they cost).
+// atomics (wrong: what they cost); `fused attn` the attention inside o_proj (three hops a
+// layer, the generated step's dataflow: its logits checked in call 16, its timing not yet
+// run: that call hung on the counters a fused launch leaves behind, fixed after it).
 //
 // Variants: W consumer warps; NS slots; ST, a storer warp; `coarse` (attention waits for all of QKV,
 // o_proj for all heads: the fine counters' worth); `nodeps` (no waits: wrong numbers, the
@@ -81,8 +83,12 @@ struct Params {
 };
 
 // ---- the static schedule ----
+// `fused attn` variants: the attention inside o_proj, as the generated step has it (each
+// o_proj task computes its head's attention, then its rows): three hops a layer, no attention
+// stage. Set before each launch (cudaMemcpyToSymbol).
+__device__ int g_fused_attn;
 __device__ __forceinline__ int ntasks(int kind) {
-  return kind == ATTN ? HEADS : kind == LMHEAD ? LM_T : TASKS;
+  return kind == ATTN ? (g_fused_attn ? 0 : HEADS) : kind == LMHEAD ? LM_T : TASKS;
 }
 __device__ __forceinline__ int nchunks(int kind) {
   return kind == QKV ? 2 : kind == OPROJ ? 1 : kind == GUD ? 5 : kind == LMHEAD ? 1 : 0;
@@ -257,7 +263,13 @@ struct Deps {
           break;
         }
         case OPROJ:
-          if (p.coarse) {
+          if (g_fused_attn) {
+            const int h = t / OJ, g = h / (HEADS / KVH);
+            const unsigned per = e * (HD / QKV_R);
+            poll(&p.cnt->qkv[l][h], per);
+            poll(&p.cnt->qkv[l][HEADS + g], per);
+            poll(&p.cnt->qkv[l][HEADS + KVH + g], per);
+          } else if (p.coarse) {
             for (int h = 0; h < HEADS; ++h) poll(&p.cnt->attn[l][h], e);
           } else {
             poll(&p.cnt->attn[l][t / OJ], e);
@@ -481,7 +493,22 @@ __global__ void __launch_bounds__((W + 1 + ST) * 32, 1) hops(Params p) {
       }
       case OPROJ: {
         const int h = t / OJ, jb = t % OJ;
-        for (int k = threadIdx.x; k < HD; k += NT) ctl.xs[k] = ldcg_bf(p.attn + h * HD + k);
+        if (g_fused_attn) {  // the head's attention first (the stand-in at context 1, as ATTN)
+          if (warp == 0) {
+            const int g = h / (HEADS / KVH), d = lane * 4;
+            float q[4], k[4], v[4];
+            for (int i = 0; i < 4; ++i) {
+              q[i] = ldcg_bf(p.qkv + h * HD + d + i);
+              k[i] = ldcg_bf(p.qkv + QDIM + g * HD + d + i);
+              v[i] = ldcg_bf(p.qkv + QDIM + KVH * HD + g * HD + d + i);
+            }
+            const float sc = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
+            const float pr = __expf(sc - sc);
+            for (int i = 0; i < 4; ++i) ctl.xs[d + i] = __bfloat162float(__float2bfloat16(v[i] * pr));
+          }
+        } else {
+          for (int k = threadIdx.x; k < HD; k += NT) ctl.xs[k] = ldcg_bf(p.attn + h * HD + k);
+        }
         consumers_sync(NT);
         const bf16* w = chunk();
         t2 = clock64();
@@ -705,6 +732,7 @@ int main(int argc, char** argv) {
     int pub = 0;
     int gate = -1;
     int no_adds = 0;
+    int fused_attn = 0;
   };
   std::vector<Variant> vs = {
       {"hops W16 NS6", hops<16, 6, false>, 16, 6, 0, 0},
@@ -726,8 +754,21 @@ int main(int argc, char** argv) {
       {"hops+storer W16 NS6 pub2 gate2 no MLP adds (wrong)", hops<16, 6, true>, 16, 6, 0, 0, 1, 2, 2, 1},
       {"hops+storer W16 NS6 gate2 relaxed no MLP adds (wrong)", hops<16, 6, true>, 16, 6, 0, 0, 1, 3, 2, 1},
       {"hops+storer W16 NS6 nodeps no MLP adds (wrong)", hops<16, 6, true>, 16, 6, 1, 0, 1, 0, -1, 1},
+      {"hops+storer W16 NS6 pub2 fused attn", hops<16, 6, true>, 16, 6, 0, 0, 1, 2, -1, 0, 1},
+      {"hops+storer W16 NS6 pub2 gate2 fused attn", hops<16, 6, true>, 16, 6, 0, 0, 1, 2, 2, 0, 1},
+      {"hops W16 NS6 pub2 gate2 fused attn", hops<16, 6, false>, 16, 6, 0, 0, 0, 2, 2, 0, 1},
+      {"hops+storer W16 NS6 nodeps fused attn", hops<16, 6, true>, 16, 6, 1, 0, 1, 0, -1, 0, 1},
   };
   auto smem_of = [](const Variant& v) { return (size_t)v.ns * SLOT + sizeof(Ctl); };
+  // A variant's device-side switch, set before its launches (outside the timed region). The
+  // counters start over: a fused launch leaves the attention counters behind its epoch, and
+  // the next unfused one would wait on them for good (session 32's call 16 hung there).
+  auto select = [&](const Variant& v) {
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpyToSymbol(g_fused_attn, &v.fused_attn, sizeof(int)));
+    CHECK(cudaMemset(cnt, 0, sizeof(Counters)));
+    epoch = 0;
+  };
   auto launch_v = [&](const Variant& v, bool profile) {
     Params q = p;
     q.epoch = ++epoch;
@@ -758,6 +799,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(ref.data(), logits_ref, VOCAB * 4, cudaMemcpyDeviceToHost));
     for (auto& v : vs) {
       if (v.nodeps) continue;
+      select(v);
       for (int run = 0; run < 2; ++run) {  // twice: the second run starts from the first's buffers
         CHECK(cudaMemset(logits, 0xff, VOCAB * 4));
         launch_v(v, false);
@@ -788,13 +830,15 @@ int main(int argc, char** argv) {
 
   printf("\n| variant | ms/token | x floor | GB/s |\n|---|---:|---:|---:|\n");
   for (auto& v : vs) {
+    select(v);
     const float ms = timed([&] { launch_v(v, false); });
     unsigned e = 0;
     CHECK(cudaMemcpy(&e, err, 4, cudaMemcpyDeviceToHost));
     printf("| %s | %.3f | %.2fx | %.0f |%s\n", v.name, ms, ms / floor_ms, bytes / ms / 1e6, e ? " (a wait timed out)" : "");
   }
-  for (int vi : {0, 5, 9, 12}) {
+  for (int vi : {5, 13, 19, 20}) {
     CHECK(cudaMemset(prof, 0, (size_t)sms * NKIND * 3 * 8));
+    select(vs[vi]);
     launch_v(vs[vi], true);
     CHECK(cudaDeviceSynchronize());
     std::vector<unsigned long long> h((size_t)sms * NKIND * 3);
