@@ -224,6 +224,21 @@ __device__ __forceinline__ void rows_dot(const bf16* wsm, int nrows, const float
   }
 }
 
+// The attention stand-in at context 1 for head h on one warp (softmax over one position is 1:
+// out = v of the head's KV group, after q.k as the real one computes it): this lane's 4 of 128.
+__device__ __forceinline__ void attn_standin(const Params& p, int h, int lane, float* out) {
+  const int g = h / (HEADS / KVH), d = lane * 4;
+  float q[4], k[4], v[4];
+  for (int i = 0; i < 4; ++i) {
+    q[i] = ldcg_bf(p.qkv + h * HD + d + i);
+    k[i] = ldcg_bf(p.qkv + QDIM + g * HD + d + i);
+    v[i] = ldcg_bf(p.qkv + QDIM + KVH * HD + g * HD + d + i);
+  }
+  const float sc = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
+  const float pr = __expf(sc - sc);
+  for (int i = 0; i < 4; ++i) out[i] = v[i] * pr;
+}
+
 struct Deps {
   const Params& p;
   int nthreads;
@@ -474,18 +489,11 @@ __global__ void __launch_bounds__((W + 1 + ST) * 32, 1) hops(Params p) {
       }
       case ATTN: {  // the stand-in at context 1: softmax over one position is 1, out = v
         if (warp == 0) {
-          const int g = t / (HEADS / KVH), d = lane * 4;
-          float q[4], k[4], v[4];
+          float o[4];
+          attn_standin(p, t, lane, o);
           for (int i = 0; i < 4; ++i) {
-            q[i] = ldcg_bf(p.qkv + t * HD + d + i);
-            k[i] = ldcg_bf(p.qkv + QDIM + g * HD + d + i);
-            v[i] = ldcg_bf(p.qkv + QDIM + KVH * HD + g * HD + d + i);
-          }
-          const float sc = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
-          const float pr = __expf(sc - sc);
-          for (int i = 0; i < 4; ++i) {
-            if (ST) rec->v[d + i] = v[i] * pr;
-            else p.attn[t * HD + d + i] = __float2bfloat16(v[i] * pr);
+            if (ST) rec->v[lane * 4 + i] = o[i];
+            else p.attn[t * HD + lane * 4 + i] = __float2bfloat16(o[i]);
           }
         }
         finish(kind, l, t, &p.cnt->attn[l][t]);
@@ -495,16 +503,9 @@ __global__ void __launch_bounds__((W + 1 + ST) * 32, 1) hops(Params p) {
         const int h = t / OJ, jb = t % OJ;
         if (g_fused_attn) {  // the head's attention first (the stand-in at context 1, as ATTN)
           if (warp == 0) {
-            const int g = h / (HEADS / KVH), d = lane * 4;
-            float q[4], k[4], v[4];
-            for (int i = 0; i < 4; ++i) {
-              q[i] = ldcg_bf(p.qkv + h * HD + d + i);
-              k[i] = ldcg_bf(p.qkv + QDIM + g * HD + d + i);
-              v[i] = ldcg_bf(p.qkv + QDIM + KVH * HD + g * HD + d + i);
-            }
-            const float sc = warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]) * rsqrtf((float)HD);
-            const float pr = __expf(sc - sc);
-            for (int i = 0; i < 4; ++i) ctl.xs[d + i] = __bfloat162float(__float2bfloat16(v[i] * pr));
+            float o[4];
+            attn_standin(p, h, lane, o);
+            for (int i = 0; i < 4; ++i) ctl.xs[lane * 4 + i] = __bfloat162float(__float2bfloat16(o[i]));
           }
         } else {
           for (int k = threadIdx.x; k < HD; k += NT) ctl.xs[k] = ldcg_bf(p.attn + h * HD + k);
