@@ -5,7 +5,8 @@
 #   NV=<a CUDA 12.8+ toolkit>; for p in chain hops atomics cluster_hops hop_parts; do
 #     $NV/bin/nvcc -O3 -gencode=arch=compute_90,code=sm_90 -o .gpu/probe/$p scripts/probe/$p.cu; done
 #   device run: carry [".gpu"], command: bash scripts/probe/device_probes.sh [NAME...]
-# Each probe's output goes to $OUT/NAME.txt (and to stdout).
+# Each probe's output goes to $OUT/NAME.txt (and to stdout). Before a device call, here:
+# `bash scripts/probe/check_syntax.sh` checks every probe as C++ (g++, no CUDA needed).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv,noheader | tee "$OUT/gpu.csv"

@@ -343,13 +343,18 @@ __device__ __forceinline__ float consumers_total(float x) {
   for (int j = 0; j < THREADS / 32; ++j) tot += part[j];
   return tot;
 }
-// OUT: 0 ADDS[s] f32 atomics a stage (as mode 1); 1 every CTA adds into all HOT words
-// (the down projection's split-k into the residual); 2 as 1, in `ll` words (below), with no
-// counter, fence or poll of anything but the words themselves.
-// GATE >= 0 (modes 44-45): the producer issues at most GATE chunks of a stage before the
+// PUB: how a CTA publishes a stage: a release add (REL, as mode 1), or a relaxed one (wrong in
+// general; what the release costs) alone (RLX) or after a CTA- or cluster-scope fence (CTAF, CLF).
+enum Pub { REL, RLX, CTAF, CLF };
+// OUT: what a stage writes before its publish: ADDS[s] f32 atomics (ADDS_OUT, as mode 1); every
+// CTA adding into all HOT words (ALL_OUT: the down projection's split-k into the residual);
+// the same in `ll` words (LL_OUT, below: no counter, fence or poll of anything but the words
+// themselves); nothing (NO_OUT).
+enum Out { ADDS_OUT, ALL_OUT, LL_OUT, NO_OUT };
+// LDWARPS > 0: that many producer warps fill the slots with `ld.global` + `st.shared`.
+// GATE >= 0 (modes 44-48): the producer issues at most GATE chunks of a stage before the
 // CTA has published the previous one, so the release finds (almost) nothing in flight.
-template <int SLOTS, int SLOT, bool WAITS, bool STAMP, bool RELAXED, bool ADD = true, int LDWARPS = 0, int OUT = 0,
-          int FENCE = 0, int GATE = -1>
+template <int SLOTS, int SLOT, bool WAITS, bool STAMP, int PUB, int OUT = ADDS_OUT, int LDWARPS = 0, int GATE = -1>
 __global__ void __launch_bounds__(THREADS + 128, 1) ring_hops(Args a) {
   __shared__ __align__(8) unsigned long long full[SLOTS], empty[SLOTS], pub[2];
   const int tid = threadIdx.x;
@@ -406,7 +411,7 @@ __global__ void __launch_bounds__(THREADS + 128, 1) ring_hops(Args a) {
   int k = 0;
   for (int step = 0; step < STEPS; ++step) {
     const int s = step % STAGES;
-    if (WAITS && step > 0 && OUT != 2) {
+    if (WAITS && step > 0 && OUT != LL_OUT) {
       if (tid == 0) {
         while (ld_acquire(a.sync) < (unsigned)(step * CTAS)) {
         }
@@ -415,7 +420,7 @@ __global__ void __launch_bounds__(THREADS + 128, 1) ring_hops(Args a) {
       consumers_sync(THREADS);
     }
     float x;
-    if (OUT == 2) {  // every word this thread reads, polled until all CTAs' adds are in it
+    if (OUT == LL_OUT) {  // every word this thread reads, polled until all CTAs' adds are in it
       const unsigned need = step * CTAS;
       for (int j = tid; j < HOT; j += THREADS) {
         unsigned long long v;
@@ -429,18 +434,18 @@ __global__ void __launch_bounds__(THREADS + 128, 1) ring_hops(Args a) {
     x += consume_ring<SLOTS, SLOT>(W_BYTES[s], k, full, empty);
     const float tot = consumers_total(x);
     acc += tot;
-    if (OUT == 0 && ADD && tid >= 32 && tid - 32 < ADDS[s]) atomicAdd(a.hot + (blockIdx.x * 7 + tid) % HOT, tot * 1e-9f);
-    if (OUT == 1)
+    if (OUT == ADDS_OUT && tid >= 32 && tid - 32 < ADDS[s]) atomicAdd(a.hot + (blockIdx.x * 7 + tid) % HOT, tot * 1e-9f);
+    if (OUT == ALL_OUT)
       for (int j = tid; j < HOT; j += THREADS) atomicAdd(a.hot + j, tot * 1e-9f);
-    if (OUT == 2)
+    if (OUT == LL_OUT)
       for (int j = tid; j < HOT; j += THREADS) ll_add(a.ll + j, tot * 1e-9f);
     consumers_sync(THREADS);
-    if (OUT == 2) continue;  // the words are the signal: no counter
+    if (OUT == LL_OUT) continue;  // the words are the signal: no counter
     if (tid == 32 && WAITS) {
       if (STAMP) a.stamps[((size_t)step * CTAS + blockIdx.x) * 2] = now();
-      if (FENCE == 1) asm volatile("fence.acq_rel.cluster;" ::: "memory");
-      if (FENCE == 2) asm volatile("fence.acq_rel.cta;" ::: "memory");
-      if (RELAXED)
+      if (PUB == CLF) asm volatile("fence.acq_rel.cluster;" ::: "memory");
+      if (PUB == CTAF) asm volatile("fence.acq_rel.cta;" ::: "memory");
+      if (PUB != REL)
         asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.sync) : "memory");
       else
         publish(a.sync, 1);
@@ -597,28 +602,28 @@ __global__ void timer_step(unsigned long long* out) {
   *out = best;
 }
 
-constexpr int K16 = 16 * 1024;  // modes 19-28: a ring slot
+constexpr int K16 = 16 * 1024;  // a ring slot (modes 19-48)
 typedef void (*Kernel)(Args);
 static const Kernel KERNELS[MODES] = {hops<0>, hops<1>, hops<2>,  hops<3>,  hops<4>,  hops<5>,  hops<6>,
                                       hops<7>, hops<8>, hops<9>, hops<10>, hops<11>, hops<12>, hops<13>,
                                       hops<14>, hops<15>, hops<16>, hops<17>, hops<18>,
-                                      ring_hops<4, K16, true, false, false>, ring_hops<2, K16, true, false, false>,
-                                      ring_hops<3, K16, true, false, false>, ring_hops<12, K16, false, false, false>,
-                                      ring_hops<4, K16, true, true, false>, ring_hops<4, K16, true, false, true>,
-                                      ring_hops<4, K16, true, true, true>, ring_hops<2, K16, false, false, false>,
-                                      ring_hops<2, K16, true, true, false>, ring_hops<4, K16 / 2, true, false, false>,
-                                      ring_hops<4, K16, true, false, false, false>, ring_hops<4, K16, true, false, true, false>,
-                                      ring_hops<4, K16, true, false, false, true, 4>, ring_hops<4, K16, true, false, true, true, 4>,
+                                      ring_hops<4, K16, true, false, REL>, ring_hops<2, K16, true, false, REL>,
+                                      ring_hops<3, K16, true, false, REL>, ring_hops<12, K16, false, false, REL>,
+                                      ring_hops<4, K16, true, true, REL>, ring_hops<4, K16, true, false, RLX>,
+                                      ring_hops<4, K16, true, true, RLX>, ring_hops<2, K16, false, false, REL>,
+                                      ring_hops<2, K16, true, true, REL>, ring_hops<4, K16 / 2, true, false, REL>,
+                                      ring_hops<4, K16, true, false, REL, NO_OUT>, ring_hops<4, K16, true, false, RLX, NO_OUT>,
+                                      ring_hops<4, K16, true, false, REL, ADDS_OUT, 4>, ring_hops<4, K16, true, false, RLX, ADDS_OUT, 4>,
                                       hub_hops<8, true>, hub_hops<8, false>, hub_hops<4, true>, hub_hops<4, false>,
-                                      ring_hops<4, K16, true, false, false, true, 0, 1>, ring_hops<4, K16, true, false, false, true, 0, 2>,
-                                      ring_hops<4, K16, false, false, false, true, 0, 2>, ring_hops<4, K16, true, false, true, true, 0, 1>,
-                                      ring_hops<4, K16, true, false, true, true, 0, 0, 1>, ring_hops<4, K16, true, false, true, true, 0, 0, 2>,
+                                      ring_hops<4, K16, true, false, REL, ALL_OUT>, ring_hops<4, K16, true, false, REL, LL_OUT>,
+                                      ring_hops<4, K16, false, false, REL, LL_OUT>, ring_hops<4, K16, true, false, RLX, ALL_OUT>,
+                                      ring_hops<4, K16, true, false, CLF>, ring_hops<4, K16, true, false, CTAF>,
                                       hub_hops<8, true, true>,
-                                      ring_hops<4, K16, true, false, false, true, 0, 0, 0, 0>,
-                                      ring_hops<4, K16, true, false, false, true, 0, 0, 0, 1>,
-                                      ring_hops<4, K16, true, false, false, true, 0, 0, 0, 2>,
-                                      ring_hops<8, K16, true, false, false, true, 0, 0, 0, 1>,
-                                      ring_hops<8, K16, true, false, false, true, 0, 0, 0, 2>};
+                                      ring_hops<4, K16, true, false, REL, ADDS_OUT, 0, 0>,
+                                      ring_hops<4, K16, true, false, REL, ADDS_OUT, 0, 1>,
+                                      ring_hops<4, K16, true, false, REL, ADDS_OUT, 0, 2>,
+                                      ring_hops<8, K16, true, false, REL, ADDS_OUT, 0, 1>,
+                                      ring_hops<8, K16, true, false, REL, ADDS_OUT, 0, 2>};
 static const char* NAMES[MODES] = {"nowait",     "global",    "stamped", "tiny-nowait", "tiny",
                                    "tiny-stamped", "mpoll",   "dyn",     "first-smem",  "two-waits",
                                    "first-reg",  "pub-16k",   "pub-32k", "pub-stage",
