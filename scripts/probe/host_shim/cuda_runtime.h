@@ -24,8 +24,8 @@ inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c,
 inline float2 make_float2(float a, float b) { return {a, b}; }
 typedef int cudaError_t; typedef void* cudaEvent_t; typedef void* cudaStream_t;
 enum { cudaSuccess = 0, cudaMemcpyDeviceToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToDevice,
-       cudaFuncAttributeMaxDynamicSharedMemorySize, cudaDevAttrClockRate, cudaDevAttrMultiProcessorCount };
-struct cudaDeviceProp { char name[256]; int multiProcessorCount; };
+       cudaFuncAttributeMaxDynamicSharedMemorySize, cudaFuncAttributeNonPortableClusterSizeAllowed, cudaDevAttrClockRate, cudaDevAttrMultiProcessorCount };
+struct cudaDeviceProp { char name[256]; int multiProcessorCount; int l2CacheSize; };
 struct cudaLaunchConfig_t { dim3 gridDim, blockDim; size_t dynamicSmemBytes; };
 const char* cudaGetErrorString(int);
 int cudaMalloc(void*, size_t); template <class T> int cudaMalloc(T**, size_t);

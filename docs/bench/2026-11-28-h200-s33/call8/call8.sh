@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Session 33 call 8 (H200): streamer.cu with each layer's middle hop a cluster barrier (as many
+# clusters of 8 and 16 as are resident) against every hop global on as many CTAs; twice.
+set -uo pipefail
+export PATH=/usr/local/cuda/bin:$PATH
+cd scripts/probe
+nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/streamer streamer.cu 2>&1 | tail -20 || exit 1
+echo "=== run 1"; timeout 200 /tmp/streamer; echo rc=$?
+echo "=== run 2"; timeout 200 /tmp/streamer; echo rc=$?
