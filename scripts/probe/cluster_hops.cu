@@ -42,11 +42,6 @@ __device__ __constant__ int REGION[STAGES] = {132 * 1024, 188 * 1024, 0};
 constexpr int SMEM = 217 * 1024, CHUNK = 16 * 1024;
 static_assert(CTAS % SHARDS == 0 && SHARDS <= 32, "each shard counts CTAS / SHARDS CTAs, one lane a shard");
 
-// The generated kernel's publish: a release add, no fence before it (common.cuh's
-// `red_release` fences first).
-__device__ __forceinline__ void publish(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));

@@ -58,16 +58,6 @@ __device__ __forceinline__ void pf_line(const void* p) { asm volatile("prefetch.
 __device__ __forceinline__ void pf_bulk(const void* p, unsigned bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-// The publish as the generated step makes it: the release add alone (common.cuh's
-// red_release puts a fence before it).
-__device__ __forceinline__ void red_release_only(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 // A counter's wait (wrap-safe): acquire, as a consumer of the data must; relaxed, for the
 // streamers, which only pace themselves by it.
 __device__ __forceinline__ void spin_acquire(const unsigned* p, unsigned target) {
@@ -168,7 +158,7 @@ __device__ void compute(const Cfg& c, int cta, float* red) {
     atomicAdd(xout + threadIdx.x, acc * 1e-30f);
     atomicAdd(xout + threadIdx.x + 512, acc * 1e-30f);
     __syncthreads();
-    if (threadIdx.x == 0) red_release_only(c.cnt, 1u);
+    if (threadIdx.x == 0) publish(c.cnt, 1u);
   }
   if (keep == 1.2345f) c.sink[cta] = keep;
 }
@@ -232,7 +222,7 @@ __device__ void compute_pipe(const Cfg& c, int cta, float* red) {
       atomicAdd(xout + threadIdx.x + 512, acc * 1e-30f);
     }
     __syncthreads();
-    if (threadIdx.x == 0) red_release_only(c.cnt, 1u);
+    if (threadIdx.x == 0) publish(c.cnt, 1u);
   }
   if (keep == 1.2345f) c.sink[cta] = keep;
 }
@@ -305,12 +295,6 @@ __device__ float sum_share(const uint4* w, size_t off, size_t n) {
   return acc;
 }
 
-__device__ __forceinline__ unsigned long long gtime() {
-  unsigned long long v;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
-  return v;
-}
-
 __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
   __shared__ float red[33];
   const int c = blockIdx.x, t = threadIdx.x;
@@ -318,7 +302,7 @@ __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
   size_t off = 0;
   // Thread 0's stamps of stage run k (profile launches only).
   auto stamp = [&](int k, int i) {
-    if (s.prof && t == 0) s.prof[((size_t)c * (3 * LAYERS + 1) + k) * 4 + i] = gtime();
+    if (s.prof && t == 0) s.prof[((size_t)c * (3 * LAYERS + 1) + k) * 4 + i] = now();
   };
   // The body's end: every thread done (the generated step's programs end on a barrier).
   auto body_done = [&](int k) {
@@ -344,7 +328,7 @@ __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
     if (t < 32) s.out[c * 32 + t] = acc;
     body_done(3 * l);
     __syncthreads();
-    if (t == 0) red_release_only(s.cq + (c / 4) * 32, 1u);
+    if (t == 0) publish(s.cq + (c / 4) * 32, 1u);
     stamp(3 * l, 3);
     off += QKV_B;
     // attention + o_proj
@@ -367,7 +351,7 @@ __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
     }
     body_done(3 * l + 1);
     __syncthreads();
-    if (t == 0) red_release_only(s.co, 1u);
+    if (t == 0) publish(s.co, 1u);
     stamp(3 * l + 1, 3);
     off += O_B;
     // MLP
@@ -388,7 +372,7 @@ __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
     }
     body_done(3 * l + 2);
     __syncthreads();
-    if (t == 0) red_release_only(s.cm, 1u);
+    if (t == 0) publish(s.cm, 1u);
     stamp(3 * l + 2, 3);
     off += MLP_B;
     keep += acc;

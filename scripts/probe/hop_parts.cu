@@ -88,19 +88,6 @@ __device__ __constant__ int W_BYTES[STAGES] = {64 * 1024, 32 * 1024, 144 * 1024}
 __device__ __constant__ int ADDS[STAGES] = {32, 256, 1024};
 constexpr int LAYER_BYTES = (64 + 32 + 144) * 1024 * CTAS;
 
-__device__ __forceinline__ unsigned long long now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ void publish(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 // Sum `n16` 16-byte words from p (4 in flight a thread).
 __device__ __forceinline__ float sum_global(const uint4* p, int n16) {
   float a = 0.f;
