@@ -22,12 +22,6 @@ constexpr int CTAS = 128, THREADS = 512, LAUNCHES = 51;
 enum Mode { NONE, STORE, RED, RED_V4, NMODES };
 static const char* mode_name[NMODES] = {"none", "store", "red", "red.v4"};
 
-__device__ __forceinline__ void red_v4(float* p, float4 v) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
-               "f"(v.w)
-               : "memory");
-}
-
 // start: a grid-wide start line (every CTA is resident: 128 CTAs on 132 SMs), zeroed per launch.
 __global__ void __launch_bounds__(THREADS, 1)
     add_into(int mode, int n, float* dst, float* own, unsigned* start, unsigned long long* stamps) {

@@ -82,6 +82,13 @@ __device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// Four floats added at p with one vector reduction (sm_90, PTX 8.1), as the generated
+// kernels' `vector_atomics`.
+__device__ __forceinline__ void red_v4(float* p, float4 v) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
+}
 // %globaltimer, in ns (it steps by more: hop_parts measures by how much).
 __device__ __forceinline__ unsigned long long now() {
   unsigned long long t;

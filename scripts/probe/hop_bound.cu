@@ -118,14 +118,45 @@ __device__ __forceinline__ void load_round(uint4* v, const uint4* p, size_t i, s
   for (int u = 0; u < R; ++u) v[u] = i + u * THREADS < hi ? p[i + u * THREADS] : make_uint4(0, 0, 0, 0);
 }
 
+// The CTA's share [lo, hi) of stage k's 16-byte words, C CTAs sharing it.
+__device__ __forceinline__ void share_of(int k, int C, int cta, size_t& lo, size_t& hi) {
+  const size_t n16 = c_st[k].bytes / 16, share = (n16 + C - 1) / C;
+  lo = (size_t)cta * share;
+  hi = lo + share < n16 ? lo + share : n16;
+}
+
+// A dependency wait as the generated step makes it: thread 0 polls, a barrier lets the rest go.
+__device__ __forceinline__ void cta_wait(const unsigned* p, unsigned target) {
+  if (threadIdx.x == 0) spin_acquire(p, target);
+  __syncthreads();
+}
+
+// 1/rms of the 1024-float vector whose elements t and t + 512 thread t holds (the norm's
+// reduction and barriers).
+__device__ __forceinline__ float rms_inv(float x0, float x1, float* red) {
+  return rsqrtf(block_sum512(sq(x0) + sq(x1), red) * (1.f / HIDDEN) + EPS);
+}
+
+// Stage k's output: with `adds`, the CTA's 1024 floats added into the next residual; then the
+// publish (barrier, release add).
+__device__ __forceinline__ void add_and_publish(const Cfg& c, int k, float acc, bool adds) {
+  float* xout = c.xbuf + ((k + 1) & 1) * HIDDEN;
+  if (adds) {
+    atomicAdd(xout + threadIdx.x, acc * 1e-30f);
+    atomicAdd(xout + threadIdx.x + 512, acc * 1e-30f);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) publish(c.cnt, 1u);
+}
+
 template <int R>
 __device__ void compute(const Cfg& c, int cta, float* red) {
   float keep = 0.f;
   const int NST = c.nst;
   for (int k = 0; k < NST; ++k) {
     const uint4* p = c.w + c_st[k].off / 16;
-    const size_t n16 = c_st[k].bytes / 16, share = (n16 + c.C - 1) / c.C;
-    const size_t lo = (size_t)cta * share, hi = lo + share < n16 ? lo + share : n16;
+    size_t lo, hi;
+    share_of(k, c.C, cta, lo, hi);
     uint4 v[R];
     // `ahead`: the stage's first round of weights in flight while the CTA waits.
     if (c.ahead) load_round<R>(v, p, lo + threadIdx.x, hi);
@@ -134,15 +165,14 @@ __device__ void compute(const Cfg& c, int cta, float* red) {
         const size_t pf = c_st[k].bytes < c.wait_pf ? c_st[k].bytes : c.wait_pf;
         prefetch_lines((const char*)p, pf, cta, c.C);
       }
-      if (threadIdx.x == 0) spin_acquire(c.cnt, c.base + (unsigned)c.C * (unsigned)k);
-      __syncthreads();
+      cta_wait(c.cnt, c.base + (unsigned)c.C * (unsigned)k);
     }
     // The weights first (as the generated bodies do), then the residual and its norm,
     // which every product needs.
     if (!c.ahead) load_round<R>(v, p, lo + threadIdx.x, hi);
     const float* xin = c.xbuf + (k & 1) * HIDDEN;  // from L2 (__ldcg): the publishers wrote it there
     const float x0 = __ldcg(xin + threadIdx.x), x1 = __ldcg(xin + threadIdx.x + 512);
-    const float xs = (x0 + x1 + 1.f) * rsqrtf(block_sum512(sq(x0) + sq(x1), red) * (1.f / HIDDEN) + EPS);
+    const float xs = (x0 + x1 + 1.f) * rms_inv(x0, x1, red);
     float acc = 0.f;
 #pragma unroll
     for (int u = 0; u < R; ++u) acc += fold(v[u]) * xs;
@@ -153,12 +183,7 @@ __device__ void compute(const Cfg& c, int cta, float* red) {
     }
     keep += acc;
     if (k == NST - 1) break;
-    // The stage's output: 1024 residual floats added by every CTA, then the publish.
-    float* xout = c.xbuf + ((k + 1) & 1) * HIDDEN;
-    atomicAdd(xout + threadIdx.x, acc * 1e-30f);
-    atomicAdd(xout + threadIdx.x + 512, acc * 1e-30f);
-    __syncthreads();
-    if (threadIdx.x == 0) publish(c.cnt, 1u);
+    add_and_publish(c, k, acc, true);
   }
   if (keep == 1.2345f) c.sink[cta] = keep;
 }
@@ -170,18 +195,13 @@ template <int R>
 __device__ void compute_pipe(const Cfg& c, int cta, float* red) {
   float keep = 0.f;
   uint4 v[R], vn[R];
-  auto span = [&](int k, size_t& lo, size_t& hi) {
-    const size_t n16 = c_st[k].bytes / 16, share = (n16 + c.C - 1) / c.C;
-    lo = (size_t)cta * share;
-    hi = lo + share < n16 ? lo + share : n16;
-  };
   size_t lo, hi;
-  span(0, lo, hi);
+  share_of(0, c.C, cta, lo, hi);
   load_round<R>(v, c.w + c_st[0].off / 16, lo + threadIdx.x, hi);
   const int NST = c.nst;
   for (int k = 0; k < NST; ++k) {
     const uint4* p = c.w + c_st[k].off / 16;
-    span(k, lo, hi);
+    share_of(k, c.C, cta, lo, hi);
     // cross 2: warp 0 (thread 0 publishes) takes no part in the early round: its release
     // does not wait for loads of its own.
     const bool early = c.cross == 1 || (c.cross == 2 && threadIdx.x >= 32);
@@ -192,12 +212,11 @@ __device__ void compute_pipe(const Cfg& c, int cta, float* red) {
       // them through distributed shared memory (the exchange itself is not modelled).
       cluster_sync();
     } else if (k > 0 && c.waits) {
-      if (threadIdx.x == 0) spin_acquire(c.cnt, c.base + (unsigned)c.C * (unsigned)k);
-      __syncthreads();
+      cta_wait(c.cnt, c.base + (unsigned)c.C * (unsigned)k);
     }
     const float* xin = c.xbuf + (k & 1) * HIDDEN;
     const float x0 = __ldcg(xin + threadIdx.x), x1 = __ldcg(xin + threadIdx.x + 512);
-    const float xs = (x0 + x1 + 1.f) * rsqrtf(block_sum512(sq(x0) + sq(x1), red) * (1.f / HIDDEN) + EPS);
+    const float xs = (x0 + x1 + 1.f) * rms_inv(x0, x1, red);
     float acc = 0.f;
     for (size_t i = lo + threadIdx.x;; i += R * THREADS) {
       const bool more = i + R * THREADS < hi;
@@ -205,7 +224,7 @@ __device__ void compute_pipe(const Cfg& c, int cta, float* red) {
         load_round<R>(vn, p, i + R * THREADS, hi);
       } else if (early && k + 1 < NST) {
         size_t lo1, hi1;
-        span(k + 1, lo1, hi1);
+        share_of(k + 1, c.C, cta, lo1, hi1);
         load_round<R>(vn, c.w + c_st[k + 1].off / 16, lo1 + threadIdx.x, hi1);
       }
 #pragma unroll
@@ -216,13 +235,7 @@ __device__ void compute_pipe(const Cfg& c, int cta, float* red) {
     }
     keep += acc;
     if (k == NST - 1) break;
-    float* xout = c.xbuf + ((k + 1) & 1) * HIDDEN;
-    if (c.adds) {
-      atomicAdd(xout + threadIdx.x, acc * 1e-30f);
-      atomicAdd(xout + threadIdx.x + 512, acc * 1e-30f);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) publish(c.cnt, 1u);
+    add_and_publish(c, k, acc, c.adds);
   }
   if (keep == 1.2345f) c.sink[cta] = keep;
 }
@@ -272,10 +285,6 @@ struct Step {
 };
 constexpr int SCTAS = 128;
 
-__device__ __forceinline__ void red_v4(float* p, float a, float b, float c, float d) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-
 // Bytes [off, off + n) of the weights summed by the CTA, rounds of 8 loads double-buffered.
 __device__ float sum_share(const uint4* w, size_t off, size_t n) {
   const uint4* p = w + off / 16;
@@ -314,15 +323,12 @@ __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
   for (int l = 0; l < LAYERS; ++l) {
     // QKV
     stamp(3 * l, 0);
-    if (s.waits && l > 0) {
-      if (t == 0) spin_acquire(s.cm, s.bm + SCTAS * l);
-      __syncthreads();
-    }
+    if (s.waits && l > 0) cta_wait(s.cm, s.bm + SCTAS * l);
     stamp(3 * l, 1);
     float acc = sum_share(s.w, off + (size_t)c * (QKV_B / SCTAS), QKV_B / SCTAS);
     {
       const float x0 = __ldcg(s.x2 + t) + __ldcg(s.x2 + HIDDEN + t), x1 = __ldcg(s.x2 + t + 512) + __ldcg(s.x2 + HIDDEN + t + 512);
-      acc *= rsqrtf(block_sum512(sq(x0) + sq(x1), red) * (1.f / HIDDEN) + EPS);
+      acc *= rms_inv(x0, x1, red);
       if (c < 2) s.xm[c * 512 + t] = x0 + x1;  // the norm's copy for o_proj's adds (QKV_COPY_ROWS)
     }
     if (t < 32) s.out[c * 32 + t] = acc;
@@ -356,19 +362,16 @@ __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
     off += O_B;
     // MLP
     stamp(3 * l + 2, 0);
-    if (s.waits) {
-      if (t == 0) spin_acquire(s.co, s.bo + SCTAS * (l + 1));
-      __syncthreads();
-    }
+    if (s.waits) cta_wait(s.co, s.bo + SCTAS * (l + 1));
     stamp(3 * l + 2, 1);
     acc = sum_share(s.w, off + (size_t)c * (MLP_B / SCTAS), MLP_B / SCTAS);
     {
       const float x0 = __ldcg(s.xm + t), x1 = __ldcg(s.xm + t + 512);
-      acc *= rsqrtf(block_sum512(sq(x0) + sq(x1), red) * (1.f / HIDDEN) + EPS);
+      acc *= rms_inv(x0, x1, red);
     }
     if (t < 256) {
       const float a = acc * 1e-30f;
-      red_v4(s.x2 + (c % 2) * HIDDEN + 4 * t, a, a, a, a);
+      red_v4(s.x2 + (c % 2) * HIDDEN + 4 * t, make_float4(a, a, a, a));
     }
     body_done(3 * l + 2);
     __syncthreads();
@@ -379,10 +382,7 @@ __global__ void __launch_bounds__(THREADS, 1) step_chain(Step s) {
   }
   // lm_head
   stamp(3 * LAYERS, 0);
-  if (s.waits) {
-    if (t == 0) spin_acquire(s.cm, s.bm + SCTAS * LAYERS);
-    __syncthreads();
-  }
+  if (s.waits) cta_wait(s.cm, s.bm + SCTAS * LAYERS);
   stamp(3 * LAYERS, 1);
   keep += sum_share(s.w, off + (size_t)c * (HEAD_B / SCTAS / 16 * 16), HEAD_B / SCTAS / 16 * 16);
   body_done(3 * LAYERS);
