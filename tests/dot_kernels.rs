@@ -167,6 +167,7 @@ fn matmul_wgmma_interpreter_and_emulation() {
                 in_flight,
                 warp_reduce: false,
                 row_values: false,
+                reuse_sync: false,
             };
             let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
             assert!(
@@ -241,8 +242,16 @@ fn attention_interpreter_and_emulation() {
         let err = rel_frob(&got, &dd.want);
         let what = format!("attention bh={bh} s={s} d={d} tile ({bm}, {bn}) causal={causal}");
         assert!(err <= BF16_TOL, "{what}: interpreter vs f64 {err:e}");
-        for unroll in [false, true].into_iter().filter(|_| have_gxx()) {
-            let e = emulate_with(&kern, warps, stages, unroll, grid, &bufs, &sc);
+        // The ring unrolled or not, and with `EmitOptions::elide_reuse_syncs` (the softmax's
+        // shared-memory regions rewritten with no barrier of their own; on by default).
+        let variants = [(false, false), (true, false), (false, true)];
+        for (unroll, reuse_sync) in variants.into_iter().filter(|_| have_gxx()) {
+            let v = Variant {
+                ring_unroll: unroll,
+                reuse_sync,
+                ..Variant::default()
+            };
+            let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
             let eg = e[3].to_f32s();
             // exp2 on the CPU and in the interpreter are both Rust/libm's: bit for bit.
             let bad = eg
@@ -251,7 +260,7 @@ fn attention_interpreter_and_emulation() {
                 .position(|(x, y)| x.to_bits() != y.to_bits());
             assert!(
                 bad.is_none(),
-                "{what} warps {warps} stages {stages} ring_unroll {unroll}: emulation != interpreter at {bad:?}"
+                "{what} warps {warps} stages {stages} {v:?}: emulation != interpreter at {bad:?}"
             );
         }
     }

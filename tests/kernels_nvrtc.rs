@@ -219,6 +219,7 @@ fn compiles_wgmma(
         vector_atomics: false,
         warp_replica_reductions: false,
         row_values_once: false,
+        elide_reuse_syncs: false,
         dep_hook: None,
         ring_unroll,
         ..EmitOptions::new(warps)
@@ -395,6 +396,7 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
             vector_atomics: true,
             warp_replica_reductions: false,
             row_values_once: false,
+            elide_reuse_syncs: false,
             dep_hook: None,
             ..EmitOptions::new(warps)
         };
@@ -472,6 +474,71 @@ fn per_row_values_are_computed_once_per_row() {
             "attn_split_merge",
             "gemv_head_residual",
             "gemv_head_residual_tiles",
+            "rmsnorm_mlp_tiles"
+        ]
+    );
+}
+
+/// `EmitOptions::elide_reuse_syncs` (on by default, `TESSERA_REUSE_SYNC=0` off): in the shipped
+/// kernels whose loops rewrite a shared-memory region after an earlier barrier of the same
+/// iteration, that region's own barrier goes (never one more anywhere), and each still
+/// compiles for sm_80, and for sm_90 through ptxas without spilling. (The same bits on the
+/// emulated CTAs: `model/tests/kernels_emulated.rs`, `tests/dot_kernels.rs`.)
+#[test]
+fn reuse_barriers_after_an_earlier_barrier_are_elided() {
+    let mut all = shipped_specialised();
+    // Prefill's FlashAttention at the GPU's tiles (and the default 3 stages, as it ships),
+    // its loop on the cp.async ring.
+    let p = PrefillTiles::gpu();
+    let u = |v: usize| ConstVal::Int(v as i64);
+    let cx = [("BM", u(p.attn_bm)), ("BN", u(p.attn_bn)), ("D", u(128))];
+    let pa = prefill_attention::KERNEL.specialize(&cx).unwrap();
+    all.push(("prefill_attention", pa, p.attn_warps));
+    let mut changed = vec![];
+    for (name, spec, warps) in all {
+        let base = EmitOptions {
+            divisible16: vec![true; spec.params.len()],
+            vector_atomics: true,
+            warp_replica_reductions: true,
+            row_values_once: true,
+            ..EmitOptions::new(warps)
+        };
+        let before = emit(&spec, &base).unwrap().code;
+        let opts = EmitOptions {
+            elide_reuse_syncs: true,
+            ..base
+        };
+        let code = emit(&spec, &opts).unwrap().code;
+        if code == before {
+            continue;
+        }
+        changed.push(name.to_string());
+        let syncs = |c: &str| c.matches("__syncthreads()").count();
+        let elided = code
+            .matches("// no barrier: every thread passed one")
+            .count();
+        assert!(elided > 0, "{name}");
+        assert_eq!(syncs(&code) + elided, syncs(&before), "{name}");
+        if let Err(e) = nvrtc::compile(&code, "sm_80", false) {
+            panic!("{name} sm_80:\n{e}");
+        }
+        let info =
+            nvrtc::ptxas_info(&code, "sm_90").unwrap_or_else(|e| panic!("{name} sm_90: {e}"));
+        assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
+    }
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "argmax_merge",
+            "attention",
+            "attn_head_residual",
+            "attn_rope_head_residual",
+            "attn_split",
+            "attn_split_ahead",
+            "attn_split_merge",
+            "prefill_attention",
+            "rmsnorm_gate_up_silu_tiles",
             "rmsnorm_mlp_tiles"
         ]
     );

@@ -289,6 +289,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             vector_atomics: false,
             warp_replica_reductions: false,
             row_values_once: false,
+            elide_reuse_syncs: false,
             dep_hook: None,
         },
     )
@@ -477,6 +478,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             vector_atomics: false,
             warp_replica_reductions: false,
             row_values_once: false,
+            elide_reuse_syncs: false,
             dep_hook: None,
         },
     )
@@ -1157,6 +1159,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         vector_atomics: false,
         warp_replica_reductions: false,
         row_values_once: false,
+        elide_reuse_syncs: false,
         dep_hook: None,
     }
 }
@@ -1242,6 +1245,7 @@ const WGMMA: Variant = Variant {
     in_flight: false,
     warp_reduce: false,
     row_values: false,
+    reuse_sync: false,
 };
 
 /// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
@@ -1252,6 +1256,7 @@ const IN_FLIGHT: Variant = Variant {
     in_flight: true,
     warp_reduce: false,
     row_values: false,
+    reuse_sync: false,
 };
 
 #[test]
@@ -1272,6 +1277,7 @@ fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
                 in_flight,
                 warp_reduce: false,
                 row_values: false,
+                reuse_sync: false,
             };
             wgmma_run(c, v, 41 + i as u64);
         }

@@ -40,14 +40,36 @@ fn rope_rows(d: usize, max_seq: usize) -> HostMem {
 }
 
 /// `v` rounded to bf16 (as the kernels' bf16 inputs hold it), as f32.
-/// The candidate lowerings the shipped kernels are emitted with (`KernelDef`'s defaults):
-/// reductions of replicated rows in each warp, per-row values once per row.
+/// The lowerings the shipped kernels are emitted with (`KernelDef`'s defaults): reductions
+/// of replicated rows in each warp, per-row values once per row, a loop's reuse barriers
+/// elided after an earlier barrier of the iteration.
 fn shipped() -> Variant {
     Variant {
         warp_reduce: true,
         row_values: true,
+        reuse_sync: true,
         ..Variant::default()
     }
+}
+
+/// `shipped()` with every reuse barrier of a loop kept (`TESSERA_REUSE_SYNC=0`; the same
+/// bits).
+fn reuse_barriers() -> Variant {
+    Variant {
+        reuse_sync: false,
+        ..shipped()
+    }
+}
+
+/// What a shipped kernel's emulation is checked on: its lowerings on the warps it ships with
+/// and on one warp (a tile then takes more passes over its rows), and with every reuse
+/// barrier kept.
+fn shipped_runs() -> [(u32, Variant); 3] {
+    [
+        (NUM_WARPS, shipped()),
+        (1, shipped()),
+        (NUM_WARPS, reuse_barriers()),
+    ]
 }
 
 fn bf16s(v: Vec<f32>) -> Vec<f32> {
@@ -308,14 +330,20 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
     } = split_attention(&attn_split_merge::KERNEL, 13, 37, 8, 5, 0.0);
     bufs.push(HostMem::from_f32s(DType::I32, &vec![0.0; heads]));
     bufs.push(HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * 32]));
-    for (warp_reduce, row_values) in [(false, false), (true, false), (true, true)] {
+    for (warp_reduce, row_values, reuse_sync) in [
+        (false, false, false),
+        (true, false, false),
+        (true, true, false),
+        (true, true, true),
+    ] {
         let v = Variant {
             warp_reduce,
             row_values,
+            reuse_sync,
             ..Variant::default()
         };
         same_as_interpreter_as(
-            &format!("attn_split_merge, warp_replica_reductions {warp_reduce}, row_values_once {row_values}"),
+            &format!("attn_split_merge, {v:?}"),
             &kern,
             (NUM_WARPS, 1, v),
             grid,
@@ -346,6 +374,32 @@ fn split_attention_ahead_emulated_equals_split_attention() {
     let plain = split_attention(&attn_split::KERNEL, 17, 37, 8, 3, f32::NAN);
     let run = |a: &SplitAttention| emulate(&a.kern, NUM_WARPS, 1, a.grid, &a.bufs, &a.sc);
     let (got, want) = (run(&ahead), run(&plain));
+    // With the loops' reuse barriers elided (`EmitOptions::elide_reuse_syncs`): the same bits.
+    let synced = |a: &SplitAttention| {
+        emulate_variant(
+            &a.kern,
+            NUM_WARPS,
+            1,
+            Variant {
+                reuse_sync: true,
+                ..Variant::default()
+            },
+            a.grid,
+            &a.bufs,
+            &a.sc,
+        )
+    };
+    for (a, b, what) in [(&ahead, &got, "ahead"), (&plain, &want, "plain")] {
+        let c = synced(a);
+        for i in [4, 5, 6] {
+            let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(c[i].to_f32s()),
+                bits(b[i].to_f32s()),
+                "{what}, reuse syncs elided"
+            );
+        }
+    }
     let mut interp = ahead.bufs.clone();
     interpret(&ahead.kern, ahead.grid, &mut interp, &ahead.sc);
     for (i, what) in [(4, "m"), (5, "l"), (6, "acc")] {
@@ -599,13 +653,12 @@ fn o_proj_per_head_emulated_merges_and_adds() {
         let got = emulate(&k, NUM_WARPS, 1, grid, &bufs, &sc);
         // With the split weights computed once per row (`EmitOptions::row_values_once`), on
         // the warps the kernel ships with and on one: the same sums, to the atomics' order.
-        for warps in [NUM_WARPS, 1] {
-            let v = shipped();
+        for (warps, v) in shipped_runs() {
             assert_close(
                 &emulate_variant(&k, warps, 1, v, grid, &bufs, &sc),
                 &got,
                 &[("residual", 4), ("MLP input", 5)],
-                &format!("row_values_once, {warps} warps"),
+                &format!("{v:?}, {warps} warps"),
             );
         }
         // f64: each head merged, then o_proj per head.
@@ -718,17 +771,20 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
         let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
         let mut want = bufs.clone();
         interpret(&k, grid, &mut want, &sc);
-        for (warp_reduce, row_values) in [(false, false), (true, false), (true, true)] {
+        for (warp_reduce, row_values, reuse_sync) in [
+            (false, false, false),
+            (true, false, false),
+            (true, true, false),
+            (true, true, true),
+        ] {
             let v = Variant {
                 warp_reduce,
                 row_values,
+                reuse_sync,
                 ..Variant::default()
             };
             let got = emulate_variant(&k, NUM_WARPS, 1, v, grid, &bufs, &sc);
-            let ctx = format!(
-                "len {}, warp_replica_reductions {warp_reduce}, row_values_once {row_values}",
-                pos + 1
-            );
+            let ctx = format!("len {}, {v:?}", pos + 1);
             assert_close(&got, &want, &[("residual", 5), ("MLP input", 6)], &ctx);
         }
     }
@@ -795,13 +851,12 @@ fn attention_inside_o_proj_with_the_rope_emulated_equals_the_interpreter() {
         interpret(&k, grid, &mut want, &sc);
         let bits = |m: &HostMem| m.to_f32s().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         // Also on one warp: a [16, D] tile of keys then takes two passes over its rows.
-        for warps in [NUM_WARPS, 1] {
-            let v = shipped();
+        for (warps, v) in shipped_runs() {
             let got = emulate_variant(&k, warps, 1, v, grid, &bufs, &sc);
             for (what, i) in [("K cache", 5), ("V cache", 6)] {
                 assert_eq!(bits(&got[i]), bits(&want[i]), "{what} (len {})", pos + 1);
             }
-            let ctx = format!("len {}, TILES {tiles}, {warps} warps", pos + 1);
+            let ctx = format!("len {}, TILES {tiles}, {warps} warps, {v:?}", pos + 1);
             assert_close(&got, &want, &[("residual", 8), ("MLP input", 9)], &ctx);
         }
     }
@@ -889,8 +944,8 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
                 .collect();
             assert_eq!(bits(&want[1]), bits(&f32m(sum)), "x_copy: the copies' sum");
         }
-        for warps in [NUM_WARPS, 1] {
-            let got = emulate_variant(&k, warps, 1, shipped(), grid, &bufs, &sc);
+        for (warps, v) in shipped_runs() {
+            let got = emulate_variant(&k, warps, 1, v, grid, &bufs, &sc);
             for (what, i) in [("x_copy", 1), ("qk_rot", 8), ("qk_ss", 9), ("V cache", 10)] {
                 assert_eq!(
                     bits(&got[i]),
@@ -964,10 +1019,10 @@ fn qkv_pairs_and_the_scaled_heads_emulated_equal_the_interpreter() {
         let mut want = bufs.clone();
         interpret(&k, grid, &mut want, &sc);
         assert_ne!(bits(&want[3]), bits(&bufs[3]), "the new K rows not written");
-        for warps in [NUM_WARPS, 1] {
-            let got = emulate_variant(&k, warps, 1, shipped(), grid, &bufs, &sc);
+        for (warps, v) in shipped_runs() {
+            let got = emulate_variant(&k, warps, 1, v, grid, &bufs, &sc);
             let ctx = format!(
-                "len {}, BLOCK_N {block_n}, chained {chained}, {warps} warps",
+                "len {}, BLOCK_N {block_n}, chained {chained}, {warps} warps, {v:?}",
                 pos + 1
             );
             for (what, i) in [("K cache", 3), ("V cache", 4)] {
@@ -1149,13 +1204,15 @@ fn fused_mlp_emulated_adds_the_mlp_to_x() {
         let got = emulate(&k, NUM_WARPS, 1, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
         // The activations computed once per row of down's tile (`EmitOptions::
         // row_values_once`): the same bits up to the atomics' order.
-        let v = shipped();
-        let once = emulate_variant(&k, NUM_WARPS, 1, v, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
-        for (a, b) in once.iter().zip(&got) {
-            assert!(
-                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-                "row_values_once: {a} vs {b}"
-            );
+        for v in [shipped(), reuse_barriers()] {
+            let once =
+                emulate_variant(&k, NUM_WARPS, 1, v, [programs, 1, 1], &bufs, &sc)[4].to_f32s();
+            for (a, b) in once.iter().zip(&got) {
+                assert!(
+                    (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                    "{v:?}: {a} vs {b}"
+                );
+            }
         }
         // Plain Rust, f64 sums.
         let ms = hv.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / h as f64;

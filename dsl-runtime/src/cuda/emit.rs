@@ -127,6 +127,12 @@ pub(crate) struct Emitter<'a> {
     pub(super) warp_replica_reductions: bool,
     /// `EmitOptions::row_values_once`.
     row_values_once: bool,
+    /// `EmitOptions::elide_reuse_syncs`.
+    pub(super) elide_reuse_syncs: bool,
+    /// The blocks that run as a whole or not at all, innermost last: a loop's body (`true`)
+    /// or a branch of a run-time `if` (`false`), each with whether a barrier has been
+    /// written in it so far (`memory_order::sync_before_reuse`).
+    pub(super) barred: Vec<(bool, bool)>,
     /// While a slot loop is written: operands computed once per row before it
     /// (`broadcast_values_once`): their layout and array.
     once: BTreeMap<ValueId, (usize, String)>,
@@ -197,6 +203,8 @@ impl<'a> Emitter<'a> {
             vector_atomics: opts.vector_atomics,
             warp_replica_reductions: opts.warp_replica_reductions,
             row_values_once: opts.row_values_once,
+            elide_reuse_syncs: opts.elide_reuse_syncs,
+            barred: vec![],
             once: BTreeMap::new(),
             dep_hook: opts.dep_hook.clone(),
             dep_covered: false,
@@ -813,6 +821,7 @@ impl<'a> Emitter<'a> {
                         strip(&c)
                     ));
                 }
+                self.barred.push((true, false));
                 self.pipe_iteration(*iv, &bounds)?;
                 // The previous iteration's accesses are pending too, at other addresses.
                 let carried: Vec<MemOp> = self
@@ -832,6 +841,7 @@ impl<'a> Emitter<'a> {
                 self.loop_depth += 1;
                 self.body(body)?;
                 self.pipe_end(*iv);
+                self.barred.pop();
                 self.loop_depth -= 1;
                 self.pending.extend(carried);
                 if passes {
@@ -857,11 +867,15 @@ impl<'a> Emitter<'a> {
                 let c = self.access(*cond, &At::Idx(vec![]))?;
                 self.open(format!("if ({}) {{", strip(&c)));
                 let before = self.pending.clone();
+                self.barred.push((false, false));
                 self.body(then)?;
+                self.barred.pop();
                 let after_then = std::mem::replace(&mut self.pending, before);
                 if !els.is_empty() {
                     self.reopen("} else {");
+                    self.barred.push((false, false));
                     self.body(els)?;
+                    self.barred.pop();
                 }
                 self.pending.extend(after_then);
                 self.close("}");

@@ -51,6 +51,9 @@ impl Emitter<'_> {
     pub(super) fn barrier(&mut self, why: &str) {
         self.line(format!("__syncthreads();{why}"));
         self.pending.clear();
+        if let Some(b) = self.barred.last_mut() {
+            b.1 = true;
+        }
     }
 
     /// The pointer parameter a pointer value is an offset of, if it can be traced.
@@ -200,9 +203,18 @@ impl Emitter<'_> {
     }
 
     /// Before a shared-memory region is rewritten in a loop, all threads must be done
-    /// reading what the previous iteration put there.
+    /// reading what the previous iteration put there. With `EmitOptions::elide_reuse_syncs`
+    /// a barrier written earlier in this iteration (in the innermost loop's body, or in a
+    /// branch of it that holds this rewrite) already orders them: every thread passes it
+    /// after its reads of the previous iteration, and no other value uses the region.
     pub(super) fn sync_before_reuse(&mut self) {
-        if self.loop_depth > 0 {
+        if self.loop_depth == 0 {
+            return;
+        }
+        let body = self.barred.iter().rposition(|b| b.0).unwrap_or(0);
+        if self.elide_reuse_syncs && self.barred[body..].iter().any(|b| b.1) {
+            self.line("// no barrier: every thread passed one in this iteration after the previous one's reads");
+        } else {
             self.barrier("  // previous iteration's readers are done with it");
         }
     }

@@ -109,6 +109,16 @@ pub struct EmitOptions {
     /// own branch. The same expression at the same row: the same bits. The decode step 5%
     /// faster at 0.6B on an H100 (docs/PERF.md, session 27).
     pub row_values_once: bool,
+    /// On in `KernelDef` and the megakernel (`TESSERA_REUSE_SYNC=0` turns it off;
+    /// `EmitOptions::new` leaves it off): a shared-memory region that a loop rewrites every
+    /// iteration (a reduction's partials, a tile staged for another layout or for a `dot`)
+    /// gets no barrier before the rewrite when a barrier every thread runs has already been
+    /// passed in the same iteration, before it: each thread's reads of the region in the
+    /// previous iteration came before that barrier (regions are never shared between values).
+    /// The FlashAttention loop's six such barriers a key block go (the attention example
+    /// 2.2-2.4% faster on an H200); the decode step within 1% either way (docs/PERF.md,
+    /// session 34).
+    pub elide_reuse_syncs: bool,
     /// A megakernel body whose stage waits inside it (`MegaOptions::wait_in_body`): per
     /// kernel parameter, whether the body may load through it before the wait (a weight;
     /// with `MegaOptions::early_loads`, whatever no pending stage writes). The body
@@ -135,6 +145,7 @@ impl EmitOptions {
             vector_atomics: false,
             warp_replica_reductions: false,
             row_values_once: false,
+            elide_reuse_syncs: false,
             dep_hook: None,
         }
     }

@@ -80,6 +80,8 @@ pub struct Variant {
     pub warp_reduce: bool,
     /// `EmitOptions::row_values_once`.
     pub row_values: bool,
+    /// `EmitOptions::elide_reuse_syncs`.
+    pub reuse_sync: bool,
 }
 
 /// [`emulate`] with the candidate lowerings of `v`.
@@ -98,6 +100,7 @@ pub fn emulate_variant(
         in_flight,
         warp_reduce,
         row_values,
+        reuse_sync,
     } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
@@ -113,6 +116,7 @@ pub fn emulate_variant(
             vector_atomics: false,
             warp_replica_reductions: warp_reduce,
             row_values_once: row_values,
+            elide_reuse_syncs: reuse_sync,
             dep_hook: None,
         },
     )
