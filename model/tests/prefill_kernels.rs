@@ -1,7 +1,7 @@
 //! The prefill kernels (`model::kernels::prefill`), run by the interpreter, against plain
 //! f64 Rust on random inputs, at row counts that are not multiples of any tile (T of 37, 5
 //! and 1) and odd widths, so every masked edge runs; with the interpreter's small tiles
-//! and with the GPU's (128 x 128 GEMM tiles, 64 x 64 attention blocks).
+//! and with the GPU's (128 x 128 GEMM tiles, 128 x 64 attention blocks).
 //!
 //! Errors are max |Δ| / max |want|. The kernels store bf16 (one rounding, ≤ 2^-9 relative)
 //! and attention rounds its probabilities to bf16 before P·V: TOL = 1e-2 passes right

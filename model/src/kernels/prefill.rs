@@ -410,14 +410,18 @@ pub const INTERPRETER_CHUNK: usize = 512;
 
 impl PrefillTiles {
     /// On a GPU: Triton's mma.sync matmul tiles (128 x 128 x 32, 4 stages, GROUP_M 8) and
-    /// FlashAttention-2's 64 x 64 blocks, with 8 warps: at 4 warps ptxas (sm_90) puts the
-    /// gate/up GEMM's two [128, 128] f32 accumulators and the attention's state at 255
-    /// registers and spills (1.2 KB and 212 B per thread); at 8 warps nothing spills (gemm
-    /// 159 registers, gate/up 244, attention 216). On the interpreter: small tiles, so
-    /// tiny test models do not pay for padding (the GPU tiles are tested there too).
+    /// the attention in 128 x 64 blocks (query rows x keys, 2 stages), with 8 warps: at 4
+    /// warps ptxas (sm_90) puts the gate/up GEMM's two [128, 128] f32 accumulators and the
+    /// attention's state at 255 registers and spills; at 8 warps nothing spills (gemm 159
+    /// registers, gate/up 244, attention 249). The attention's 128-row blocks took 11% off
+    /// the time to first token at 8192 prompt tokens against 64 x 64 blocks on an H200 and
+    /// cost 1.3% at 2048 (fewer programs for the first chunk; docs/PERF.md, session 34).
+    /// `TESSERA_PREFILL_ATTN` overrides the attention's ([`PrefillTiles::with_attn_env`]).
+    /// On the interpreter: small tiles, so tiny test models do not pay for padding (the GPU
+    /// tiles are tested there too).
     pub fn for_device(dev: &Device) -> PrefillTiles {
         if dev.is_cuda() {
-            PrefillTiles::gpu()
+            PrefillTiles::gpu().with_attn_env()
         } else {
             PrefillTiles {
                 chunk: INTERPRETER_CHUNK,
@@ -437,6 +441,24 @@ impl PrefillTiles {
         }
     }
 
+    /// The attention's tiles from `TESSERA_PREFILL_ATTN=BM,BN,WARPS,STAGES` (a knob for an
+    /// A/B on the GPU, e.g. `64,64,8,3`, the tiles before session 34); unset or not four
+    /// numbers, these tiles.
+    pub fn with_attn_env(self) -> PrefillTiles {
+        let v = std::env::var("TESSERA_PREFILL_ATTN").unwrap_or_default();
+        let n: Vec<usize> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+        match n[..] {
+            [bm, bn, w, st] => PrefillTiles {
+                attn_bm: bm,
+                attn_bn: bn,
+                attn_warps: w as u32,
+                attn_stages: st as u32,
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// The GPU tiles (whatever the device).
     pub fn gpu() -> PrefillTiles {
         PrefillTiles {
@@ -447,10 +469,10 @@ impl PrefillTiles {
             group_m: 8,
             gemm_warps: 8,
             gemm_stages: 4,
-            attn_bm: 64,
+            attn_bm: 128,
             attn_bn: 64,
             attn_warps: 8,
-            attn_stages: 3,
+            attn_stages: 2,
             rope_bt: 16,
             row_warps: 4,
         }
