@@ -1317,13 +1317,18 @@ pub fn with_options(cfg: &Config, t: Tiles, o: &MegakernelOptions) -> (Tiles, Me
 }
 
 /// The wait prefetch of some stages by default (`MegaOptions::wait_prefetch_by_kernel`; the
-/// others prefetch `MegaOptions::wait_prefetch_bytes`, 4 MiB): the fused MLP's 2 MiB. On an
-/// H100, 2 MiB against 4 was 2.6% / 1.9% faster at 0.6B (contexts 1 / 512), 1.4% / 0.3% at
+/// others prefetch `MegaOptions::wait_prefetch_bytes`, 4 MiB): the fused MLP's and o_proj per
+/// head's (`gemv_head_residual`, the steps from 128 positions up to 1.7B) 2 MiB. The MLP's: on
+/// an H100, 2 MiB against 4 was 2.6% / 1.9% faster at 0.6B (contexts 1 / 512), 1.4% / 0.3% at
 /// 1.7B, 0.9% at 4B (context 1) and 0.5% / 0.7% at 8B; 1 and 3 MiB between (1 0.3% ahead at
-/// 8B), 0 and 8 slower; QKV's at 2 or 8 no faster (docs/PERF.md, session 26).
-/// `TESSERA_WAIT_PREFETCH=kernel=MiB,...` replaces it.
+/// 8B), 0 and 8 slower; QKV's at 2 or 8 no faster (docs/PERF.md, session 26). o_proj per
+/// head's: on an H200 0.2% / 1.1% faster at 0.6B's contexts 512 / 2048 (1 MiB the same), 0.1%
+/// / 0.6% at 1.7B's (session 34). `TESSERA_WAIT_PREFETCH=kernel=MiB,...` replaces it.
 pub fn wait_prefetch_rule() -> Vec<(String, u64)> {
-    vec![("rmsnorm_mlp_tiles".to_string(), 2 << 20)]
+    vec![
+        ("rmsnorm_mlp_tiles".to_string(), 2 << 20),
+        ("gemv_head_residual".to_string(), 2 << 20),
+    ]
 }
 
 /// The tiles the engine picks when it is given none: `rule`'s, o_proj and down at

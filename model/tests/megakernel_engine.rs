@@ -1004,10 +1004,11 @@ fn resid_copies_rule_doubles_the_residual_up_to_hidden_2048() {
     assert_eq!(copies(unfused).0, 1);
 }
 
-/// The fused MLP's stages prefetch 2 MiB of each weight window while they wait, at every
-/// size, the other stages the default 4 MiB; naming a kernel's size replaces the rule.
+/// The fused MLP's stages and o_proj per head's prefetch 2 MiB of each weight window while
+/// they wait, at every size, the other stages the default 4 MiB; naming a kernel's size
+/// replaces the rule.
 #[test]
-fn wait_prefetch_rule_halves_the_mlps() {
+fn wait_prefetch_rule_halves_the_mlps_and_o_proj_per_heads() {
     use model::megakernel_engine::with_options;
     let sizes = |hidden: usize, o: &MegakernelOptions| {
         let cfg = model::Config {
@@ -1020,12 +1021,13 @@ fn wait_prefetch_rule_halves_the_mlps() {
             "rmsnorm_mlp_tiles",
             "rmsnorm_qkv_rope",
             "attn_head_residual",
+            "gemv_head_residual",
         ]
         .map(|k| m.wait_prefetch_for(k) >> 20)
     };
     let d = MegakernelOptions::default();
-    for (hidden, mlp) in [(1024, 2), (2048, 2), (2560, 2), (4096, 2)] {
-        assert_eq!(sizes(hidden, &d), [mlp, 4, 4], "hidden {hidden}");
+    for hidden in [1024, 2048, 2560, 4096] {
+        assert_eq!(sizes(hidden, &d), [2, 4, 4, 2], "hidden {hidden}");
     }
     let named = MegakernelOptions {
         mega: dsl_runtime::mega::MegaOptions {
@@ -1034,7 +1036,7 @@ fn wait_prefetch_rule_halves_the_mlps() {
         },
         ..d.clone()
     };
-    assert_eq!(sizes(1024, &named), [4, 8, 4]);
+    assert_eq!(sizes(1024, &named), [4, 8, 4, 4]);
     // The engine runs with it (its C: `megakernel_nvrtc.rs`).
     let m = mega("tied_gqa2_v4", Output::Token, &d);
     assert_eq!(
