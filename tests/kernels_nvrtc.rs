@@ -347,6 +347,16 @@ fn shipped_specialised() -> Vec<(&'static str, tessera::ir::Kernel, u32)> {
         .collect()
 }
 
+/// `code` (kernel `name`'s) compiles for sm_80 with NVRTC, and for sm_90 through ptxas with no
+/// spill.
+fn compiles_without_spills(name: &str, code: &str) {
+    if let Err(e) = nvrtc::compile(code, "sm_80", false) {
+        panic!("{name} sm_80:\n{e}");
+    }
+    let info = nvrtc::ptxas_info(code, "sm_90").unwrap_or_else(|e| panic!("{name} sm_90: {e}"));
+    assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
+}
+
 /// `EmitOptions::acq_rel_atomics` (on by default, `TESSERA_ACQ_REL_ATOMIC=0` off): every shipped kernel with a
 /// scalar atomic add (the last-program pattern) gets the one acquire-release atomic in
 /// place of the fenced one, and still compiles for sm_80 and sm_90.
@@ -405,12 +415,7 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
             continue;
         }
         vectorised.push(name.to_string());
-        if let Err(e) = nvrtc::compile(&code, "sm_80", false) {
-            panic!("{name} sm_80:\n{e}");
-        }
-        let info =
-            nvrtc::ptxas_info(&code, "sm_90").unwrap_or_else(|e| panic!("{name} sm_90: {e}"));
-        assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
+        compiles_without_spills(name, &code);
     }
     vectorised.sort();
     assert_eq!(
@@ -455,12 +460,7 @@ fn per_row_values_are_computed_once_per_row() {
         assert!(code.contains("once per row this thread holds"), "{name}");
         let exps = |c: &str| c.matches("expf(").count();
         assert!(exps(&code) <= exps(&before), "{name}: more expf calls");
-        if let Err(e) = nvrtc::compile(&code, "sm_80", false) {
-            panic!("{name} sm_80:\n{e}");
-        }
-        let info =
-            nvrtc::ptxas_info(&code, "sm_90").unwrap_or_else(|e| panic!("{name} sm_90: {e}"));
-        assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
+        compiles_without_spills(name, &code);
     }
     changed.sort();
     assert_eq!(
@@ -519,12 +519,7 @@ fn reuse_barriers_after_an_earlier_barrier_are_elided() {
             .count();
         assert!(elided > 0, "{name}");
         assert_eq!(syncs(&code) + elided, syncs(&before), "{name}");
-        if let Err(e) = nvrtc::compile(&code, "sm_80", false) {
-            panic!("{name} sm_80:\n{e}");
-        }
-        let info =
-            nvrtc::ptxas_info(&code, "sm_90").unwrap_or_else(|e| panic!("{name} sm_90: {e}"));
-        assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
+        compiles_without_spills(name, &code);
     }
     changed.sort();
     assert_eq!(
