@@ -7,7 +7,7 @@ use tessera::model::kernels::prefill::{
     gemm_nn_residual, gemm_nt, gemm_nt_gate_up_silu, gemm_nt_residual, prefill_attention,
     PrefillTiles,
 };
-use tessera::runtime::cuda::{emit, EmitOptions};
+use tessera::runtime::cuda::{emit, EmitOptions, DEFAULT_NUM_STAGES};
 use tessera::runtime::{nvrtc, ConstVal, KernelDef};
 
 #[test]
@@ -486,18 +486,21 @@ fn per_row_values_are_computed_once_per_row() {
 /// emulated CTAs: `model/tests/kernels_emulated.rs`, `tests/dot_kernels.rs`.)
 #[test]
 fn reuse_barriers_after_an_earlier_barrier_are_elided() {
-    let mut all = shipped_specialised();
-    // Prefill's FlashAttention at the GPU's tiles (and the default 3 stages, as it ships),
-    // its loop on the cp.async ring.
+    let mut all: Vec<_> = shipped_specialised()
+        .into_iter()
+        .map(|(name, spec, warps)| (name, spec, warps, DEFAULT_NUM_STAGES))
+        .collect();
+    // Prefill's FlashAttention at the GPU's tiles and stages, its loop on the cp.async ring.
     let p = PrefillTiles::gpu();
     let u = |v: usize| ConstVal::Int(v as i64);
     let cx = [("BM", u(p.attn_bm)), ("BN", u(p.attn_bn)), ("D", u(128))];
     let pa = prefill_attention::KERNEL.specialize(&cx).unwrap();
-    all.push(("prefill_attention", pa, p.attn_warps));
+    all.push(("prefill_attention", pa, p.attn_warps, p.attn_stages));
     let mut changed = vec![];
-    for (name, spec, warps) in all {
+    for (name, spec, warps, stages) in all {
         let base = EmitOptions {
             divisible16: vec![true; spec.params.len()],
+            num_stages: stages,
             vector_atomics: true,
             warp_replica_reductions: true,
             row_values_once: true,

@@ -61,6 +61,24 @@ fn reuse_barriers() -> Variant {
     }
 }
 
+/// The reduction lowerings added one by one, from none to `shipped()`'s: replicated rows
+/// reduced in each warp, then per-row values once per row, then the loops' reuse barriers
+/// elided.
+fn lowerings_one_by_one() -> [Variant; 4] {
+    let v = |warp_reduce, row_values, reuse_sync| Variant {
+        warp_reduce,
+        row_values,
+        reuse_sync,
+        ..Variant::default()
+    };
+    [
+        v(false, false, false),
+        v(true, false, false),
+        v(true, true, false),
+        v(true, true, true),
+    ]
+}
+
 /// What a shipped kernel's emulation is checked on: its lowerings on the warps it ships with
 /// and on one warp (a tile then takes more passes over its rows), and with every reuse
 /// barrier kept.
@@ -330,18 +348,7 @@ fn split_attention_with_its_merge_emulated_equals_the_interpreter() {
     } = split_attention(&attn_split_merge::KERNEL, 13, 37, 8, 5, 0.0);
     bufs.push(HostMem::from_f32s(DType::I32, &vec![0.0; heads]));
     bufs.push(HostMem::from_f32s(DType::BF16, &vec![f32::NAN; heads * 32]));
-    for (warp_reduce, row_values, reuse_sync) in [
-        (false, false, false),
-        (true, false, false),
-        (true, true, false),
-        (true, true, true),
-    ] {
-        let v = Variant {
-            warp_reduce,
-            row_values,
-            reuse_sync,
-            ..Variant::default()
-        };
+    for v in lowerings_one_by_one() {
         same_as_interpreter_as(
             &format!("attn_split_merge, {v:?}"),
             &kern,
@@ -771,18 +778,7 @@ fn attention_inside_o_proj_emulated_equals_the_interpreter() {
         let grid = [heads as u32, h.div_ceil(bm) as u32, 1];
         let mut want = bufs.clone();
         interpret(&k, grid, &mut want, &sc);
-        for (warp_reduce, row_values, reuse_sync) in [
-            (false, false, false),
-            (true, false, false),
-            (true, true, false),
-            (true, true, true),
-        ] {
-            let v = Variant {
-                warp_reduce,
-                row_values,
-                reuse_sync,
-                ..Variant::default()
-            };
+        for v in lowerings_one_by_one() {
             let got = emulate_variant(&k, NUM_WARPS, 1, v, grid, &bufs, &sc);
             let ctx = format!("len {}, {v:?}", pos + 1);
             assert_close(&got, &want, &[("residual", 5), ("MLP input", 6)], &ctx);

@@ -78,6 +78,23 @@ struct Region {
     what: String,
 }
 
+/// A block of statements that runs as a whole or not at all: a loop's body or a branch of a
+/// run-time `if`.
+pub(super) struct Block {
+    pub(super) loop_body: bool,
+    /// Whether a barrier has been written in it so far.
+    pub(super) barrier: bool,
+}
+
+impl Block {
+    fn new(loop_body: bool) -> Block {
+        Block {
+            loop_body,
+            barrier: false,
+        }
+    }
+}
+
 pub(crate) struct Emitter<'a> {
     k: &'a Kernel,
     pub threads: usize,
@@ -129,10 +146,9 @@ pub(crate) struct Emitter<'a> {
     row_values_once: bool,
     /// `EmitOptions::elide_reuse_syncs`.
     pub(super) elide_reuse_syncs: bool,
-    /// The blocks that run as a whole or not at all, innermost last: a loop's body (`true`)
-    /// or a branch of a run-time `if` (`false`), each with whether a barrier has been
-    /// written in it so far (`memory_order::sync_before_reuse`).
-    pub(super) barred: Vec<(bool, bool)>,
+    /// The blocks that run as a whole or not at all, innermost last
+    /// (`memory_order::sync_before_reuse`).
+    pub(super) blocks: Vec<Block>,
     /// While a slot loop is written: operands computed once per row before it
     /// (`broadcast_values_once`): their layout and array.
     once: BTreeMap<ValueId, (usize, String)>,
@@ -204,7 +220,7 @@ impl<'a> Emitter<'a> {
             warp_replica_reductions: opts.warp_replica_reductions,
             row_values_once: opts.row_values_once,
             elide_reuse_syncs: opts.elide_reuse_syncs,
-            barred: vec![],
+            blocks: vec![],
             once: BTreeMap::new(),
             dep_hook: opts.dep_hook.clone(),
             dep_covered: false,
@@ -821,7 +837,7 @@ impl<'a> Emitter<'a> {
                         strip(&c)
                     ));
                 }
-                self.barred.push((true, false));
+                self.blocks.push(Block::new(true));
                 self.pipe_iteration(*iv, &bounds)?;
                 // The previous iteration's accesses are pending too, at other addresses.
                 let carried: Vec<MemOp> = self
@@ -841,7 +857,7 @@ impl<'a> Emitter<'a> {
                 self.loop_depth += 1;
                 self.body(body)?;
                 self.pipe_end(*iv);
-                self.barred.pop();
+                self.blocks.pop();
                 self.loop_depth -= 1;
                 self.pending.extend(carried);
                 if passes {
@@ -867,21 +883,25 @@ impl<'a> Emitter<'a> {
                 let c = self.access(*cond, &At::Idx(vec![]))?;
                 self.open(format!("if ({}) {{", strip(&c)));
                 let before = self.pending.clone();
-                self.barred.push((false, false));
-                self.body(then)?;
-                self.barred.pop();
+                self.branch(then)?;
                 let after_then = std::mem::replace(&mut self.pending, before);
                 if !els.is_empty() {
                     self.reopen("} else {");
-                    self.barred.push((false, false));
-                    self.body(els)?;
-                    self.barred.pop();
+                    self.branch(els)?;
                 }
                 self.pending.extend(after_then);
                 self.close("}");
                 Ok(())
             }
         }
+    }
+
+    /// A branch of a run-time `if`: a block of its own (it may not run).
+    fn branch(&mut self, body: &[Stmt]) -> R<()> {
+        self.blocks.push(Block::new(false));
+        let r = self.body(body);
+        self.blocks.pop();
+        r
     }
 
     /// `dst[s] = value` over a layout's slots.

@@ -51,8 +51,8 @@ impl Emitter<'_> {
     pub(super) fn barrier(&mut self, why: &str) {
         self.line(format!("__syncthreads();{why}"));
         self.pending.clear();
-        if let Some(b) = self.barred.last_mut() {
-            b.1 = true;
+        if let Some(b) = self.blocks.last_mut() {
+            b.barrier = true;
         }
     }
 
@@ -211,8 +211,8 @@ impl Emitter<'_> {
         if self.loop_depth == 0 {
             return;
         }
-        let body = self.barred.iter().rposition(|b| b.0).unwrap_or(0);
-        if self.elide_reuse_syncs && self.barred[body..].iter().any(|b| b.1) {
+        let body = self.blocks.iter().rposition(|b| b.loop_body).unwrap_or(0);
+        if self.elide_reuse_syncs && self.blocks[body..].iter().any(|b| b.barrier) {
             self.line("// no barrier: every thread passed one in this iteration after the previous one's reads");
         } else {
             self.barrier("  // previous iteration's readers are done with it");
