@@ -220,6 +220,7 @@ fn compiles_wgmma(
         warp_replica_reductions: false,
         row_values_once: false,
         elide_reuse_syncs: false,
+        frag_rows: false,
         dep_hook: None,
         ring_unroll,
         ..EmitOptions::new(warps)
@@ -407,6 +408,7 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
             warp_replica_reductions: false,
             row_values_once: false,
             elide_reuse_syncs: false,
+            frag_rows: false,
             dep_hook: None,
             ..EmitOptions::new(warps)
         };
@@ -483,7 +485,9 @@ fn per_row_values_are_computed_once_per_row() {
 /// kernels whose loops rewrite a shared-memory region after an earlier barrier of the same
 /// iteration, that region's own barrier goes (never one more anywhere), and each still
 /// compiles for sm_80, and for sm_90 through ptxas without spilling. (The same bits on the
-/// emulated CTAs: `model/tests/kernels_emulated.rs`, `tests/dot_kernels.rs`.)
+/// emulated CTAs: `model/tests/kernels_emulated.rs`, `tests/dot_kernels.rs`.) With the
+/// shipped `frag_rows` FlashAttention's loops rewrite no region (their softmax stays in
+/// registers), so only the decode kernels change.
 #[test]
 fn reuse_barriers_after_an_earlier_barrier_are_elided() {
     let mut all: Vec<_> = shipped_specialised()
@@ -504,6 +508,7 @@ fn reuse_barriers_after_an_earlier_barrier_are_elided() {
             vector_atomics: true,
             warp_replica_reductions: true,
             row_values_once: true,
+            frag_rows: true,
             ..EmitOptions::new(warps)
         };
         let before = emit(&spec, &base).unwrap().code;
@@ -529,15 +534,85 @@ fn reuse_barriers_after_an_earlier_barrier_are_elided() {
         changed,
         [
             "argmax_merge",
-            "attention",
             "attn_head_residual",
             "attn_rope_head_residual",
             "attn_split",
             "attn_split_ahead",
             "attn_split_merge",
-            "prefill_attention",
             "rmsnorm_gate_up_silu_tiles",
             "rmsnorm_mlp_tiles"
         ]
+    );
+}
+
+/// `EmitOptions::frag_rows` (`TESSERA_FRAG_ROWS=1`; off until measured): only the kernels
+/// with FlashAttention's chained dots change, their key loop keeps the softmax in the
+/// fragment's registers (no shared memory but the cp.async ring; one barrier a key block,
+/// the ring's) and feeds P to the second dot from registers; each compiles for sm_80, and
+/// for sm_90 through ptxas without spilling. (The same outputs on the emulated CTAs, within
+/// a bf16 ulp: `tests/dot_kernels.rs`, `model/tests/kernels_emulated.rs`.)
+#[test]
+fn flash_attention_softmax_stays_in_registers_with_frag_rows() {
+    let mut all: Vec<_> = shipped_specialised()
+        .into_iter()
+        .map(|(name, spec, warps)| (name, spec, warps, DEFAULT_NUM_STAGES))
+        .collect();
+    let p = PrefillTiles::gpu();
+    let u = |v: usize| ConstVal::Int(v as i64);
+    let cx = [("BM", u(p.attn_bm)), ("BN", u(p.attn_bn)), ("D", u(128))];
+    let pa = prefill_attention::KERNEL.specialize(&cx).unwrap();
+    all.push(("prefill_attention", pa, p.attn_warps, p.attn_stages));
+    // The attention example's first tile: 128 x 64 on 8 warps.
+    let cx = [
+        ("BM", u(128)),
+        ("BN", u(64)),
+        ("D", u(128)),
+        ("CAUSAL", ConstVal::Bool(true)),
+    ];
+    let at = attention::KERNEL.specialize(&cx).unwrap();
+    all.push(("attention 128x64", at, 8, 2));
+    let mut changed = vec![];
+    for (name, spec, warps, stages) in all {
+        let base = EmitOptions {
+            divisible16: vec![true; spec.params.len()],
+            num_stages: stages,
+            vector_atomics: true,
+            warp_replica_reductions: true,
+            row_values_once: true,
+            elide_reuse_syncs: true,
+            ..EmitOptions::new(warps)
+        };
+        let before = emit(&spec, &base).unwrap().code;
+        let opts = EmitOptions {
+            frag_rows: true,
+            ..base
+        };
+        let code = emit(&spec, &opts).unwrap().code;
+        if code == before {
+            continue;
+        }
+        changed.push(name.to_string());
+        let syncs = |c: &str| c.matches("__syncthreads()").count();
+        assert!(syncs(&code) < syncs(&before), "{name}: fewer barriers");
+        assert!(
+            code.contains("quad shuffles"),
+            "{name}: rows reduced in the quads"
+        );
+        assert!(
+            code.contains("// A from registers"),
+            "{name}: P from registers"
+        );
+        // The loop body's only shared memory is the ring's (and Q's tile before it).
+        assert!(!code.contains("_smem["), "{name}: nothing staged\n{code}");
+        assert!(
+            !code.contains("_res["),
+            "{name}: no reduction result in shared memory"
+        );
+        compiles_without_spills(name, &code);
+    }
+    changed.sort();
+    assert_eq!(
+        changed,
+        ["attention", "attention 128x64", "prefill_attention"]
     );
 }

@@ -290,6 +290,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             warp_replica_reductions: false,
             row_values_once: false,
             elide_reuse_syncs: false,
+            frag_rows: false,
             dep_hook: None,
         },
     )
@@ -479,6 +480,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             warp_replica_reductions: false,
             row_values_once: false,
             elide_reuse_syncs: false,
+            frag_rows: false,
             dep_hook: None,
         },
     )
@@ -1160,6 +1162,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         warp_replica_reductions: false,
         row_values_once: false,
         elide_reuse_syncs: false,
+        frag_rows: false,
         dep_hook: None,
     }
 }
@@ -1246,6 +1249,7 @@ const WGMMA: Variant = Variant {
     warp_reduce: false,
     row_values: false,
     reuse_sync: false,
+    frag_rows: false,
 };
 
 /// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
@@ -1257,6 +1261,7 @@ const IN_FLIGHT: Variant = Variant {
     warp_reduce: false,
     row_values: false,
     reuse_sync: false,
+    frag_rows: false,
 };
 
 #[test]
@@ -1278,6 +1283,7 @@ fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
                 warp_reduce: false,
                 row_values: false,
                 reuse_sync: false,
+                frag_rows: false,
             };
             wgmma_run(c, v, 41 + i as u64);
         }

@@ -39,15 +39,16 @@ fn rope_rows(d: usize, max_seq: usize) -> HostMem {
     )
 }
 
-/// `v` rounded to bf16 (as the kernels' bf16 inputs hold it), as f32.
 /// The lowerings the shipped kernels are emitted with (`KernelDef`'s defaults): reductions
 /// of replicated rows in each warp, per-row values once per row, a loop's reuse barriers
-/// elided after an earlier barrier of the iteration.
+/// elided after an earlier barrier of the iteration, and a tensor-core tile's rows reduced
+/// in its registers (no decode kernel has one; prefill's attention does).
 fn shipped() -> Variant {
     Variant {
         warp_reduce: true,
         row_values: true,
         reuse_sync: true,
+        frag_rows: true,
         ..Variant::default()
     }
 }
@@ -63,7 +64,7 @@ fn reuse_barriers() -> Variant {
 
 /// The reduction lowerings added one by one, from none to `shipped()`'s: replicated rows
 /// reduced in each warp, then per-row values once per row, then the loops' reuse barriers
-/// elided.
+/// elided (`frag_rows`, the last, changes no kernel without a `dot`).
 fn lowerings_one_by_one() -> [Variant; 4] {
     let v = |warp_reduce, row_values, reuse_sync| Variant {
         warp_reduce,
@@ -271,6 +272,17 @@ fn attention_emulated_equals_the_interpreter() {
         &kern,
         p.attn_warps,
         p.attn_stages,
+        grid,
+        bufs.clone(),
+        &sc,
+        3,
+    );
+    // As shipped: the softmax in the fragment's registers, P into the second dot from them
+    // (`EmitOptions::frag_rows`).
+    same_as_interpreter_as(
+        "prefill_attention T=20 start=17 D=32, as shipped",
+        &kern,
+        (p.attn_warps, p.attn_stages, shipped()),
         grid,
         bufs,
         &sc,

@@ -325,10 +325,15 @@ impl Emitter<'_> {
         // Operands: a ring slot (pipelined), a tile written before the loop (loop-invariant),
         // or written now from registers.
         let mut wrote = false;
-        // As 32-bit shared-memory addresses.
-        let a_smem = match self.pipelined_tile(a) {
-            Some(t) => t,
-            None => match self.pipe.hoisted.get(&a) {
+        // As 32-bit shared-memory addresses; `None`: A from the registers it is in.
+        let a_regs = self.a_in_registers(a, f);
+        if a_regs.is_some() {
+            self.line("// A from the registers it was computed in (EmitOptions::frag_rows), B by ldmatrix");
+        }
+        let a_smem = match (a_regs, self.pipelined_tile(a)) {
+            (Some(_), _) => None,
+            (None, Some(t)) => Some(t),
+            (None, None) => Some(match self.pipe.hoisted.get(&a) {
                 Some(t) => format!("tsr_saddr_of({t})"),
                 None => {
                     wrote = true;
@@ -337,7 +342,7 @@ impl Emitter<'_> {
                         self.swizzled_tile(a, d, "dot operand a")?
                     )
                 }
-            },
+            }),
         };
         let (b_src, b_nk) = match &self.f.defs[b.0 as usize] {
             Some(Op::Trans(x)) => (*x, true),
@@ -376,14 +381,17 @@ impl Emitter<'_> {
             f.wn, f.wn
         ));
         self.line("(void)wrow; (void)wcol;");
-        self.ldmatrix_lane_bases(&a_smem, &b_smem, b_nk, f, (kk, n));
+        self.ldmatrix_lane_bases(a_smem.as_deref(), &b_smem, b_nk, f, (kk, n));
         self.line("#pragma unroll");
         self.open(format!(
             "for (int kstep = 0; kstep < {}; ++kstep) {{",
             kk / 16
         ));
         self.line(format!("unsigned fa[{mt}][4], fb[{nt}][2];"));
-        self.ldmatrix_from_bases(b_nk, f, (kk, n));
+        if let Some(al) = a_regs {
+            self.a_from_registers(a, al, d, f, kk)?;
+        }
+        self.ldmatrix_from_bases(a_smem.is_some(), b_nk, f, (kk, n));
         self.line("#pragma unroll");
         self.line(format!("for (int mi = 0; mi < {mt}; ++mi)"));
         self.line("#pragma unroll");
@@ -394,6 +402,52 @@ impl Emitter<'_> {
         self.close("}");
         let _ = m;
         self.regs[id.0 as usize] = true;
+        Ok(())
+    }
+
+    /// `EmitOptions::frag_rows`: the layout of A when it can enter the `mma` from its
+    /// registers: A `[M, K]` is in the accumulator layout of the same warp rows as the
+    /// `dot` (`wn` 1 for both: each warp holds whole rows), so a lane's two n8 tiles `2k`
+    /// and `2k + 1` of A are the k16 A fragment of k step `k` (rows g and g + 8, columns
+    /// 2q, 2q + 1 and 8 more: PTX ISA, mma.m16n8k16's A and C fragments).
+    fn a_in_registers(&mut self, a: ValueId, f: Frag) -> Option<usize> {
+        if !self.frag_rows || f.wn != 1 || f.interleaved || self.pipe.hoisted.contains_key(&a) {
+            return None;
+        }
+        let al = self.lay_of_value(a).ok()?;
+        let fa = self.layouts[al].frag?;
+        ((fa.wm, fa.wn, fa.mt, fa.interleaved) == (f.wm, 1, f.mt, false)).then_some(al)
+    }
+
+    /// In a k step: `fa` from A's registers (layout `al`): fragment register `2h + c` of
+    /// m16 tile mi is A's n8 tile `2 kstep + c`, slots `2h` and `2h + 1` (row g + 8h).
+    fn a_from_registers(&mut self, a: ValueId, al: usize, d: DType, f: Frag, kk: usize) -> R<()> {
+        let nta = kk / 8;
+        let pack = if d == DType::BF16 {
+            "tsr_pack_bf16"
+        } else {
+            "tsr_pack_f16"
+        };
+        // `x.to(bf16)` of an f32 x: the pack rounds x itself, the same bits.
+        let a = match self.f.defs[a.0 as usize] {
+            Some(Op::Cast(x)) if self.k.ty(x).elem == Elem::Num(DType::F32) => x,
+            _ => a,
+        };
+        let at = |me: &Self, s: String| -> R<String> {
+            Ok(strip(&me.access(a, &At::Slot { lay: al, s })?))
+        };
+        self.line(
+            "// A from registers: its n8 tiles 2 kstep and 2 kstep + 1 are this k step's fragment",
+        );
+        self.line("#pragma unroll");
+        self.open(format!("for (int mi = 0; mi < {}; ++mi) {{", f.mt));
+        for r in 0..4 {
+            let base = format!("(mi * {nta} + 2 * kstep + {}) * 4 + {}", r / 2, 2 * (r % 2));
+            let lo = at(self, base.clone())?;
+            let hi = at(self, format!("{base} + 1"))?;
+            self.line(format!("fa[mi][{r}] = {pack}({lo}, {hi});"));
+        }
+        self.close("}");
         Ok(())
     }
 
@@ -431,7 +485,7 @@ impl Emitter<'_> {
     /// residue `2 * j` (see [`LaneBases`]); `a_smem`, `b_smem`: the tiles' 32-bit addresses.
     fn ldmatrix_lane_bases(
         &mut self,
-        a_smem: &str,
+        a_smem: Option<&str>,
         b_smem: &str,
         b_nk: bool,
         f: Frag,
@@ -444,22 +498,33 @@ impl Emitter<'_> {
         } else {
             LaneBases::new(n, nt / 2)
         };
-        self.line(format!(
-            "// ldmatrix addresses: per lane, {} + {} shared addresses (one per residue of the swizzle's chunk XOR); each ldmatrix adds a constant",
-            la.count, lb.count
-        ));
-        self.line(format!(
-            "tsr_saddr lds_a[{}], lds_b[{}];",
-            la.count, lb.count
-        ));
-        // A: lane l at row wrow * 16mt + l % 16 (interleaved: wrow * 16), chunk 2j + l / 16.
-        let arow = format!("wrow * {} + lane % 16", f.warp_row_step());
-        self.line("#pragma unroll");
-        self.line(format!(
-            "for (int j = 0; j < {}; ++j) lds_a[j] = {a_smem} + 2 * ({});",
-            la.count,
-            swz_c(&arow, "2 * j + lane / 16", kk)
-        ));
+        match a_smem {
+            Some(a_smem) => {
+                self.line(format!(
+                    "// ldmatrix addresses: per lane, {} + {} shared addresses (one per residue of the swizzle's chunk XOR); each ldmatrix adds a constant",
+                    la.count, lb.count
+                ));
+                self.line(format!(
+                    "tsr_saddr lds_a[{}], lds_b[{}];",
+                    la.count, lb.count
+                ));
+                // A: lane l at row wrow * 16mt + l % 16 (interleaved: wrow * 16), chunk 2j + l / 16.
+                let arow = format!("wrow * {} + lane % 16", f.warp_row_step());
+                self.line("#pragma unroll");
+                self.line(format!(
+                    "for (int j = 0; j < {}; ++j) lds_a[j] = {a_smem} + 2 * ({});",
+                    la.count,
+                    swz_c(&arow, "2 * j + lane / 16", kk)
+                ));
+            }
+            None => {
+                self.line(format!(
+                    "// ldmatrix addresses of B: per lane, {} shared addresses (one per residue of the swizzle's chunk XOR); each ldmatrix adds a constant",
+                    lb.count
+                ));
+                self.line(format!("tsr_saddr lds_b[{}];", lb.count));
+            }
+        }
         let b_off = if b_nk {
             // [n][k] rows: lane l at row wcol * 8nt + l % 8 + (l / 16) * 8, chunk 2j + (l / 8) % 2.
             let brow = format!("wcol * {} + lane % 8 + lane / 16 * 8", nt * 8);
@@ -477,16 +542,18 @@ impl Emitter<'_> {
 
     /// In a k step: the fragments from `lds_a`, `lds_b`, each `ldmatrix` a base plus a
     /// constant.
-    fn ldmatrix_from_bases(&mut self, b_nk: bool, f: Frag, (kk, n): (usize, usize)) {
+    fn ldmatrix_from_bases(&mut self, a: bool, b_nk: bool, f: Frag, (kk, n): (usize, usize)) {
         let (mt, nt) = (f.mt, f.nt);
         let la = LaneBases::new(kk, kk / 16);
-        self.line("#pragma unroll");
-        self.line(format!(
-            "for (int mi = 0; mi < {mt}; ++mi) tsr_ldmatrix_x4(fa[mi], lds_a[{}] + 2 * (mi * {} + {} * 8));",
-            la.index("kstep * 2"),
-            f.mi_step() * kk,
-            la.high("kstep * 2")
-        ));
+        if a {
+            self.line("#pragma unroll");
+            self.line(format!(
+                "for (int mi = 0; mi < {mt}; ++mi) tsr_ldmatrix_x4(fa[mi], lds_a[{}] + 2 * (mi * {} + {} * 8));",
+                la.index("kstep * 2"),
+                f.mi_step() * kk,
+                la.high("kstep * 2")
+            ));
+        }
         self.line("#pragma unroll");
         self.open(format!("for (int nj = 0; nj < {}; ++nj) {{", nt / 2));
         self.line("unsigned r4[4];");

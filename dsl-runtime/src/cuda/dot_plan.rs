@@ -38,13 +38,21 @@ pub(crate) struct Wgmma {
 }
 
 /// Decides every `dot` of a specialised kernel for `threads` threads: the plans, and the
-/// `[M, N]` shapes that take the accumulator fragment layout.
+/// `[M, N]` shapes that take the accumulator fragment layout. With `rows_whole`
+/// (`EmitOptions::frag_rows`), the dots of an M that some chained dot has ([`chained_ms`])
+/// tile M only, so each warp holds whole rows of each accumulator.
 pub(crate) fn plan_dots(
     k: &Kernel,
     threads: usize,
+    rows_whole: bool,
 ) -> (BTreeMap<ValueId, DotPlan>, BTreeMap<Vec<usize>, Frag>) {
     let mut plans = BTreeMap::new();
     let mut frags: BTreeMap<Vec<usize>, Frag> = BTreeMap::new();
+    let chained = if rows_whole {
+        chained_ms(k)
+    } else {
+        Default::default()
+    };
     walk(&k.body, &mut |s| {
         let Stmt::Let {
             id,
@@ -77,7 +85,14 @@ pub(crate) fn plan_dots(
                 None,
                 format!("FMA fallback: M={m}, N={n}, K={kk} are not all multiples of 16"),
             )
-        } else if let Some(f) = frags.get(&od).copied().or_else(|| warp_grid(m, n, threads)) {
+        } else if let Some(f) = frags.get(&od).copied().or_else(|| {
+            let along_m = threads / 32;
+            if chained.contains(&m) && m.is_multiple_of(16 * along_m) && n.is_multiple_of(8) {
+                Layout::mma(m, n, along_m, 1).frag
+            } else {
+                warp_grid(m, n, threads)
+            }
+        }) {
             frags.insert(od.clone(), f);
             plan(
                 Some(f),
@@ -103,6 +118,41 @@ pub(crate) fn plan_dots(
         plans.insert(*id, p);
     });
     (plans, frags)
+}
+
+/// The M of every `dot` whose A operand is computed from another `dot`'s result (through
+/// elementwise ops and casts only: FlashAttention's `dot(p.to(bf16), v)`, p from
+/// `dot(q, trans(k))`). Such a chain keeps whole rows in each warp (Triton's rule for
+/// chained dots), so the rows reduce in registers and the A operand comes from them.
+pub(crate) fn chained_ms(k: &Kernel) -> std::collections::BTreeSet<usize> {
+    let mut defs: BTreeMap<ValueId, Op> = BTreeMap::new();
+    walk(&k.body, &mut |s| {
+        if let Stmt::Let { id, op, .. } = s {
+            defs.insert(*id, op.clone());
+        }
+    });
+    fn from_dot(defs: &BTreeMap<ValueId, Op>, v: ValueId, depth: usize) -> bool {
+        if depth > 64 {
+            return false;
+        }
+        let go = |x: &ValueId| from_dot(defs, *x, depth + 1);
+        match defs.get(&v) {
+            Some(Op::Dot { .. }) => true,
+            Some(Op::Unary(_, x) | Op::Cast(x)) => go(x),
+            Some(Op::Binary(_, x, y)) => go(x) || go(y),
+            Some(Op::Where(_, x, y)) => go(x) || go(y),
+            _ => false,
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    for op in defs.values() {
+        if let Op::Dot { a, .. } = op {
+            if from_dot(&defs, *a, 0) {
+                out.insert(k.ty(*a).dims()[0]);
+            }
+        }
+    }
+    out
 }
 
 /// The warp grid whose warps load the fewest fragments per k step (`mt` ldmatrix.x4 for A,

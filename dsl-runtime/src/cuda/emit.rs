@@ -129,6 +129,11 @@ pub(crate) struct Emitter<'a> {
     dot_plans: BTreeMap<ValueId, dot_plan::DotPlan>,
     /// `[M, N]` shapes in the tensor-core accumulator layout.
     frag_shapes: BTreeMap<Vec<usize>, layout::Frag>,
+    /// `EmitOptions::frag_rows`: per M, the fragment whose rows the `[M]` and `[M, 1]`
+    /// tiles take (`Layout::rows_of`): one that the kernel reduces along its rows.
+    row_frags: BTreeMap<usize, layout::Frag>,
+    /// `EmitOptions::frag_rows`.
+    pub(super) frag_rows: bool,
     /// Whether the code calls the `mma` helpers (`dot::MMA_HELPERS`).
     pub uses_mma: bool,
     /// The `wgmma` instructions the code calls (`wgmma.rs`): (N, f16 rather than bf16, B
@@ -212,6 +217,8 @@ impl<'a> Emitter<'a> {
             pending: vec![],
             dot_plans: BTreeMap::new(),
             frag_shapes: BTreeMap::new(),
+            row_frags: BTreeMap::new(),
+            frag_rows: opts.frag_rows,
             uses_mma: false,
             wgmma_insns: Default::default(),
             pipe: pipeline::Pipes::default(),
@@ -226,7 +233,7 @@ impl<'a> Emitter<'a> {
             dep_covered: false,
             block_depth: 0,
         };
-        (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads);
+        (e.dot_plans, e.frag_shapes) = dot_plan::plan_dots(k, e.threads, opts.frag_rows);
         e.pipe = pipeline::plan(k, &e.f, &e.dot_plans, opts.num_stages, opts.ring_unroll);
         if opts.wgmma {
             dot_plan::plan_wgmma(
@@ -240,6 +247,22 @@ impl<'a> Emitter<'a> {
             if opts.wgmma_in_flight {
                 pipeline::keep_wgmma_in_flight(k, &e.dot_plans, &mut e.pipe);
             }
+        }
+        if opts.frag_rows {
+            walk(&k.body, &mut |s| {
+                if let Stmt::Let {
+                    op: Op::Reduce { x, axis, .. },
+                    ..
+                } = s
+                {
+                    let d = k.ty(*x).dims();
+                    if d.len() == 2 && *axis == 1 {
+                        if let Some(f) = e.frag_shapes.get(&d) {
+                            e.row_frags.entry(d[0]).or_insert(*f);
+                        }
+                    }
+                }
+            });
         }
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
@@ -381,9 +404,14 @@ impl<'a> Emitter<'a> {
         if dims.len() > 2 {
             return Err(self.err("tiles of rank > 2 are not supported"));
         }
-        let l = match self.frag_shapes.get(dims) {
-            Some(f) => Layout::of_frag(*f),
-            None => Layout::new(dims, self.threads, self.vec),
+        let rows_of = match dims {
+            [m] | [m, 1] => self.row_frags.get(m),
+            _ => None,
+        };
+        let l = match (self.frag_shapes.get(dims), rows_of) {
+            (Some(f), _) => Layout::of_frag(*f),
+            (None, Some(f)) => Layout::rows_of(*f, dims.len()),
+            (None, None) => Layout::new(dims, self.threads, self.vec),
         };
         if l.slots() > 1024 {
             return Err(self.err(format!(
@@ -1046,7 +1074,7 @@ impl<'a> Emitter<'a> {
     fn broadcast_values_once(&mut self, op: &Op, lay: usize, n: &str) -> R<()> {
         let l = &self.layouts[lay];
         let (per, passes) = (l.chunks * l.vec, l.passes);
-        if !self.row_values_once || per <= 1 || l.frag.is_some() || l.rank() != 2 {
+        if !self.row_values_once || per <= 1 || !l.blocked() || l.rank() != 2 {
             return Ok(());
         }
         let operands: Vec<ValueId> = match op {
@@ -1172,6 +1200,17 @@ impl<'a> Emitter<'a> {
                 // The same columns in every pass over the rows.
                 self.open_slots(dl, "s");
                 self.line(format!("{n}[s] = {xn}[s % {k}];"));
+                self.close("}");
+            } else if let Some(f) = self.layouts[dl].frag.filter(|f| {
+                self.layouts[sl].rows_of.is_some()
+                    && slots
+                        .iter()
+                        .enumerate()
+                        .all(|(s, m)| *m == Some(s / (4 * f.nt) * 2 + s % 4 / 2))
+            }) {
+                // A row value over the fragment: slot (mi, ni, r) reads row slot 2 mi + r / 2.
+                self.open_slots(dl, "s");
+                self.line(format!("{n}[s] = {xn}[s / {} * 2 + s % 4 / 2];", 4 * f.nt));
                 self.close("}");
             } else {
                 for (s, m) in slots.iter().enumerate() {

@@ -65,6 +65,9 @@ pub struct Layout {
     /// `Some` for the tensor-core accumulator layout (then `tpr`, `rpp`, `passes` and
     /// `chunks` do not describe it: reductions go through shared memory).
     pub frag: Option<Frag>,
+    /// `Some` for the rows of a tensor-core tile (`EmitOptions::frag_rows`): an `[M]` or
+    /// `[M, 1]` tile held where the `[M, N]` fragment holds its rows ([`Layout::rows_of`]).
+    pub rows_of: Option<Frag>,
     /// The tile's shape: `[N]` or `[M, N]`.
     pub dims: Vec<usize>,
     /// Threads per program.
@@ -101,6 +104,7 @@ impl Layout {
         let rpp = threads / tpr;
         Layout {
             frag: None,
+            rows_of: None,
             dims: dims.to_vec(),
             threads,
             vec,
@@ -133,6 +137,7 @@ impl Layout {
         let (wm, wn) = (frag.wm, frag.wn);
         Layout {
             frag: Some(frag),
+            rows_of: None,
             dims: vec![m, n],
             threads: 32 * wm * wn,
             vec: 2,
@@ -141,6 +146,40 @@ impl Layout {
             passes: 2 * frag.mt,
             chunks: frag.nt,
         }
+    }
+
+    /// The rows of fragment `frag` as an `[M]` (`rank` 1) or `[M, 1]` (`rank` 2) tile, `M`
+    /// the fragment's rows: each thread holds the rows its accumulator slots sit in, slot
+    /// `2 * mi + h` row `wrow * step + mi * mi_step + lane / 4 + 8h` (see [`Frag`]), so a
+    /// row value broadcast over the fragment is a register read, and a reduction of the
+    /// fragment along its rows ends in the threads that hold them. The four lanes of a quad
+    /// and the warps of a warp row hold the same rows: lane % 4 == 0 of warp column 0 owns
+    /// them, the others are replicas.
+    pub fn rows_of(frag: Frag, rank: usize) -> Layout {
+        let m = 16 * frag.wm * frag.mt;
+        Layout {
+            frag: None,
+            rows_of: Some(frag),
+            dims: if rank == 1 { vec![m] } else { vec![m, 1] },
+            threads: 32 * frag.wm * frag.wn,
+            vec: 1,
+            tpr: 1,
+            rpp: 1,
+            passes: 2 * frag.mt,
+            chunks: 1,
+        }
+    }
+
+    /// A layout of rows over warps and columns over lanes (`Layout::new`), whose `tpr`,
+    /// `rpp`, `passes`, `chunks` and `vec` describe it.
+    pub fn blocked(&self) -> bool {
+        self.frag.is_none() && self.rows_of.is_none()
+    }
+
+    /// Whether some threads hold copies of elements they do not own (they load and compute,
+    /// never store or reduce).
+    pub fn has_replicas(&self) -> bool {
+        self.replicated() || self.rows_of.is_some()
     }
 
     pub fn rank(&self) -> usize {
@@ -161,6 +200,9 @@ impl Layout {
         if let Some(f) = self.frag {
             return f.mt * f.nt * 4;
         }
+        if let Some(f) = self.rows_of {
+            return 2 * f.mt;
+        }
         self.passes * self.chunks * self.vec
     }
     /// The logical (row, column) of slot `s` of thread `t` (row is 0 for 1-D tiles).
@@ -172,6 +214,11 @@ impl Layout {
                 (w / f.wn) * f.warp_row_step() + mi * f.mi_step() + l / 4 + 8 * (r / 2),
                 (w % f.wn) * f.nt * 8 + ni * 8 + 2 * (l % 4) + r % 2,
             );
+        }
+        if let Some(f) = self.rows_of {
+            let (w, l) = (t / 32, t % 32);
+            let row = (w / f.wn) * f.warp_row_step() + s / 2 * f.mi_step() + l / 4 + 8 * (s % 2);
+            return if self.rank() == 1 { (0, row) } else { (row, 0) };
         }
         let (r, c) = (t / self.tpr, t % self.tpr);
         let v = s % self.vec;
@@ -197,6 +244,9 @@ impl Layout {
     }
     /// The slot in which thread `t` holds element (i, j), as its owner or a replica.
     pub fn slot_of(&self, t: usize, i: usize, j: usize) -> Option<usize> {
+        if self.rows_of.is_some() {
+            return (0..self.slots()).find(|&s| self.index(t, s) == (i, j));
+        }
         if self.replicated() {
             let (ot, s) = self.owner(i, j);
             (i == 0 && ot == t % self.tpr).then_some(s)
@@ -217,6 +267,16 @@ impl Layout {
             let t = (wmi * f.wn + wni) * 32 + (rr % 8) * 4 + cc / 2;
             return (t, (mi * f.nt + ni) * 4 + (rr / 8) * 2 + cc % 2);
         }
+        if let Some(f) = self.rows_of {
+            // Lane 4g of warp column 0 in the row's warp row.
+            let row = if self.rank() == 1 { j } else { i };
+            let (wmi, mi, rr) = if f.interleaved {
+                (row % (f.wm * 16) / 16, row / (f.wm * 16), row % 16)
+            } else {
+                (row / (f.mt * 16), row % (f.mt * 16) / 16, row % 16)
+            };
+            return (wmi * f.wn * 32 + (rr % 8) * 4, 2 * mi + rr / 8);
+        }
         let (r, a) = (i % self.rpp, i / self.rpp);
         let (jj, v) = (j / self.vec, j % self.vec);
         let (c, b) = (jj % self.tpr, jj / self.tpr);
@@ -229,6 +289,9 @@ impl Layout {
             for s in 0..self.slots() {
                 if self.valid(t, s) {
                     let (i, j) = self.index(t, s);
+                    if self.rows_of.is_some() && self.owner(i, j) != (t, s) {
+                        continue; // a replica's copy
+                    }
                     out.push((t, s, i, j));
                 }
             }
@@ -256,6 +319,16 @@ impl Layout {
             return format!(
                 "[{}]: {tiles}; lane l holds, per tile (mi, ni), rows l/4 and l/4 + 8, columns 2*(l%4) and +1",
                 shape.join(", "),
+            );
+        }
+        if let Some(f) = self.rows_of {
+            return format!(
+                "[{}]: the rows of the mma.sync accumulator fragment ({}x{} warps, {} m16 tiles each): lane l holds rows l/4 and l/4 + 8 of each m16 tile; lane 4g of warp column 0 owns them, the other lanes of its quad{} are replicas",
+                shape.join(", "),
+                f.wm,
+                f.wn,
+                f.mt,
+                if f.wn > 1 { " and the other warp columns" } else { "" }
             );
         }
         if self.replicated() {
@@ -314,6 +387,13 @@ impl Layout {
             };
             return format!("({w}{m}tid % 32 / 4 + {s} % 4 / 2 * 8)");
         }
+        if let Some(f) = self.rows_of {
+            return if self.rank() == 1 {
+                "0".into()
+            } else {
+                self.slice_row_expr(f, s)
+            };
+        }
         if self.replicated() {
             return "0".into(); // the one row, in every row group
         }
@@ -349,6 +429,13 @@ impl Layout {
             };
             return format!("({w}{n}tid % 4 * 2 + {s} % 2)");
         }
+        if let Some(f) = self.rows_of {
+            return if self.rank() == 1 {
+                self.slice_row_expr(f, s)
+            } else {
+                "0".into()
+            };
+        }
         let c = if self.tpr == 1 {
             None
         } else if self.tpr == self.threads {
@@ -379,10 +466,25 @@ impl Layout {
             (Some(c), v) => format!("(({c}) * {v} + {s} % {v})"),
         }
     }
+    /// The row of slot `s` of a [`Layout::rows_of`] layout, as C.
+    fn slice_row_expr(&self, f: Frag, s: &str) -> String {
+        let w = if f.wm == 1 {
+            String::new()
+        } else {
+            format!("tid / {} * {} + ", 32 * f.wn, f.warp_row_step())
+        };
+        let m = if f.mt == 1 {
+            String::new()
+        } else {
+            format!("{s} / 2 * {} + ", f.mi_step())
+        };
+        format!("({w}{m}tid % 32 / 4 + {s} % 2 * 8)")
+    }
+
     /// Whether the slot holds a real element (not padding; a replica's copy counts), as a
     /// C expression; `None` when every slot of every thread is real.
     pub fn valid_expr(&self, name: &str, s: &str) -> Option<String> {
-        if self.frag.is_some() {
+        if !self.blocked() {
             return None; // every slot of every thread is real
         }
         let mut conds = vec![];
@@ -401,6 +503,13 @@ impl Layout {
     /// For a replicated layout, whether this thread is the owner rather than a replica
     /// (a C expression, the same for every slot).
     pub fn owner_expr(&self) -> Option<String> {
+        if let Some(f) = self.rows_of {
+            return Some(if f.wn == 1 {
+                "tid % 4 == 0".into()
+            } else {
+                format!("tid % 4 == 0 && tid / 32 % {} == 0", f.wn)
+            });
+        }
         self.replicated().then(|| format!("tid < {}", self.tpr))
     }
 }
@@ -633,6 +742,50 @@ mod tests {
                     assert_eq!((ci, cj), (want.0 as i64, want.1 as i64));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn rows_of_a_fragment_sit_where_the_fragment_holds_them() {
+        for (m, n, wm, wn) in [
+            (128, 64, 8, 1),
+            (128, 64, 4, 2),
+            (64, 128, 2, 2),
+            (16, 8, 1, 1),
+        ] {
+            let frag = Layout::mma(m, n, wm, wn);
+            let f = frag.frag.unwrap();
+            let rows = Layout::rows_of(f, 1);
+            let col = Layout::rows_of(f, 2);
+            assert_eq!((rows.dims.clone(), col.dims.clone()), (vec![m], vec![m, 1]));
+            check_cover(&rows);
+            check_cover(&col);
+            for t in [0usize, 5, frag.threads / 2 + 3, frag.threads - 1] {
+                for s in 0..rows.slots() {
+                    let (_, j) = rows.index(t, s);
+                    assert_eq!(
+                        eval_c(&rows.col_expr("s"), t, s),
+                        j as i64,
+                        "{rows:?} t={t} s={s}"
+                    );
+                    assert_eq!(eval_c(&col.row_expr("s"), t, s), j as i64);
+                    assert_eq!(col.index(t, s), (j, 0));
+                }
+            }
+            // expand_dims, then the broadcast over the fragment: register copies, the
+            // fragment's slot (mi, ni, r) reading row slot 2 mi + r / 2.
+            let e = register_view(&col, &rows, &|i, _| (0, i)).expect("same rows");
+            assert!(e.iter().enumerate().all(|(s, x)| *x == Some(s)));
+            let b = register_view(&frag, &col, &|i, _| (i, 0)).expect("rows in registers");
+            for (s, x) in b.iter().enumerate() {
+                assert_eq!(*x, Some(s / (4 * f.nt) * 2 + s % 4 / 2));
+            }
+            // Owners: lane 4g of warp column 0; every other thread a replica.
+            let owners = (0..frag.threads)
+                .filter(|&t| t % 4 == 0 && t / 32 % wn == 0)
+                .count();
+            assert_eq!(owners * rows.slots(), m);
+            assert!(rows.has_replicas() && !rows.blocked() && !rows.replicated());
         }
     }
 

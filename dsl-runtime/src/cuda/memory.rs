@@ -29,7 +29,7 @@ impl Emitter<'_> {
         let mut m = self.mem_op_of(ptr, MemKind::Load);
         let replicated = !self.k.ty(ptr).is_scalar() && {
             let l = self.lay_of_value(ptr)?;
-            self.layouts[l].replicated()
+            self.layouts[l].has_replicas()
         };
         if replicated {
             // Replicas read what owners write: not "the same element by the same thread".

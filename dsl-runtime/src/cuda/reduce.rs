@@ -129,8 +129,12 @@ impl Emitter<'_> {
         let xt = self.k.ty(x).clone();
         let d = num(xt.elem);
         let mut lay = self.lay_of_value(x)?;
-        if self.layouts[lay].frag.is_some() {
-            // The tensor-core layout: read x through shared memory in a blocked layout.
+        if self.reduce_frag_rows(id, op, x, axis, src)? {
+            return Ok(());
+        }
+        if !self.layouts[lay].blocked() {
+            // The tensor-core layout (or its rows): read x through shared memory in a
+            // blocked layout.
             if !self.recomputable(x) {
                 self.stage(x)?;
             }
@@ -186,6 +190,122 @@ impl Emitter<'_> {
         }
         self.close("}");
         Ok(())
+    }
+
+    /// `EmitOptions::frag_rows`: a tensor-core fragment reduced along its rows into the
+    /// fragment's rows (`Layout::rows_of`): each thread folds its slots of a row in column
+    /// order, the quad's four lanes combine theirs by butterfly (a + b = b + a: every lane
+    /// the same bits), and with several warp columns each warp's partial goes through
+    /// shared memory, every thread folding them in warp order. Returns false (nothing
+    /// written) when the reduction is not of that form.
+    fn reduce_frag_rows(
+        &mut self,
+        id: ValueId,
+        op: ReduceOp,
+        x: ValueId,
+        axis: usize,
+        src: &Src,
+    ) -> R<bool> {
+        let (xt, out_t) = (self.k.ty(x).clone(), self.k.ty(id).clone());
+        let d = num(xt.elem);
+        let xl = self.lay_of_value(x)?;
+        let Some(f) = self.layouts[xl].frag else {
+            return Ok(false);
+        };
+        if axis != 1
+            || out_t.is_scalar()
+            || !d.is_float()
+            || !matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min)
+        {
+            return Ok(false);
+        }
+        let ol = self.layout_of(&out_t.dims())?;
+        let same_rows = self.layouts[ol].rows_of.is_some_and(|g| {
+            (g.wm, g.wn, g.mt, g.interleaved) == (f.wm, f.wn, f.mt, f.interleaved)
+        });
+        if !same_rows {
+            return Ok(false);
+        }
+        let n = self.value_name(id, src);
+        let what = format!("{}({n}) over axis 1", op.name());
+        let (ident, _) = identity(op, d);
+        let rows = 2 * f.mt;
+        let xs = self.access(
+            x,
+            &At::Slot {
+                lay: xl,
+                s: "s".into(),
+            },
+        )?;
+        self.line(format!("float {n}[{rows}];"));
+        self.open(format!(
+            "{{  // {what}: per-thread partials of the fragment's rows, quad shuffles{}",
+            if f.wn > 1 {
+                ", then shared memory across warp columns"
+            } else {
+                ""
+            }
+        ));
+        self.line(format!("float acc[{rows}];"));
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int a = 0; a < {rows}; ++a) acc[a] = {ident};"
+        ));
+        // Slot (mi, ni, r) is row slot 2 mi + r / 2 (`Frag`).
+        let acc = format!("acc[s / {} * 2 + s % 4 / 2]", 4 * f.nt);
+        self.step_over_slots(xl, &None, &step_c(op, &acc, "", &strip(&xs), ""));
+        self.line("// combine the quad's four lanes (they hold the same rows): butterfly shuffles");
+        self.line("#pragma unroll");
+        self.open("for (int xor_off = 1; xor_off < 4; xor_off *= 2) {");
+        let shfl = "__shfl_xor_sync(0xffffffffu, acc[a], xor_off)";
+        self.line("#pragma unroll");
+        self.line(format!(
+            "for (int a = 0; a < {rows}; ++a) {}",
+            step_c(op, "acc[a]", "", shfl, "")
+        ));
+        self.close("}");
+        let fin = |e: &str| {
+            if op == ReduceOp::Sum {
+                round_c(d, e)
+            } else {
+                e.to_string()
+            }
+        };
+        if f.wn == 1 {
+            self.line("#pragma unroll");
+            self.line(format!(
+                "for (int a = 0; a < {rows}; ++a) {n}[a] = {};",
+                fin("acc[a]")
+            ));
+        } else {
+            let m = xt.dims()[0];
+            let wn = f.wn;
+            let part = self.region(
+                &format!("{n}_part"),
+                "float",
+                m * wn,
+                format!("{what}: one partial per row and warp column"),
+            )?;
+            self.sync_before_reuse();
+            let row = format!("L{ol}_{}(a)", if out_t.rank() == 1 { "j" } else { "i" });
+            self.line("#pragma unroll");
+            self.line(format!(
+                "for (int a = 0; a < {rows}; ++a) if (lane % 4 == 0) {part}[{row} * {wn} + warp % {wn}] = acc[a];"
+            ));
+            self.barrier("");
+            self.line("#pragma unroll");
+            self.open(format!("for (int a = 0; a < {rows}; ++a) {{"));
+            self.line(format!("float r = {part}[{row} * {wn}];"));
+            self.line(format!(
+                "for (int pw = 1; pw < {wn}; ++pw) {}",
+                step_c(op, "r", "", &format!("{part}[{row} * {wn} + pw]"), "")
+            ));
+            self.line(format!("{n}[a] = {};", fin("r")));
+            self.close("}");
+        }
+        self.close("}");
+        self.regs[id.0 as usize] = true;
+        Ok(true)
     }
 
     /// Along the row: a row's elements are held by the `tpr` threads of one row group.

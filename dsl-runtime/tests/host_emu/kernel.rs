@@ -82,6 +82,8 @@ pub struct Variant {
     pub row_values: bool,
     /// `EmitOptions::elide_reuse_syncs`.
     pub reuse_sync: bool,
+    /// `EmitOptions::frag_rows`.
+    pub frag_rows: bool,
 }
 
 /// [`emulate`] with the candidate lowerings of `v`.
@@ -101,6 +103,7 @@ pub fn emulate_variant(
         warp_reduce,
         row_values,
         reuse_sync,
+        frag_rows,
     } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
@@ -117,6 +120,7 @@ pub fn emulate_variant(
             warp_replica_reductions: warp_reduce,
             row_values_once: row_values,
             elide_reuse_syncs: reuse_sync,
+            frag_rows,
             dep_hook: None,
         },
     )

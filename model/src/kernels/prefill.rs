@@ -409,14 +409,16 @@ pub const GPU_CHUNK: usize = 2048;
 pub const INTERPRETER_CHUNK: usize = 512;
 
 impl PrefillTiles {
-    /// On a GPU: Triton's mma.sync matmul tiles (128 x 128 x 32, 4 stages, GROUP_M 8) and
-    /// the attention in 128 x 64 blocks (query rows x keys, 2 stages), with 8 warps: at 4
-    /// warps ptxas (sm_90) puts the gate/up GEMM's two [128, 128] f32 accumulators and the
-    /// attention's state at 255 registers and spills; at 8 warps nothing spills (gemm 159
-    /// registers, gate/up 244, attention 249). The attention's 128-row blocks took 11% off
-    /// the time to first token at 8192 prompt tokens against 64 x 64 blocks on an H200 and
-    /// cost 1.3% at 2048 (fewer programs for the first chunk; docs/PERF.md, session 34).
-    /// `TESSERA_PREFILL_ATTN` overrides the attention's ([`PrefillTiles::with_attn_env`]).
+    /// On a GPU: Triton's mma.sync matmul tiles (128 x 128 x 32, 4 stages, GROUP_M 8) with 8
+    /// warps (at 4 ptxas (sm_90) puts the gate/up GEMM's two [128, 128] f32 accumulators at
+    /// 255 registers and spills; at 8 gemm takes 159 registers, gate/up 244), and the
+    /// attention in 64 x 64 blocks (query rows x keys) on 4 warps, 3 stages: with its softmax
+    /// in the fragment's registers (`EmitOptions::frag_rows`, 229 registers, no spill) each
+    /// warp holds 16 whole rows, as FlashAttention-2's. On an H200 the fastest of five tiles
+    /// at 512 and 2048 prompt tokens (4.3 / 10.4 ms to the first token against 4.6 / 11.2 at
+    /// session 34's 128 x 64 on 8 warps) and 1.3% behind 128 x 128 at 8192 (61.7 / 60.9 ms;
+    /// docs/PERF.md, session 35). `TESSERA_PREFILL_ATTN` overrides the attention's
+    /// ([`PrefillTiles::with_attn_env`]).
     /// On the interpreter: small tiles, so tiny test models do not pay for padding (the GPU
     /// tiles are tested there too).
     pub fn for_device(dev: &Device) -> PrefillTiles {
@@ -442,8 +444,8 @@ impl PrefillTiles {
     }
 
     /// The attention's tiles from `TESSERA_PREFILL_ATTN=BM,BN,WARPS,STAGES` (a knob for an
-    /// A/B on the GPU, e.g. `64,64,8,3`, the tiles before session 34); unset or not four
-    /// numbers, these tiles.
+    /// A/B on the GPU, e.g. `128,128,8,2`, the fastest at 8192 prompt tokens in session 35);
+    /// unset or not four numbers, these tiles.
     pub fn with_attn_env(self) -> PrefillTiles {
         let v = std::env::var("TESSERA_PREFILL_ATTN").unwrap_or_default();
         let n: Vec<usize> = v.split(',').filter_map(|x| x.trim().parse().ok()).collect();
@@ -469,10 +471,10 @@ impl PrefillTiles {
             group_m: 8,
             gemm_warps: 8,
             gemm_stages: 4,
-            attn_bm: 128,
+            attn_bm: 64,
             attn_bn: 64,
-            attn_warps: 8,
-            attn_stages: 2,
+            attn_warps: 4,
+            attn_stages: 3,
             rope_bt: 16,
             row_warps: 4,
         }
