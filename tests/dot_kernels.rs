@@ -169,6 +169,7 @@ fn matmul_wgmma_interpreter_and_emulation() {
                 row_values: false,
                 reuse_sync: false,
                 frag_rows: false,
+                fast_exp2: false,
             };
             let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);
             assert!(
@@ -251,18 +252,23 @@ fn attention_interpreter_and_emulation() {
         // with `EmitOptions::frag_rows` (the softmax in the fragment's registers: quad
         // shuffles, across warp columns through shared memory where the tile leaves
         // several, P into the second dot from registers where each warp holds whole rows).
+        // And with `EmitOptions::fast_exp2` (its `ex2.approx` emulated by the host's exp2f).
         let variants = [
-            (false, false, false),
-            (true, false, false),
-            (false, true, false),
-            (false, true, true),
-            (true, false, true),
+            (false, false, false, false),
+            (true, false, false, false),
+            (false, true, false, false),
+            (false, true, true, false),
+            (true, false, true, false),
+            (false, true, true, true),
         ];
-        for (unroll, reuse_sync, frag_rows) in variants.into_iter().filter(|_| have_gxx()) {
+        for (unroll, reuse_sync, frag_rows, fast_exp2) in
+            variants.into_iter().filter(|_| have_gxx())
+        {
             let v = Variant {
                 ring_unroll: unroll,
                 reuse_sync,
                 frag_rows,
+                fast_exp2,
                 ..Variant::default()
             };
             let e = emulate_variant(&kern, warps, stages, v, grid, &bufs, &sc);

@@ -221,6 +221,7 @@ fn compiles_wgmma(
         row_values_once: false,
         elide_reuse_syncs: false,
         frag_rows: false,
+        fast_exp2: false,
         dep_hook: None,
         ring_unroll,
         ..EmitOptions::new(warps)
@@ -409,6 +410,7 @@ fn f32_tile_atomics_compile_as_vector_reductions() {
             row_values_once: false,
             elide_reuse_syncs: false,
             frag_rows: false,
+            fast_exp2: false,
             dep_hook: None,
             ..EmitOptions::new(warps)
         };
@@ -608,6 +610,14 @@ fn flash_attention_softmax_stays_in_registers_with_frag_rows() {
             !code.contains("_res["),
             "{name}: no reduction result in shared memory"
         );
+        compiles_without_spills(name, &code);
+        // With `EmitOptions::fast_exp2` too: ptxas takes its `ex2.approx.ftz`.
+        let fast = EmitOptions {
+            fast_exp2: true,
+            ..opts.clone()
+        };
+        let code = emit(&spec, &fast).unwrap().code;
+        assert!(code.contains("= tsr_ex2("), "{name}: exp2 as ex2.approx");
         compiles_without_spills(name, &code);
     }
     changed.sort();

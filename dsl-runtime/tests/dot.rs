@@ -291,6 +291,7 @@ fn nvrtc_compiles_with(k: &Kernel, warps: u32, stages: u32, ring_unroll: bool) -
             row_values_once: false,
             elide_reuse_syncs: false,
             frag_rows: false,
+            fast_exp2: false,
             dep_hook: None,
         },
     )
@@ -481,6 +482,7 @@ fn mm_run_with(case: &Case, which: &str, seed: u64, ring_unroll: bool) {
             row_values_once: false,
             elide_reuse_syncs: false,
             frag_rows: false,
+            fast_exp2: false,
             dep_hook: None,
         },
     )
@@ -1163,6 +1165,7 @@ fn wg_opts(kern: &Kernel, c: &WgCase, v: Variant, sc: &[Scalar]) -> EmitOptions 
         row_values_once: false,
         elide_reuse_syncs: false,
         frag_rows: false,
+        fast_exp2: false,
         dep_hook: None,
     }
 }
@@ -1250,6 +1253,7 @@ const WGMMA: Variant = Variant {
     row_values: false,
     reuse_sync: false,
     frag_rows: false,
+    fast_exp2: false,
 };
 
 /// `EmitOptions::wgmma_in_flight` (`TESSERA_WGMMA=2`): an iteration's wgmmas retire in the
@@ -1262,6 +1266,7 @@ const IN_FLIGHT: Variant = Variant {
     row_values: false,
     reuse_sync: false,
     frag_rows: false,
+    fast_exp2: false,
 };
 
 #[test]
@@ -1284,6 +1289,7 @@ fn matmul_wgmma_ring_unroll_interpreter_and_emulation() {
                 row_values: false,
                 reuse_sync: false,
                 frag_rows: false,
+                fast_exp2: false,
             };
             wgmma_run(c, v, 41 + i as u64);
         }

@@ -41,14 +41,16 @@ fn rope_rows(d: usize, max_seq: usize) -> HostMem {
 
 /// The lowerings the shipped kernels are emitted with (`KernelDef`'s defaults): reductions
 /// of replicated rows in each warp, per-row values once per row, a loop's reuse barriers
-/// elided after an earlier barrier of the iteration, and a tensor-core tile's rows reduced
-/// in its registers (no decode kernel has one; prefill's attention does).
+/// elided after an earlier barrier of the iteration, a tensor-core tile's rows reduced in
+/// its registers and `exp2` as `ex2.approx` (no decode kernel has either; prefill's attention
+/// has both).
 fn shipped() -> Variant {
     Variant {
         warp_reduce: true,
         row_values: true,
         reuse_sync: true,
         frag_rows: true,
+        fast_exp2: true,
         ..Variant::default()
     }
 }
@@ -64,7 +66,7 @@ fn reuse_barriers() -> Variant {
 
 /// The reduction lowerings added one by one, from none to `shipped()`'s: replicated rows
 /// reduced in each warp, then per-row values once per row, then the loops' reuse barriers
-/// elided (`frag_rows`, the last, changes no kernel without a `dot`).
+/// elided (`frag_rows` and `fast_exp2`, the last two, change no decode kernel).
 fn lowerings_one_by_one() -> [Variant; 4] {
     let v = |warp_reduce, row_values, reuse_sync| Variant {
         warp_reduce,

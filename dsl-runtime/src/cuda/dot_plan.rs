@@ -155,6 +155,25 @@ pub(crate) fn chained_ms(k: &Kernel) -> std::collections::BTreeSet<usize> {
     out
 }
 
+/// Per M, the fragment whose rows the `[M]` and `[M, 1]` tiles take (`Layout::rows_of`,
+/// `EmitOptions::frag_rows`): the first `[M, N]` fragment the kernel reduces along its rows.
+pub(crate) fn row_frags(k: &Kernel, frags: &BTreeMap<Vec<usize>, Frag>) -> BTreeMap<usize, Frag> {
+    let mut out = BTreeMap::new();
+    walk(&k.body, &mut |s| {
+        if let Stmt::Let {
+            op: Op::Reduce { x, axis, .. },
+            ..
+        } = s
+        {
+            let d = k.ty(*x).dims();
+            if let (Some(f), true) = (frags.get(&d), d.len() == 2 && *axis == 1) {
+                out.entry(d[0]).or_insert(*f);
+            }
+        }
+    });
+    out
+}
+
 /// The warp grid whose warps load the fewest fragments per k step (`mt` ldmatrix.x4 for A,
 /// `nt / 2` for B): square-ish warp tiles, as Triton's and CUTLASS's (128x256 on 8 warps:
 /// 2x4 warps of 64x64, 8 ldmatrix per 32 mma, where 8x1 takes 17 and 64 registers of B

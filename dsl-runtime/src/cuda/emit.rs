@@ -134,6 +134,8 @@ pub(crate) struct Emitter<'a> {
     row_frags: BTreeMap<usize, layout::Frag>,
     /// `EmitOptions::frag_rows`.
     pub(super) frag_rows: bool,
+    /// `EmitOptions::fast_exp2`.
+    fast_exp2: bool,
     /// Whether the code calls the `mma` helpers (`dot::MMA_HELPERS`).
     pub uses_mma: bool,
     /// The `wgmma` instructions the code calls (`wgmma.rs`): (N, f16 rather than bf16, B
@@ -219,6 +221,7 @@ impl<'a> Emitter<'a> {
             frag_shapes: BTreeMap::new(),
             row_frags: BTreeMap::new(),
             frag_rows: opts.frag_rows,
+            fast_exp2: opts.fast_exp2,
             uses_mma: false,
             wgmma_insns: Default::default(),
             pipe: pipeline::Pipes::default(),
@@ -249,20 +252,7 @@ impl<'a> Emitter<'a> {
             }
         }
         if opts.frag_rows {
-            walk(&k.body, &mut |s| {
-                if let Stmt::Let {
-                    op: Op::Reduce { x, axis, .. },
-                    ..
-                } = s
-                {
-                    let d = k.ty(*x).dims();
-                    if d.len() == 2 && *axis == 1 {
-                        if let Some(f) = e.frag_shapes.get(&d) {
-                            e.row_frags.entry(d[0]).or_insert(*f);
-                        }
-                    }
-                }
-            });
+            e.row_frags = dot_plan::row_frags(k, &e.frag_shapes);
         }
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
@@ -649,6 +639,11 @@ impl<'a> Emitter<'a> {
     fn op_expr(&self, id: ValueId, op: &Op, at: &At) -> R<String> {
         let ty = self.k.ty(id);
         Ok(match op {
+            Op::Unary(UnaryOp::Exp2, x)
+                if self.fast_exp2 && self.k.ty(*x).elem == Elem::Num(DType::F32) =>
+            {
+                format!("tsr_ex2({})", strip(&self.access(*x, at)?))
+            }
             Op::Unary(u, x) => {
                 let d = num(self.k.ty(*x).elem);
                 unary_c(*u, d, &self.access(*x, at)?)

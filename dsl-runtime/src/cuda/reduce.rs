@@ -206,6 +206,9 @@ impl Emitter<'_> {
         axis: usize,
         src: &Src,
     ) -> R<bool> {
+        if !self.frag_rows {
+            return Ok(false);
+        }
         let (xt, out_t) = (self.k.ty(x).clone(), self.k.ty(id).clone());
         let d = num(xt.elem);
         let xl = self.lay_of_value(x)?;

@@ -17,3 +17,6 @@ __device__ __forceinline__ f16_t tsr_f32_to_f16(float f) {
   std::memcpy(&h, &x, 2);
   return h;
 }
+// The GPU's ex2.approx: here the host's exp2f, the interpreter's (so the emulation checks the
+// code around it bit for bit; the GPU tests hold the approximation to a tolerance).
+__device__ __forceinline__ float tsr_ex2(float x) { return exp2f(x); }

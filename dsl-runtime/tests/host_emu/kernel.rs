@@ -84,6 +84,8 @@ pub struct Variant {
     pub reuse_sync: bool,
     /// `EmitOptions::frag_rows`.
     pub frag_rows: bool,
+    /// `EmitOptions::fast_exp2` (emulated by the host's exp2f: the code around it checked).
+    pub fast_exp2: bool,
 }
 
 /// [`emulate`] with the candidate lowerings of `v`.
@@ -104,6 +106,7 @@ pub fn emulate_variant(
         row_values,
         reuse_sync,
         frag_rows,
+        fast_exp2,
     } = v;
     let div16 = facts(k, scalars);
     let src = emit_body(
@@ -121,6 +124,7 @@ pub fn emulate_variant(
             row_values_once: row_values,
             elide_reuse_syncs: reuse_sync,
             frag_rows,
+            fast_exp2,
             dep_hook: None,
         },
     )
