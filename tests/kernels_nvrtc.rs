@@ -359,6 +359,35 @@ fn compiles_without_spills(name: &str, code: &str) {
     assert_eq!(info.spill_bytes, 0, "{name}: spills\n{}", info.log);
 }
 
+/// Every shipped kernel at its default constexprs and `DEFAULT_NUM_STAGES`, and prefill's
+/// FlashAttention at the GPU's tiles and stages (its loop on the cp.async ring).
+fn shipped_with_prefill_attention() -> Vec<(&'static str, tessera::ir::Kernel, u32, u32)> {
+    let mut all: Vec<_> = shipped_specialised()
+        .into_iter()
+        .map(|(name, spec, warps)| (name, spec, warps, DEFAULT_NUM_STAGES))
+        .collect();
+    let p = PrefillTiles::gpu();
+    let u = |v: usize| ConstVal::Int(v as i64);
+    let cx = [("BM", u(p.attn_bm)), ("BN", u(p.attn_bn)), ("D", u(128))];
+    let pa = prefill_attention::KERNEL.specialize(&cx).unwrap();
+    all.push(("prefill_attention", pa, p.attn_warps, p.attn_stages));
+    all
+}
+
+/// The options a shipped kernel's A/B starts from: aligned parameters, and the lowerings on
+/// by default whose tests came before (vector atomics, reductions in warps, per-row values
+/// once); each test adds the ones it compares.
+fn shipped_options(spec: &tessera::ir::Kernel, warps: u32, stages: u32) -> EmitOptions {
+    EmitOptions {
+        divisible16: vec![true; spec.params.len()],
+        num_stages: stages,
+        vector_atomics: true,
+        warp_replica_reductions: true,
+        row_values_once: true,
+        ..EmitOptions::new(warps)
+    }
+}
+
 /// `EmitOptions::acq_rel_atomics` (on by default, `TESSERA_ACQ_REL_ATOMIC=0` off): every shipped kernel with a
 /// scalar atomic add (the last-program pattern) gets the one acquire-release atomic in
 /// place of the fenced one, and still compiles for sm_80 and sm_90.
@@ -492,26 +521,11 @@ fn per_row_values_are_computed_once_per_row() {
 /// registers), so only the decode kernels change.
 #[test]
 fn reuse_barriers_after_an_earlier_barrier_are_elided() {
-    let mut all: Vec<_> = shipped_specialised()
-        .into_iter()
-        .map(|(name, spec, warps)| (name, spec, warps, DEFAULT_NUM_STAGES))
-        .collect();
-    // Prefill's FlashAttention at the GPU's tiles and stages, its loop on the cp.async ring.
-    let p = PrefillTiles::gpu();
-    let u = |v: usize| ConstVal::Int(v as i64);
-    let cx = [("BM", u(p.attn_bm)), ("BN", u(p.attn_bn)), ("D", u(128))];
-    let pa = prefill_attention::KERNEL.specialize(&cx).unwrap();
-    all.push(("prefill_attention", pa, p.attn_warps, p.attn_stages));
     let mut changed = vec![];
-    for (name, spec, warps, stages) in all {
+    for (name, spec, warps, stages) in shipped_with_prefill_attention() {
         let base = EmitOptions {
-            divisible16: vec![true; spec.params.len()],
-            num_stages: stages,
-            vector_atomics: true,
-            warp_replica_reductions: true,
-            row_values_once: true,
             frag_rows: true,
-            ..EmitOptions::new(warps)
+            ..shipped_options(&spec, warps, stages)
         };
         let before = emit(&spec, &base).unwrap().code;
         let opts = EmitOptions {
@@ -555,20 +569,12 @@ fn reuse_barriers_after_an_earlier_barrier_are_elided() {
 /// a bf16 ulp: `tests/dot_kernels.rs`, `model/tests/kernels_emulated.rs`.)
 #[test]
 fn flash_attention_softmax_stays_in_registers_with_frag_rows() {
-    let mut all: Vec<_> = shipped_specialised()
-        .into_iter()
-        .map(|(name, spec, warps)| (name, spec, warps, DEFAULT_NUM_STAGES))
-        .collect();
-    let p = PrefillTiles::gpu();
-    let u = |v: usize| ConstVal::Int(v as i64);
-    let cx = [("BM", u(p.attn_bm)), ("BN", u(p.attn_bn)), ("D", u(128))];
-    let pa = prefill_attention::KERNEL.specialize(&cx).unwrap();
-    all.push(("prefill_attention", pa, p.attn_warps, p.attn_stages));
+    let mut all = shipped_with_prefill_attention();
     // The attention example's first tile: 128 x 64 on 8 warps.
     let cx = [
-        ("BM", u(128)),
-        ("BN", u(64)),
-        ("D", u(128)),
+        ("BM", ConstVal::Int(128)),
+        ("BN", ConstVal::Int(64)),
+        ("D", ConstVal::Int(128)),
         ("CAUSAL", ConstVal::Bool(true)),
     ];
     let at = attention::KERNEL.specialize(&cx).unwrap();
@@ -576,13 +582,8 @@ fn flash_attention_softmax_stays_in_registers_with_frag_rows() {
     let mut changed = vec![];
     for (name, spec, warps, stages) in all {
         let base = EmitOptions {
-            divisible16: vec![true; spec.params.len()],
-            num_stages: stages,
-            vector_atomics: true,
-            warp_replica_reductions: true,
-            row_values_once: true,
             elide_reuse_syncs: true,
-            ..EmitOptions::new(warps)
+            ..shipped_options(&spec, warps, stages)
         };
         let before = emit(&spec, &base).unwrap().code;
         let opts = EmitOptions {

@@ -23,6 +23,13 @@ __device__ __forceinline__ f16_t tsr_f32_to_f16(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
   return r;
 }
+// exp2 as the hardware's approximation, one MUFU.EX2 (about 2 ulp; a result below 2^-126
+// flushes to zero; exp2f adds a range check and two multiplies): `EmitOptions::fast_exp2`.
+__device__ __forceinline__ float tsr_ex2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
 // -- end conversions --
 // Round a float to the nearest bf16 / f16 value (kept in a float register).
 __device__ __forceinline__ float tsr_rbf16(float f) { return tsr_bf16_to_f32(tsr_f32_to_bf16(f)); }

@@ -411,12 +411,47 @@ impl Emitter<'_> {
     /// and `2k + 1` of A are the k16 A fragment of k step `k` (rows g and g + 8, columns
     /// 2q, 2q + 1 and 8 more: PTX ISA, mma.m16n8k16's A and C fragments).
     fn a_in_registers(&mut self, a: ValueId, f: Frag) -> Option<usize> {
-        if !self.frag_rows || f.wn != 1 || f.interleaved || self.pipe.hoisted.contains_key(&a) {
+        if !self.a_fits_registers(a, f) {
             return None;
         }
-        let al = self.lay_of_value(a).ok()?;
-        let fa = self.layouts[al].frag?;
-        ((fa.wm, fa.wn, fa.mt, fa.interleaved) == (f.wm, 1, f.mt, false)).then_some(al)
+        self.lay_of_value(a).ok()
+    }
+
+    /// Whether A (of a `dot` on fragment `f`) enters the `mma` from its registers
+    /// ([`Self::a_in_registers`]), from the plans alone (before any layout is built).
+    pub(super) fn a_fits_registers(&self, a: ValueId, f: Frag) -> bool {
+        let in_smem = self.pipe.hoisted.contains_key(&a) || self.pipe.loads.contains_key(&a);
+        if !self.frag_rows || f.wn != 1 || f.interleaved || in_smem {
+            return false;
+        }
+        self.frag_shapes
+            .get(&self.k.ty(a).dims())
+            .is_some_and(|fa| (fa.wm, fa.wn, fa.mt, fa.interleaved) == (f.wm, 1, f.mt, false))
+    }
+
+    /// `x.to(bf16)` (x f32) read only by a `dot` that takes it from registers: the `mma`
+    /// packs x itself ([`Self::a_from_registers`]), so the cast needs no registers of its
+    /// own (no dead array in the generated C).
+    pub(super) fn casts_packed_by_mma(&self) -> Vec<ValueId> {
+        let readers = super::pipeline::readers(self.k);
+        let mut out = vec![];
+        for (id, plan) in &self.dot_plans {
+            let (Some(f), None) = (plan.mma, plan.wgmma) else {
+                continue;
+            };
+            let Some(Op::Dot { a, .. }) = &self.f.defs[id.0 as usize] else {
+                continue;
+            };
+            let from_f32 = matches!(self.f.defs[a.0 as usize], Some(Op::Cast(x))
+                if self.k.ty(x).elem == Elem::Num(DType::F32));
+            let only_this_dot = readers
+                .get(a)
+                .is_some_and(|r| r.iter().all(|x| *x == Some(*id)));
+            if from_f32 && only_this_dot && self.a_fits_registers(*a, f) {
+                out.push(*a);
+            }
+        }
+        out
     }
 
     /// In a k step: `fa` from A's registers (layout `al`): fragment register `2h + c` of

@@ -253,6 +253,9 @@ impl<'a> Emitter<'a> {
         }
         if opts.frag_rows {
             e.row_frags = dot_plan::row_frags(k, &e.frag_shapes);
+            for a in e.casts_packed_by_mma() {
+                e.f.needs_regs[a.0 as usize] = false;
+            }
         }
         walk(&k.body, &mut |s| {
             if let Stmt::Let {
