@@ -63,7 +63,8 @@ impl Frag {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// `Some` for the tensor-core accumulator layout (then `tpr`, `rpp`, `passes` and
-    /// `chunks` do not describe it: reductions go through shared memory).
+    /// `chunks` do not describe it: reductions go through shared memory, or, along its rows
+    /// with `EmitOptions::frag_rows`, stay in the quads that hold them).
     pub frag: Option<Frag>,
     /// `Some` for the rows of a tensor-core tile (`EmitOptions::frag_rows`): an `[M]` or
     /// `[M, 1]` tile held where the `[M, N]` fragment holds its rows ([`Layout::rows_of`]).

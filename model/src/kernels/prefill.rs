@@ -413,8 +413,8 @@ impl PrefillTiles {
     /// warps (at 4 ptxas (sm_90) puts the gate/up GEMM's two [128, 128] f32 accumulators at
     /// 255 registers and spills; at 8 gemm takes 159 registers, gate/up 244), and the
     /// attention in 64 x 64 blocks (query rows x keys) on 4 warps, 3 stages: with its softmax
-    /// in the fragment's registers (`EmitOptions::frag_rows`, 231 registers with `fast_exp2`, no spill) each
-    /// warp holds 16 whole rows, as FlashAttention-2's. On an H200 the fastest of five tiles
+    /// in the fragment's registers (`EmitOptions::frag_rows`; 231 registers with `fast_exp2`,
+    /// no spill) each warp holds 16 whole rows, as FlashAttention-2's. On an H200 the fastest of five tiles
     /// at 512 and 2048 prompt tokens (4.3 / 10.4 ms to the first token against 4.6 / 11.2 at
     /// session 34's 128 x 64 on 8 warps) and 1.3% behind 128 x 128 at 8192 (61.7 / 60.9 ms;
     /// docs/PERF.md, session 35). `TESSERA_PREFILL_ATTN` overrides the attention's
